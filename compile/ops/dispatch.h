@@ -1,0 +1,58 @@
+// Dispatch: every ops:: call lands in call_op. In eager mode (no handler installed) it checks the
+// arguments with the op's meta function, allocates the outputs and runs the device's kernel (or
+// the op's eager function, or its decomposition when no kernel exists or the custom op is
+// disabled). A DispatchHandler installed for the thread (the tracer) sees every call instead.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compile/ops/registry.h"
+
+namespace tessera {
+
+class DispatchHandler {
+ public:
+  virtual ~DispatchHandler() = default;
+  virtual std::vector<Tensor> handle(const OpDef& op, std::span<const Tensor> inputs,
+                                     const Attributes& attributes) = 0;
+};
+
+DispatchHandler* current_dispatch_handler();
+
+// Installs a handler for this thread for the guard's lifetime (nests).
+class DispatchHandlerGuard {
+ public:
+  explicit DispatchHandlerGuard(DispatchHandler* handler);
+  ~DispatchHandlerGuard();
+  DispatchHandlerGuard(const DispatchHandlerGuard&) = delete;
+  DispatchHandlerGuard& operator=(const DispatchHandlerGuard&) = delete;
+
+ private:
+  DispatchHandler* previous_;
+};
+
+// Decides whether a custom op runs its own kernel (true) or its decomposition in eager mode.
+// Default: every custom op enabled. compile/ installs the config's rule.
+using CustomOpEnabledFn = std::function<bool(const std::string& op_name)>;
+void set_eager_custom_op_rule(CustomOpEnabledFn rule);
+bool eager_custom_op_enabled(const std::string& op_name);
+
+std::vector<Tensor> call_op(const OpDef& op, std::span<const Tensor> inputs,
+                            const Attributes& attributes);
+std::vector<Tensor> call_op(const std::string& name, std::span<const Tensor> inputs,
+                            const Attributes& attributes);
+
+// Eager execution, bypassing any handler: what the `traced` backend uses to run a node.
+std::vector<Tensor> run_eager(const OpDef& op, std::span<const Tensor> inputs,
+                              const Attributes& attributes);
+// Runs one device kernel of `op` (no decomposition): what the conformance test compares.
+std::vector<Tensor> run_kernel_of(const OpDef& op, std::span<const Tensor> inputs,
+                                  const Attributes& attributes);
+
+TensorMeta meta_of(const Tensor& tensor);  // concrete tensors; fake ones via compile/fake_tensor
+std::vector<TensorMeta> compute_output_metas(const OpDef& op, std::span<const Tensor> inputs,
+                                             const Attributes& attributes);
+
+}  // namespace tessera

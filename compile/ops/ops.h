@@ -1,0 +1,69 @@
+// The op API model code is written against. Each call goes through dispatch (compile/ops/
+// dispatch.h): eager runs kernels, tracing records graph nodes. Semantics follow PyTorch.
+//
+// Kernel contract (kernels/): outputs arrive contiguous; inputs are contiguous except for ops
+// registered with strided_inputs (pointwise, where, cast), whose inputs may have any strides,
+// including 0 for broadcast dims (the dispatcher expands them to the output shape first).
+// bf16/f16 compute in f32.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace tessera::ops {
+
+// Pointwise unary (float dtypes; neg also ints). Output: same shape and dtype.
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor silu(const Tensor& x);  // x * sigmoid(x)
+// approximate: "none" (erf form, PyTorch's default) or "tanh".
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+Tensor pow_scalar(const Tensor& x, double exponent);  // attr "exponent"
+Tensor add_scalar(const Tensor& x, double scalar);    // attr "scalar"
+Tensor mul_scalar(const Tensor& x, double scalar);    // attr "scalar"
+
+// Pointwise binary with broadcasting; both inputs of one dtype (add/sub/mul/maximum also ints).
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+// condition (i32 or i64, nonzero is true) ? a : b, broadcasting all three.
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+
+// Between any two dtypes (float -> int truncates toward zero). attr "dtype".
+Tensor cast(const Tensor& x, DType dtype);
+
+// Last-dim reductions; attr "keepdim" (default false). sum/mean/max: float dtypes, same dtype
+// out (accumulated in f32). argmax: float dtypes in, i64 out, first index of the maximum.
+Tensor sum(const Tensor& x, bool keepdim = false);
+Tensor mean(const Tensor& x, bool keepdim = false);
+Tensor max(const Tensor& x, bool keepdim = false);
+Tensor argmax(const Tensor& x, bool keepdim = false);
+Tensor softmax(const Tensor& x);  // over the last dim
+
+// a [..., M, K] @ b [K, N] or b [..., K, N] (same leading dims) -> [..., M, N].
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x [..., K], weight [N, K], bias [N] -> x @ weight^T + bias, [..., N].
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = {});
+// weight [V, D], ids (i32/i64) [...] -> [..., D]; ids outside [0, V) are an error.
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+
+// Shape ops. view/reshape: one size may be -1. slice: attrs dim, start, end, step (end clamps).
+Tensor view(const Tensor& x, std::vector<int64_t> shape);  // needs a contiguous input
+Tensor reshape(const Tensor& x, std::vector<int64_t> shape);  // a view when possible, else a copy
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor contiguous(const Tensor& x);
+Tensor cat(std::span<const Tensor> tensors, int64_t dim);
+
+}  // namespace tessera::ops

@@ -1,0 +1,106 @@
+// Symbolic integers for shapes: expressions over named symbols (the token count "s0", ...) and
+// integer constants. Expressions are kept in a canonical form (a sum of integer-weighted products
+// of atoms, where an atom is a symbol or an irreducible floordiv/mod/min/max), so two equal
+// expressions built different ways compare and hash equal.
+//
+// Turning a symbolic value into a concrete int or bool during tracing *specializes*: the answer is
+// recorded as a guard through the active ShapeEnv (compile/guards.h). Without an active ShapeEnv
+// only constant expressions can be made concrete.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct SymExpr;
+using Bindings = std::map<std::string, int64_t>;
+
+class SymInt {
+ public:
+  SymInt(int64_t value = 0);  // NOLINT: constants convert implicitly
+  static SymInt symbol(const std::string& name);
+
+  bool is_constant() const;
+  // The constant's value; throws when symbolic (use guard_int while tracing).
+  int64_t constant() const;
+  std::vector<std::string> symbols() const;
+  int64_t evaluate(const Bindings& bindings) const;  // throws naming an unbound symbol
+  std::string str() const;
+  size_t hash() const;
+
+  // Concrete value: a constant's, or, while tracing, the hint's, recorded as a guard.
+  int64_t guard_int(const char* why = nullptr) const;
+
+  friend SymInt operator+(const SymInt& a, const SymInt& b);
+  friend SymInt operator-(const SymInt& a, const SymInt& b);
+  friend SymInt operator*(const SymInt& a, const SymInt& b);
+  friend SymInt floordiv(const SymInt& a, const SymInt& b);
+  friend SymInt mod(const SymInt& a, const SymInt& b);
+  friend SymInt sym_min(const SymInt& a, const SymInt& b);
+  friend SymInt sym_max(const SymInt& a, const SymInt& b);
+  SymInt operator-() const { return SymInt(0) - *this; }
+  SymInt& operator+=(const SymInt& other) { return *this = *this + other; }
+  SymInt& operator*=(const SymInt& other) { return *this = *this * other; }
+
+  // Structural equality of canonical forms (no guard).
+  bool same_as(const SymInt& other) const;
+  const std::shared_ptr<const SymExpr>& expr() const { return expr_; }
+
+ private:
+  explicit SymInt(std::shared_ptr<const SymExpr> expr) : expr_(std::move(expr)) {}
+  std::shared_ptr<const SymExpr> expr_;  // null for a constant fast path
+  int64_t constant_ = 0;
+  friend struct SymExprBuilder;
+};
+
+enum class SymCompare { eq, ne, lt, le, gt, ge };
+
+// A comparison of two SymInts. Converting it to bool decides it: statically when it can (both
+// constant, or equal canonical forms), else through the active ShapeEnv, which records a guard.
+class SymBool {
+ public:
+  SymBool(SymInt lhs, SymCompare op, SymInt rhs) : lhs_(std::move(lhs)), op_(op), rhs_(std::move(rhs)) {}
+  explicit SymBool(bool value) : lhs_(value ? 1 : 0), op_(SymCompare::eq), rhs_(1) {}
+  // Decided without a guard, if possible: true/false; else nullopt-like -1.
+  int static_value() const;
+  bool evaluate(const Bindings& bindings) const;
+  bool guard_bool(const char* why = nullptr) const;
+  explicit operator bool() const { return guard_bool(); }
+  std::string str() const;
+  const SymInt& lhs() const { return lhs_; }
+  const SymInt& rhs() const { return rhs_; }
+  SymCompare op() const { return op_; }
+
+ private:
+  SymInt lhs_;
+  SymCompare op_;
+  SymInt rhs_;
+};
+
+SymBool operator==(const SymInt& a, const SymInt& b);
+SymBool operator!=(const SymInt& a, const SymInt& b);
+SymBool operator<(const SymInt& a, const SymInt& b);
+SymBool operator<=(const SymInt& a, const SymInt& b);
+SymBool operator>(const SymInt& a, const SymInt& b);
+SymBool operator>=(const SymInt& a, const SymInt& b);
+
+using SymShape = std::vector<SymInt>;
+std::string sym_shape_str(const SymShape& shape);  // "[s0, 64]"
+SymShape to_sym_shape(const std::vector<int64_t>& sizes);
+SymInt sym_numel(const SymShape& shape);
+
+// Hooks for guard recording, installed by compile/guards while tracing. nullptr outside.
+class SymbolicDecider {
+ public:
+  virtual ~SymbolicDecider() = default;
+  virtual int64_t decide_int(const SymInt& value, const char* why) = 0;
+  virtual bool decide_bool(const SymBool& value, const char* why) = 0;
+};
+SymbolicDecider* current_symbolic_decider();
+void set_current_symbolic_decider(SymbolicDecider* decider);
+
+}  // namespace tessera

@@ -1,0 +1,27 @@
+// Device memory allocation. Every byte of tensor memory goes through an Allocator so the runner
+// can measure the activation peak and hand compiled code a static arena.
+#pragma once
+
+#include <cstddef>
+
+namespace tessera {
+
+struct MemoryStats {
+  size_t current_bytes = 0;   // held by live tensors
+  size_t peak_bytes = 0;      // maximum of current_bytes since the last reset_peak()
+  size_t reserved_bytes = 0;  // taken from the device, including cached free blocks
+  size_t num_device_allocations = 0;  // calls to the device's own allocator (cache misses)
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr, size_t bytes) = 0;
+  virtual MemoryStats stats() const = 0;
+  virtual void reset_peak() = 0;
+  // Returns cached free blocks to the device; a no-op where nothing is cached.
+  virtual void empty_cache() {}
+};
+
+}  // namespace tessera

@@ -1,0 +1,64 @@
+#include "kernels/backend.h"
+
+#include <array>
+#include <mutex>
+
+#include "kernels/check.h"
+
+namespace tessera {
+
+namespace {
+
+std::array<std::unique_ptr<DeviceBackend>, kNumDeviceTypes>& backends() {
+  static std::array<std::unique_ptr<DeviceBackend>, kNumDeviceTypes> table;
+  return table;
+}
+
+}  // namespace
+
+void register_backend(std::unique_ptr<DeviceBackend> backend) {
+  auto& slot = backends()[static_cast<size_t>(backend->type())];
+  TESSERA_CHECK(slot == nullptr, "backend {} registered twice", device_type_name(backend->type()));
+  slot = std::move(backend);
+}
+
+DeviceBackend* find_backend(DeviceType type) { return backends()[static_cast<size_t>(type)].get(); }
+
+DeviceBackend& backend(Device device) {
+  DeviceBackend* found = find_backend(device.type);
+  if (found == nullptr) {
+    throw Error(fmt::format(
+        "device {} is not available: this build has no {} backend (configure with "
+        "-DTESSERA_{}=ON on a machine with its toolkit)",
+        device.str(), device_type_name(device.type), device.type == DeviceType::hip ? "HIP" : "CUDA"));
+  }
+  int count = found->device_count();
+  TESSERA_REQUIRE(device.index >= 0 && device.index < count,
+                  "device {} is not available: {} device(s) of type {} found", device.str(), count,
+                  device_type_name(device.type));
+  return *found;
+}
+
+bool device_available(Device device) {
+  DeviceBackend* found = find_backend(device.type);
+  return found != nullptr && device.index >= 0 && device.index < found->device_count();
+}
+
+bool first_gpu(Device* device) {
+  for (DeviceType type : {DeviceType::cuda, DeviceType::hip}) {
+    if (device_available(Device{type, 0})) {
+      *device = Device{type, 0};
+      return true;
+    }
+  }
+  return false;
+}
+
+StreamGuard::StreamGuard(Stream& stream)
+    : device_(stream.device()), previous_(&backend(device_).current_stream(device_.index)) {
+  backend(device_).set_current_stream(device_.index, &stream);
+}
+
+StreamGuard::~StreamGuard() { backend(device_).set_current_stream(device_.index, previous_); }
+
+}  // namespace tessera

@@ -1,0 +1,88 @@
+// One interface per device type: memory, streams, events, copies and graph capture. CPU and CUDA
+// implement it here; HIP implements the same interface from the same sources via gpu_vendor.h.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "kernels/allocator.h"
+#include "kernels/device.h"
+
+namespace tessera {
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual Device device() const = 0;
+  virtual void synchronize() = 0;
+  virtual void* native_handle() const = 0;  // cudaStream_t / hipStream_t; nullptr on the CPU
+};
+
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void record(Stream& stream) = 0;
+  virtual void synchronize() = 0;
+  // Milliseconds between this event and `end`, both recorded and complete.
+  virtual float elapsed_ms(const Event& end) const = 0;
+};
+
+// An instantiated captured graph: the work recorded on a stream between begin/end capture.
+class GraphExec {
+ public:
+  virtual ~GraphExec() = default;
+  virtual void replay(Stream& stream) = 0;
+  virtual size_t num_nodes() const = 0;
+};
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual DeviceType type() const = 0;
+  virtual int device_count() const = 0;
+  virtual std::string device_name(int index) const = 0;
+  virtual Allocator& allocator(int index) = 0;
+
+  virtual std::unique_ptr<Stream> create_stream(int index) = 0;
+  // The stream kernels launch on from this thread; the device's default stream unless set.
+  virtual Stream& current_stream(int index) = 0;
+  virtual void set_current_stream(int index, Stream* stream) = 0;  // nullptr: back to default
+  virtual std::unique_ptr<Event> create_event(int index) = 0;
+  virtual void synchronize(int index) = 0;
+
+  // Copies bytes; either side may be the host (Device kCPU) or this backend's device.
+  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
+                    size_t bytes) = 0;
+
+  virtual bool supports_graphs() const = 0;
+  virtual void begin_capture(Stream& stream) = 0;
+  virtual std::unique_ptr<GraphExec> end_capture(Stream& stream) = 0;
+
+  // (total, free) bytes of device memory.
+  virtual std::pair<size_t, size_t> memory_info(int index) const = 0;
+};
+
+// Registered backends, one per device type. backend() throws a user-facing error naming the
+// device and why it is missing (not built in, or no such device).
+void register_backend(std::unique_ptr<DeviceBackend> backend);
+DeviceBackend* find_backend(DeviceType type);
+DeviceBackend& backend(Device device);
+bool device_available(Device device);
+// The first GPU device with a working backend, if any (cuda:0, then hip:0).
+bool first_gpu(Device* device);
+
+// Sets the current stream for the scope, restoring the previous one on exit.
+class StreamGuard {
+ public:
+  explicit StreamGuard(Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  Device device_;
+  Stream* previous_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,36 @@
+// Kernels by (op name, device type). Each kernel file registers its kernels with
+// TESSERA_REGISTER_KERNEL; compile/ops looks them up when it dispatches an op. Outputs arrive
+// allocated (contiguous) with the sizes and dtypes the op's meta function computed.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "kernels/attributes.h"
+#include "kernels/device.h"
+#include "kernels/tensor.h"
+
+namespace tessera {
+
+struct KernelArgs {
+  std::span<const Tensor> inputs;
+  const Attributes& attributes;
+  std::span<Tensor> outputs;
+};
+
+using KernelFn = void (*)(const KernelArgs& args);
+
+bool register_kernel(const std::string& op, DeviceType device, KernelFn kernel);
+// nullptr when no kernel is registered for that op and device.
+KernelFn find_kernel(const std::string& op, DeviceType device);
+// Runs the registered kernel; throws naming the op and the device when there is none.
+void run_kernel(const std::string& op, DeviceType device, const KernelArgs& args);
+
+}  // namespace tessera
+
+#define TESSERA_KERNEL_CONCAT_INNER(a, b) a##b
+#define TESSERA_KERNEL_CONCAT(a, b) TESSERA_KERNEL_CONCAT_INNER(a, b)
+#define TESSERA_REGISTER_KERNEL(op, device, fn)                                   \
+  [[maybe_unused]] static const bool TESSERA_KERNEL_CONCAT(kernel_registered_, \
+                                                          __COUNTER__) =       \
+      ::tessera::register_kernel(op, device, fn)
