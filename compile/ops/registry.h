@@ -6,6 +6,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -75,6 +77,7 @@ class OpRegistry {
 
  private:
   std::vector<std::unique_ptr<OpDef>> ops_;
+  std::map<std::string, const OpDef*, std::less<>> by_name_;
 };
 
 // Fills in attribute defaults and rejects unknown or missing attributes, naming them.

@@ -1,0 +1,138 @@
+#include "compile/ops/dispatch.h"
+
+#include "compile/fake_tensor.h"
+#include "kernels/check.h"
+#include "kernels/kernel_registry.h"
+
+namespace tessera {
+
+namespace {
+
+thread_local DispatchHandler* active_handler = nullptr;
+
+CustomOpEnabledFn& eager_custom_op_rule() {
+  static CustomOpEnabledFn rule;
+  return rule;
+}
+
+Shape concrete_shape(const TensorMeta& meta) {
+  Shape sizes;
+  sizes.reserve(meta.shape.size());
+  for (const SymInt& size : meta.shape) sizes.push_back(size.constant());
+  return sizes;
+}
+
+// Checks that tensor inputs are defined and on one device; returns that device.
+Device common_device(const OpDef& op, std::span<const Tensor> inputs) {
+  Device device = kCPU;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TESSERA_REQUIRE(inputs[i].defined(), "{}: argument {} is an undefined tensor", op.name, i);
+    if (i == 0) {
+      device = inputs[i].device();
+    } else {
+      TESSERA_REQUIRE(inputs[i].device() == device,
+                      "{}: all tensor arguments must be on one device, but argument 0 is on {} and "
+                      "argument {} on {}",
+                      op.name, device.str(), i, inputs[i].device().str());
+    }
+  }
+  return device;
+}
+
+std::vector<Tensor> launch_kernel(const OpDef& op, KernelFn kernel, std::span<const Tensor> inputs,
+                                  const Attributes& attributes,
+                                  const std::vector<TensorMeta>& metas, Device device) {
+  std::vector<Tensor> prepared;
+  prepared.reserve(inputs.size());
+  for (const Tensor& input : inputs) {
+    if (op.strided_inputs) {
+      // Pointwise kernels index inputs over the output shape; broadcast dims get stride 0.
+      Shape out_sizes = concrete_shape(metas[0]);
+      prepared.push_back(input.sizes() == out_sizes ? input : input.expand(out_sizes));
+    } else {
+      prepared.push_back(input.contiguous());
+    }
+  }
+  std::vector<Tensor> outputs;
+  outputs.reserve(metas.size());
+  bool any_elements = false;
+  for (const TensorMeta& meta : metas) {
+    outputs.push_back(Tensor::empty(concrete_shape(meta), meta.dtype, device));
+    any_elements = any_elements || outputs.back().numel() > 0;
+  }
+  if (any_elements) kernel(KernelArgs{prepared, attributes, outputs});
+  return outputs;
+}
+
+std::vector<Tensor> run_eager_impl(const OpDef& op, std::span<const Tensor> inputs,
+                                   const Attributes& given, bool allow_decomposition) {
+  check_input_count(op, inputs.size());
+  Attributes attributes = complete_attributes(op, given);
+  Device device = common_device(op, inputs);
+  std::vector<TensorMeta> metas = compute_output_metas(op, inputs, attributes);
+  if (op.eager) return op.eager(inputs, attributes);
+  if (allow_decomposition && op.custom && op.decompose && !eager_custom_op_enabled(op.name)) {
+    return op.decompose(inputs, attributes);
+  }
+  KernelFn kernel = find_kernel(op.name, device.type);
+  if (kernel == nullptr) {
+    if (allow_decomposition && op.decompose) return op.decompose(inputs, attributes);
+    throw Error(fmt::format("{}: no kernel for device {} and no decomposition", op.name, device.str()));
+  }
+  return launch_kernel(op, kernel, inputs, attributes, metas, device);
+}
+
+}  // namespace
+
+DispatchHandler* current_dispatch_handler() { return active_handler; }
+
+DispatchHandlerGuard::DispatchHandlerGuard(DispatchHandler* handler) : previous_(active_handler) {
+  active_handler = handler;
+}
+
+DispatchHandlerGuard::~DispatchHandlerGuard() { active_handler = previous_; }
+
+void set_eager_custom_op_rule(CustomOpEnabledFn rule) { eager_custom_op_rule() = std::move(rule); }
+
+bool eager_custom_op_enabled(const std::string& op_name) {
+  const auto& rule = eager_custom_op_rule();
+  return rule ? rule(op_name) : true;
+}
+
+TensorMeta meta_of(const Tensor& tensor) {
+  if (const FakeTensorInfo* fake = fake_tensor_info(tensor)) {
+    return TensorMeta{tensor.dtype(), tensor.device(), fake->shape};
+  }
+  return TensorMeta{tensor.dtype(), tensor.device(), to_sym_shape(tensor.sizes())};
+}
+
+std::vector<TensorMeta> compute_output_metas(const OpDef& op, std::span<const Tensor> inputs,
+                                             const Attributes& attributes) {
+  std::vector<TensorMeta> input_metas;
+  input_metas.reserve(inputs.size());
+  for (const Tensor& input : inputs) input_metas.push_back(meta_of(input));
+  return op.meta(MetaArgs{op, input_metas, attributes});
+}
+
+std::vector<Tensor> call_op(const OpDef& op, std::span<const Tensor> inputs,
+                            const Attributes& attributes) {
+  if (active_handler != nullptr) return active_handler->handle(op, inputs, attributes);
+  return run_eager_impl(op, inputs, attributes, /*allow_decomposition=*/true);
+}
+
+std::vector<Tensor> call_op(const std::string& name, std::span<const Tensor> inputs,
+                            const Attributes& attributes) {
+  return call_op(OpRegistry::global().get(name), inputs, attributes);
+}
+
+std::vector<Tensor> run_eager(const OpDef& op, std::span<const Tensor> inputs,
+                              const Attributes& attributes) {
+  return run_eager_impl(op, inputs, attributes, /*allow_decomposition=*/true);
+}
+
+std::vector<Tensor> run_kernel_of(const OpDef& op, std::span<const Tensor> inputs,
+                                  const Attributes& attributes) {
+  return run_eager_impl(op, inputs, attributes, /*allow_decomposition=*/false);
+}
+
+}  // namespace tessera

@@ -1,0 +1,74 @@
+// The ops:: functions: each looks its op up once and dispatches.
+#include "compile/ops/ops.h"
+
+#include "compile/ops/dispatch.h"
+
+namespace tessera::ops {
+namespace {
+
+Tensor call(const char* name, std::initializer_list<Tensor> inputs, const Attributes& attributes = {}) {
+  const OpDef& op = OpRegistry::global().get(name);
+  std::vector<Tensor> inputs_vector(inputs);
+  return call_op(op, inputs_vector, attributes).at(0);
+}
+
+}  // namespace
+
+Tensor neg(const Tensor& x) { return call("neg", {x}); }
+Tensor exp(const Tensor& x) { return call("exp", {x}); }
+Tensor log(const Tensor& x) { return call("log", {x}); }
+Tensor sqrt(const Tensor& x) { return call("sqrt", {x}); }
+Tensor rsqrt(const Tensor& x) { return call("rsqrt", {x}); }
+Tensor tanh(const Tensor& x) { return call("tanh", {x}); }
+Tensor sigmoid(const Tensor& x) { return call("sigmoid", {x}); }
+Tensor silu(const Tensor& x) { return call("silu", {x}); }
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  return call("gelu", {x}, {{"approximate", approximate}});
+}
+Tensor pow_scalar(const Tensor& x, double exponent) {
+  return call("pow_scalar", {x}, {{"exponent", exponent}});
+}
+Tensor add_scalar(const Tensor& x, double scalar) { return call("add_scalar", {x}, {{"scalar", scalar}}); }
+Tensor mul_scalar(const Tensor& x, double scalar) { return call("mul_scalar", {x}, {{"scalar", scalar}}); }
+
+Tensor add(const Tensor& a, const Tensor& b) { return call("add", {a, b}); }
+Tensor sub(const Tensor& a, const Tensor& b) { return call("sub", {a, b}); }
+Tensor mul(const Tensor& a, const Tensor& b) { return call("mul", {a, b}); }
+Tensor div(const Tensor& a, const Tensor& b) { return call("div", {a, b}); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return call("maximum", {a, b}); }
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  return call("where", {condition, a, b});
+}
+Tensor cast(const Tensor& x, DType dtype) { return call("cast", {x}, {{"dtype", dtype}}); }
+
+Tensor sum(const Tensor& x, bool keepdim) { return call("sum", {x}, {{"keepdim", keepdim}}); }
+Tensor mean(const Tensor& x, bool keepdim) { return call("mean", {x}, {{"keepdim", keepdim}}); }
+Tensor max(const Tensor& x, bool keepdim) { return call("max", {x}, {{"keepdim", keepdim}}); }
+Tensor argmax(const Tensor& x, bool keepdim) { return call("argmax", {x}, {{"keepdim", keepdim}}); }
+Tensor softmax(const Tensor& x) { return call("softmax", {x}); }
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return call("matmul", {a, b}); }
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+  return bias ? call("linear", {x, weight, *bias}) : call("linear", {x, weight});
+}
+Tensor embedding(const Tensor& weight, const Tensor& ids) { return call("embedding", {weight, ids}); }
+
+Tensor view(const Tensor& x, std::vector<int64_t> shape) {
+  return call("view", {x}, {{"shape", std::move(shape)}});
+}
+Tensor reshape(const Tensor& x, std::vector<int64_t> shape) {
+  return call("reshape", {x}, {{"shape", std::move(shape)}});
+}
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  return call("slice", {x}, {{"dim", dim}, {"start", start}, {"end", end}, {"step", step}});
+}
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
+  return call("transpose", {x}, {{"dim0", dim0}, {"dim1", dim1}});
+}
+Tensor contiguous(const Tensor& x) { return call("contiguous", {x}); }
+Tensor cat(std::span<const Tensor> tensors, int64_t dim) {
+  static const OpDef& op = OpRegistry::global().get("cat");
+  return call_op(op, tensors, {{"dim", dim}}).at(0);
+}
+
+}  // namespace tessera::ops

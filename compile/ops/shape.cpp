@@ -1,0 +1,108 @@
+// Shape ops: views over the same storage in eager mode (no kernel, device independent), graph
+// nodes while tracing (the compiler turns most into index arithmetic).
+#include <limits>
+
+#include "compile/ops/meta_helpers.h"
+#include "kernels/check.h"
+
+namespace tessera {
+namespace {
+
+std::vector<Tensor> one(Tensor tensor) { return {std::move(tensor)}; }
+
+OpDef view_op(const std::string& name, bool copies_when_needed) {
+  OpDef op;
+  op.name = name;
+  op.input_names = {"x"};
+  op.attributes = {{"shape", std::nullopt}};
+  op.doc = copies_when_needed ? "reshape; a view when the layout allows, else a copy"
+                              : "view of a contiguous tensor with another shape";
+  op.meta = [](const MetaArgs& args) {
+    TensorMeta out = args.input(0);
+    out.shape = infer_view_shape(args, args.input(0).shape, args.attributes.get_ints("shape"));
+    return std::vector<TensorMeta>{out};
+  };
+  op.eager = [copies_when_needed, name](std::span<const Tensor> inputs, const Attributes& attributes) {
+    const Tensor& x = inputs[0];
+    TESSERA_REQUIRE(copies_when_needed || x.is_contiguous(),
+                    "{}: argument 'x' ({}, strides {}) is not contiguous; use reshape or "
+                    "contiguous first",
+                    name, x.str(), shape_str(x.strides()));
+    return one(x.contiguous().view(attributes.get_ints("shape")));
+  };
+  return op;
+}
+
+constexpr int64_t kSliceToEnd = std::numeric_limits<int64_t>::max();
+
+OpDef slice_op() {
+  OpDef op;
+  op.name = "slice";
+  op.input_names = {"x"};
+  op.attributes = {{"dim", std::nullopt}, {"start", int64_t{0}}, {"end", kSliceToEnd},
+                   {"step", int64_t{1}}};
+  op.doc = "x[start:end:step] along dim (negative indices count from the end; end clamps)";
+  op.meta = [](const MetaArgs& args) {
+    const TensorMeta& x = args.input(0);
+    int64_t dim = wrap_dim_for(args, args.attributes.get_int("dim"), x.rank());
+    int64_t start = args.attributes.get_int("start");
+    int64_t end = args.attributes.get_int("end");
+    int64_t step = args.attributes.get_int("step");
+    TESSERA_REQUIRE(step > 0, "slice: step must be positive, got {} (argument 'x' {})", step,
+                    x.str());
+    const SymInt& n = x.shape[dim];
+    SymInt first = start < 0 ? sym_max(n + SymInt(start), 0) : sym_min(SymInt(start), n);
+    SymInt last = end == kSliceToEnd ? n
+                  : end < 0          ? sym_max(n + SymInt(end), 0)
+                                     : sym_min(SymInt(end), n);
+    last = sym_max(last, first);
+    TensorMeta out = x;
+    out.shape[dim] = floordiv(last - first + SymInt(step - 1), SymInt(step));
+    return std::vector<TensorMeta>{out};
+  };
+  op.eager = [](std::span<const Tensor> inputs, const Attributes& attributes) {
+    return one(inputs[0].slice(attributes.get_int("dim"), attributes.get_int("start"),
+                               attributes.get_int("end"), attributes.get_int("step")));
+  };
+  return op;
+}
+
+OpDef transpose_op() {
+  OpDef op;
+  op.name = "transpose";
+  op.input_names = {"x"};
+  op.attributes = {{"dim0", std::nullopt}, {"dim1", std::nullopt}};
+  op.doc = "swaps two dims (a view)";
+  op.meta = [](const MetaArgs& args) {
+    TensorMeta out = args.input(0);
+    int64_t dim0 = wrap_dim_for(args, args.attributes.get_int("dim0"), out.rank());
+    int64_t dim1 = wrap_dim_for(args, args.attributes.get_int("dim1"), out.rank());
+    std::swap(out.shape[dim0], out.shape[dim1]);
+    return std::vector<TensorMeta>{out};
+  };
+  op.eager = [](std::span<const Tensor> inputs, const Attributes& attributes) {
+    return one(inputs[0].transpose(attributes.get_int("dim0"), attributes.get_int("dim1")));
+  };
+  return op;
+}
+
+OpDef contiguous_op() {
+  OpDef op;
+  op.name = "contiguous";
+  op.input_names = {"x"};
+  op.doc = "the same values in a contiguous layout (itself when already contiguous)";
+  op.meta = [](const MetaArgs& args) { return std::vector<TensorMeta>{args.input(0)}; };
+  op.eager = [](std::span<const Tensor> inputs, const Attributes&) {
+    return one(inputs[0].contiguous());
+  };
+  return op;
+}
+
+TESSERA_REGISTER_OP(view_op("view", false));
+TESSERA_REGISTER_OP(view_op("reshape", true));
+TESSERA_REGISTER_OP(slice_op());
+TESSERA_REGISTER_OP(transpose_op());
+TESSERA_REGISTER_OP(contiguous_op());
+
+}  // namespace
+}  // namespace tessera
