@@ -185,13 +185,13 @@ bool SymInt::same_as(const SymInt& other) const {
   return expr_ == other.expr_ || expr_->text == other.expr_->text;
 }
 
-int64_t SymInt::guard_int(const char* why) const {
+int64_t SymInt::guard_int(const char* why, const std::source_location& where) const {
   if (is_constant()) return constant_;
   SymbolicDecider* decider = current_symbolic_decider();
   TESSERA_REQUIRE(decider != nullptr,
                   "symbolic size {} was made concrete outside of tracing{}{}", str(),
                   why ? ": " : "", why ? why : "");
-  return decider->decide_int(*this, why);
+  return decider->decide_int(*this, why, where);
 }
 
 SymInt operator+(const SymInt& a, const SymInt& b) {
@@ -392,12 +392,24 @@ std::string SymBool::str() const {
   return fmt::format("{} {} {}", lhs_.str(), compare_text(op_), rhs_.str());
 }
 
-SymBool operator==(const SymInt& a, const SymInt& b) { return SymBool(a, SymCompare::eq, b); }
-SymBool operator!=(const SymInt& a, const SymInt& b) { return SymBool(a, SymCompare::ne, b); }
-SymBool operator<(const SymInt& a, const SymInt& b) { return SymBool(a, SymCompare::lt, b); }
-SymBool operator<=(const SymInt& a, const SymInt& b) { return SymBool(a, SymCompare::le, b); }
-SymBool operator>(const SymInt& a, const SymInt& b) { return SymBool(a, SymCompare::gt, b); }
-SymBool operator>=(const SymInt& a, const SymInt& b) { return SymBool(a, SymCompare::ge, b); }
+SymBool operator==(const SymInt& a, const SymIntAt& b) {
+  return SymBool(a, SymCompare::eq, b.value, b.where);
+}
+SymBool operator!=(const SymInt& a, const SymIntAt& b) {
+  return SymBool(a, SymCompare::ne, b.value, b.where);
+}
+SymBool operator<(const SymInt& a, const SymIntAt& b) {
+  return SymBool(a, SymCompare::lt, b.value, b.where);
+}
+SymBool operator<=(const SymInt& a, const SymIntAt& b) {
+  return SymBool(a, SymCompare::le, b.value, b.where);
+}
+SymBool operator>(const SymInt& a, const SymIntAt& b) {
+  return SymBool(a, SymCompare::gt, b.value, b.where);
+}
+SymBool operator>=(const SymInt& a, const SymIntAt& b) {
+  return SymBool(a, SymCompare::ge, b.value, b.where);
+}
 
 std::string sym_shape_str(const SymShape& shape) {
   std::string out = "[";

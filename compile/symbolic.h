@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <source_location>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -33,7 +35,8 @@ class SymInt {
   size_t hash() const;
 
   // Concrete value: a constant's, or, while tracing, the hint's, recorded as a guard.
-  int64_t guard_int(const char* why = nullptr) const;
+  int64_t guard_int(const char* why = nullptr,
+                    const std::source_location& where = std::source_location::current()) const;
 
   friend SymInt operator+(const SymInt& a, const SymInt& b);
   friend SymInt operator-(const SymInt& a, const SymInt& b);
@@ -59,11 +62,25 @@ class SymInt {
 
 enum class SymCompare { eq, ne, lt, le, gt, ge };
 
+// A SymInt with the source location of the expression that produced it: the right-hand side of a
+// comparison converts to this at the caller, so a guard can name the model code that compared.
+struct SymIntAt {
+  template <typename T>
+    requires std::is_convertible_v<const T&, SymInt>
+  SymIntAt(const T& value,  // NOLINT: implicit on purpose
+           const std::source_location& where = std::source_location::current())
+      : value(value), where(where) {}
+  SymInt value;
+  std::source_location where;
+};
+
 // A comparison of two SymInts. Converting it to bool decides it: statically when it can (both
 // constant, or equal canonical forms), else through the active ShapeEnv, which records a guard.
 class SymBool {
  public:
-  SymBool(SymInt lhs, SymCompare op, SymInt rhs) : lhs_(std::move(lhs)), op_(op), rhs_(std::move(rhs)) {}
+  SymBool(SymInt lhs, SymCompare op, SymInt rhs,
+          std::source_location where = std::source_location::current())
+      : lhs_(std::move(lhs)), op_(op), rhs_(std::move(rhs)), where_(where) {}
   explicit SymBool(bool value) : lhs_(value ? 1 : 0), op_(SymCompare::eq), rhs_(1) {}
   // Decided without a guard, if possible: true/false; else nullopt-like -1.
   int static_value() const;
@@ -74,19 +91,21 @@ class SymBool {
   const SymInt& lhs() const { return lhs_; }
   const SymInt& rhs() const { return rhs_; }
   SymCompare op() const { return op_; }
+  const std::source_location& where() const { return where_; }
 
  private:
   SymInt lhs_;
   SymCompare op_;
   SymInt rhs_;
+  std::source_location where_;
 };
 
-SymBool operator==(const SymInt& a, const SymInt& b);
-SymBool operator!=(const SymInt& a, const SymInt& b);
-SymBool operator<(const SymInt& a, const SymInt& b);
-SymBool operator<=(const SymInt& a, const SymInt& b);
-SymBool operator>(const SymInt& a, const SymInt& b);
-SymBool operator>=(const SymInt& a, const SymInt& b);
+SymBool operator==(const SymInt& a, const SymIntAt& b);
+SymBool operator!=(const SymInt& a, const SymIntAt& b);
+SymBool operator<(const SymInt& a, const SymIntAt& b);
+SymBool operator<=(const SymInt& a, const SymIntAt& b);
+SymBool operator>(const SymInt& a, const SymIntAt& b);
+SymBool operator>=(const SymInt& a, const SymIntAt& b);
 
 using SymShape = std::vector<SymInt>;
 std::string sym_shape_str(const SymShape& shape);  // "[s0, 64]"
@@ -97,7 +116,8 @@ SymInt sym_numel(const SymShape& shape);
 class SymbolicDecider {
  public:
   virtual ~SymbolicDecider() = default;
-  virtual int64_t decide_int(const SymInt& value, const char* why) = 0;
+  virtual int64_t decide_int(const SymInt& value, const char* why,
+                             const std::source_location& where) = 0;
   virtual bool decide_bool(const SymBool& value, const char* why) = 0;
 };
 SymbolicDecider* current_symbolic_decider();

@@ -110,7 +110,10 @@ Tensor Tensor::fake(DType dtype, Device device, std::shared_ptr<const FakeInfo> 
   return t;
 }
 
-int64_t Tensor::size(int64_t dim) const { return sizes_[wrap_dim(dim, this->dim(), "size")]; }
+int64_t Tensor::size(int64_t dim, const std::source_location& where) const {
+  int64_t wrapped = wrap_dim(dim, this->dim(), "size");
+  return fake_ ? fake_->concrete_size(wrapped, where) : sizes_[wrapped];
+}
 int64_t Tensor::stride(int64_t dim) const { return strides_[wrap_dim(dim, this->dim(), "stride")]; }
 
 bool Tensor::is_contiguous() const {

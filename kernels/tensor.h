@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <source_location>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,6 +46,10 @@ class Storage {
 // Base for what compile/ attaches to a fake tensor (symbolic shape, graph value).
 struct FakeInfo {
   virtual ~FakeInfo() = default;
+  virtual int64_t rank() const = 0;
+  // A concrete size of a symbolic dim: specializes, and the tracer records a guard that names
+  // `where` (the model code that asked).
+  virtual int64_t concrete_size(int64_t dim, const std::source_location& where) const = 0;
 };
 
 class Tensor {
@@ -67,10 +72,13 @@ class Tensor {
 
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
-  int64_t dim() const { return static_cast<int64_t>(sizes_.size()); }
+  int64_t dim() const { return fake_ ? fake_->rank() : static_cast<int64_t>(sizes_.size()); }
+  // sizes()/strides() of a fake tensor are empty: traced code uses compile/'s sym_size.
   const Shape& sizes() const { return sizes_; }
   const Shape& strides() const { return strides_; }
-  int64_t size(int64_t dim) const;  // negative counts from the end
+  // Negative dims count from the end. On a fake tensor this specializes the size (a guard).
+  int64_t size(int64_t dim,
+               const std::source_location& where = std::source_location::current()) const;
   int64_t stride(int64_t dim) const;
   int64_t offset() const { return offset_; }
   int64_t numel() const { return shape_numel(sizes_); }

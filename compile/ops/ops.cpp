@@ -71,4 +71,28 @@ Tensor cat(std::span<const Tensor> tensors, int64_t dim) {
   return call_op(op, tensors, {{"dim", dim}}).at(0);
 }
 
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  return call("rms_norm", {x, weight}, {{"eps", eps}});
+}
+std::pair<Tensor, Tensor> fused_add_rms_norm(const Tensor& x, const Tensor& residual,
+                                             const Tensor& weight, double eps) {
+  static const OpDef& op = OpRegistry::global().get("fused_add_rms_norm");
+  std::vector<Tensor> inputs{x, residual, weight};
+  std::vector<Tensor> outputs = call_op(op, inputs, {{"eps", eps}});
+  return {outputs.at(0), outputs.at(1)};
+}
+std::pair<Tensor, Tensor> rotary_embedding(const Tensor& positions, const Tensor& query,
+                                           const Tensor& key, const Tensor& cos_sin_cache,
+                                           int64_t head_size, bool is_neox) {
+  static const OpDef& op = OpRegistry::global().get("rotary_embedding");
+  std::vector<Tensor> inputs{positions, query, key, cos_sin_cache};
+  std::vector<Tensor> outputs =
+      call_op(op, inputs, {{"head_size", head_size}, {"is_neox", is_neox}});
+  return {outputs.at(0), outputs.at(1)};
+}
+Tensor silu_and_mul(const Tensor& x) { return call("silu_and_mul", {x}); }
+Tensor gelu_and_mul(const Tensor& x, const std::string& approximate) {
+  return call("gelu_and_mul", {x}, {{"approximate", approximate}});
+}
+
 }  // namespace tessera::ops

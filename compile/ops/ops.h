@@ -8,6 +8,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,5 +66,18 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
 Tensor contiguous(const Tensor& x);
 Tensor cat(std::span<const Tensor> tensors, int64_t dim);
+
+// Custom ops (compile/ops/custom): own kernels, plus a decomposition used when the compilation
+// config disables them (custom_ops: "-rms_norm") so the fuser sees primitives.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
+// Returns {out, residual_out}: residual_out = x + residual, out = rms_norm(residual_out).
+std::pair<Tensor, Tensor> fused_add_rms_norm(const Tensor& x, const Tensor& residual,
+                                             const Tensor& weight, double eps);
+// Returns {query_out, key_out}. See compile/ops/custom/rotary_embedding.cpp.
+std::pair<Tensor, Tensor> rotary_embedding(const Tensor& positions, const Tensor& query,
+                                           const Tensor& key, const Tensor& cos_sin_cache,
+                                           int64_t head_size, bool is_neox);
+Tensor silu_and_mul(const Tensor& x);  // silu(x[..., :d]) * x[..., d:]
+Tensor gelu_and_mul(const Tensor& x, const std::string& approximate = "none");
 
 }  // namespace tessera::ops

@@ -1,0 +1,41 @@
+#include "compile/compiled_function.h"
+
+#include <spdlog/spdlog.h>
+
+#include "kernels/check.h"
+
+namespace tessera {
+
+CompiledFunction::CompiledFunction(TensorFunction function, CompileOptions options)
+    : function_(std::move(function)), options_(std::move(options)) {
+  if (options_.backend != "eager") compile_backend(options_.backend);  // fail early on a bad name
+  TESSERA_REQUIRE(options_.recompile_limit >= 1, "recompile_limit must be >= 1, got {}",
+                  options_.recompile_limit);
+}
+
+std::vector<Tensor> CompiledFunction::operator()(std::span<const Tensor> inputs) {
+  if (options_.backend == "eager") return function_(inputs);
+  last_miss_reason_.clear();
+  Bindings bindings;
+  for (Entry& entry : entries_) {
+    std::string reason = check_trace_fits(entry.trace, inputs, &bindings);
+    if (reason.empty()) return entry.callable(inputs);
+    last_miss_reason_ = reason;
+  }
+  if (fell_back_to_eager_) return function_(inputs);
+  if (static_cast<int>(entries_.size()) >= options_.recompile_limit) {
+    spdlog::warn("recompile_limit ({}) reached; running eagerly from now on. Last miss: {}",
+                 options_.recompile_limit, last_miss_reason_);
+    fell_back_to_eager_ = true;
+    return function_(inputs);
+  }
+  if (!entries_.empty()) spdlog::info("recompiling (entry {}): {}", entries_.size() + 1, last_miss_reason_);
+  TraceOptions trace_options{options_.dynamic_dims, options_.custom_ops, options_.input_names};
+  Entry entry;
+  entry.trace = trace(function_, inputs, trace_options);
+  entry.callable = compile_backend(options_.backend)(entry.trace.graph, inputs);
+  entries_.push_back(std::move(entry));
+  return entries_.back().callable(inputs);
+}
+
+}  // namespace tessera

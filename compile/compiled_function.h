@@ -1,0 +1,48 @@
+// A function compiled on first call, like torch.compile(fn): traces with the given dynamic dims,
+// hands the graph to a backend, and on later calls checks the inputs against each compiled
+// entry's guards. A miss re-traces and compiles again, up to recompile_limit entries; past that
+// the function runs eagerly and a warning names the guard that failed.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compile/backends.h"
+#include "compile/tracer.h"
+
+namespace tessera {
+
+struct CompileOptions {
+  std::string backend = "traced";  // or "eager", or a registered backend's name
+  std::vector<DynamicDim> dynamic_dims;
+  CustomOpConfig custom_ops;
+  int recompile_limit = 8;
+  std::vector<std::string> input_names;
+};
+
+class CompiledFunction {
+ public:
+  CompiledFunction(TensorFunction function, CompileOptions options);
+
+  std::vector<Tensor> operator()(std::span<const Tensor> inputs);
+
+  struct Entry {
+    TraceResult trace;
+    CompiledCallable callable;
+  };
+  const std::vector<Entry>& entries() const { return entries_; }
+  size_t num_compiles() const { return entries_.size(); }
+  bool fell_back_to_eager() const { return fell_back_to_eager_; }
+  // Why the last call could not reuse an entry ("" when it did).
+  const std::string& last_miss_reason() const { return last_miss_reason_; }
+
+ private:
+  TensorFunction function_;
+  CompileOptions options_;
+  std::vector<Entry> entries_;
+  bool fell_back_to_eager_ = false;
+  std::string last_miss_reason_;
+};
+
+}  // namespace tessera
