@@ -146,7 +146,7 @@ std::string check_trace_fits(const TraceResult& trace, std::span<const Tensor> i
                              actual, size.constant());
         continue;
       }
-      const std::string& symbol = size.symbols().front();
+      std::string symbol = size.symbols().front();
       auto [it, inserted] = bindings->emplace(symbol, actual);
       if (!inserted && it->second != actual)
         return fmt::format("input {} dim {} is {} but {} = {} from an earlier input (duck-shaped "
