@@ -91,6 +91,15 @@ std::pair<Tensor, Tensor> rotary_embedding(const Tensor& positions, const Tensor
   return {outputs.at(0), outputs.at(1)};
 }
 Tensor silu_and_mul(const Tensor& x) { return call("silu_and_mul", {x}); }
+Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value, int64_t layer,
+                 int64_t num_heads, int64_t num_kv_heads, int64_t head_size, double scale) {
+  return call("attention", {query, key, value},
+              {{"layer", layer},
+               {"num_heads", num_heads},
+               {"num_kv_heads", num_kv_heads},
+               {"head_size", head_size},
+               {"scale", scale}});
+}
 Tensor gelu_and_mul(const Tensor& x, const std::string& approximate) {
   return call("gelu_and_mul", {x}, {{"approximate", approximate}});
 }

@@ -78,6 +78,9 @@ std::pair<Tensor, Tensor> rotary_embedding(const Tensor& positions, const Tensor
                                            const Tensor& key, const Tensor& cos_sin_cache,
                                            int64_t head_size, bool is_neox);
 Tensor silu_and_mul(const Tensor& x);  // silu(x[..., :d]) * x[..., d:]
+// The splitting op: paged causal attention for `layer`, metadata from the forward context.
+Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value, int64_t layer,
+                 int64_t num_heads, int64_t num_kv_heads, int64_t head_size, double scale);
 Tensor gelu_and_mul(const Tensor& x, const std::string& approximate = "none");
 
 }  // namespace tessera::ops

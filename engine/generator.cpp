@@ -1,0 +1,69 @@
+#include "engine/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "kernels/check.h"
+
+namespace tessera {
+
+double GenerationResult::decode_tokens_per_second() const {
+  return decode_seconds > 0 && output_ids.size() > 1
+             ? static_cast<double>(output_ids.size() - 1) / decode_seconds
+             : 0.0;
+}
+
+GenerationResult generate(ModelRunner& runner, const Tokenizer& tokenizer,
+                          const GenerateRequest& request,
+                          const std::function<void(const std::string&)>& on_text) {
+  using Clock = std::chrono::steady_clock;
+  GenerationResult result;
+  result.prompt_ids = tokenizer.encode(request.prompt, /*add_special=*/true);
+  TESSERA_REQUIRE(!result.prompt_ids.empty(),
+                  "the prompt encodes to no tokens and the tokenizer has no BOS token; give a "
+                  "non-empty prompt");
+  int64_t max_length = runner.model().max_positions();
+  TESSERA_REQUIRE(static_cast<int64_t>(result.prompt_ids.size()) < max_length,
+                  "the prompt has {} tokens; the model's maximum length is {}",
+                  result.prompt_ids.size(), max_length);
+  std::vector<int32_t> stop = request.stop_token_ids.empty() ? tokenizer.eos_ids() : request.stop_token_ids;
+  Sampler sampler(request.sampling);
+  StreamingDecoder decoder(tokenizer);
+  std::vector<int32_t> block_table;
+  std::vector<int32_t> pending = result.prompt_ids;
+  int64_t cached = 0;
+  auto step_start = Clock::now();
+  result.finish_reason = "length";
+  while (true) {
+    int64_t total = cached + static_cast<int64_t>(pending.size());
+    TESSERA_REQUIRE(runner.blocks().ensure_capacity(block_table, total),
+                    "the KV cache ran out of blocks at {} tokens", total);
+    SequenceInput input{pending, cached, block_table};
+    std::vector<float> logits = runner.execute(std::span(&input, 1)).at(0);
+    cached = total;
+    int32_t next = sampler.sample(logits);
+    auto now = Clock::now();
+    double seconds = std::chrono::duration<double>(now - step_start).count();
+    (result.output_ids.empty() ? result.prefill_seconds : result.decode_seconds) += seconds;
+    step_start = now;
+    result.output_ids.push_back(next);
+    if (std::find(stop.begin(), stop.end(), next) != stop.end()) {
+      result.finish_reason = "stop";
+      break;
+    }
+    std::string piece = decoder.push(next);
+    result.text += piece;
+    if (on_text && !piece.empty()) on_text(piece);
+    if (static_cast<int64_t>(result.output_ids.size()) >= request.sampling.max_tokens ||
+        cached + 1 >= max_length)
+      break;
+    pending = {next};
+  }
+  std::string rest = decoder.finish();
+  result.text += rest;
+  if (on_text && !rest.empty()) on_text(rest);
+  runner.blocks().release(block_table);
+  return result;
+}
+
+}  // namespace tessera

@@ -1,0 +1,131 @@
+#include "engine/model_runner.h"
+
+#include <algorithm>
+
+#include "compile/ops/ops.h"
+#include "kernels/check.h"
+
+namespace tessera {
+
+namespace {
+
+int64_t default_num_blocks(const LlamaModel& model, int64_t block_size) {
+  return (model.max_positions() + block_size - 1) / block_size;
+}
+
+Tensor int_tensor(const std::vector<int32_t>& values, Device device) {
+  std::vector<int64_t> wide(values.begin(), values.end());
+  return Tensor::from_ints(wide, {static_cast<int64_t>(values.size())}, DType::i32, device);
+}
+
+}  // namespace
+
+ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, RunnerOptions options)
+    : model_(std::move(model)),
+      options_(std::move(options)),
+      blocks_(options_.num_kv_blocks > 0 ? options_.num_kv_blocks
+                                         : default_num_blocks(*model_, options_.block_size),
+              options_.block_size) {
+  TESSERA_REQUIRE(options_.mode == "eager" || options_.mode == "traced",
+                  "compilation mode '{}' is not available here; valid choices: eager, traced",
+                  options_.mode);
+  const ModelConfig& config = model_->config();
+  Shape cache_shape{blocks_.num_blocks(), options_.block_size, config.num_kv_heads, config.head_dim};
+  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+    kv_caches_.push_back(PagedKVCache{Tensor::empty(cache_shape, model_->dtype(), model_->device()),
+                                      Tensor::empty(cache_shape, model_->dtype(), model_->device())});
+  }
+  if (options_.mode != "eager") {
+    CompileOptions compile;
+    compile.backend = options_.mode;
+    compile.dynamic_dims = {{0, 0}, {1, 0}};  // the token count: one symbol shared by both
+    compile.custom_ops = options_.custom_ops;
+    compile.input_names = {"input_ids", "positions"};
+    auto forward = [model = model_](std::span<const Tensor> inputs) {
+      return std::vector<Tensor>{model->forward(inputs[0], inputs[1])};
+    };
+    compiled_ = std::make_unique<CompiledFunction>(forward, compile);
+  } else {
+    set_eager_custom_op_rule(
+        [config = options_.custom_ops](const std::string& name) { return config.enabled(name); });
+  }
+}
+
+size_t ModelRunner::kv_cache_bytes() const {
+  size_t total = 0;
+  for (const PagedKVCache& cache : kv_caches_) total += cache.key.nbytes() + cache.value.nbytes();
+  return total;
+}
+
+AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> batch,
+                                              std::vector<int32_t>& token_ids,
+                                              std::vector<int32_t>& positions,
+                                              std::vector<int32_t>& last_token_rows) const {
+  AttentionMetadata meta;
+  meta.num_seqs = static_cast<int64_t>(batch.size());
+  meta.query_start_loc.push_back(0);
+  for (const SequenceInput& sequence : batch) {
+    int64_t count = static_cast<int64_t>(sequence.token_ids.size());
+    int64_t seq_len = sequence.start_position + count;
+    TESSERA_REQUIRE(count > 0, "a sequence in the batch has no new tokens");
+    TESSERA_REQUIRE(seq_len <= model_->max_positions(),
+                    "sequence of {} tokens exceeds the maximum model length {}", seq_len,
+                    model_->max_positions());
+    TESSERA_CHECK(static_cast<int64_t>(sequence.block_table.size()) * options_.block_size >= seq_len,
+                  "block table of {} blocks cannot hold {} tokens", sequence.block_table.size(),
+                  seq_len);
+    meta.max_query_len = std::max(meta.max_query_len, count);
+    meta.max_seq_len = std::max(meta.max_seq_len, seq_len);
+    meta.max_blocks_per_seq =
+        std::max(meta.max_blocks_per_seq, static_cast<int64_t>(sequence.block_table.size()));
+    meta.seq_lens.push_back(static_cast<int32_t>(seq_len));
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t position = sequence.start_position + i;
+      token_ids.push_back(sequence.token_ids[i]);
+      positions.push_back(static_cast<int32_t>(position));
+      meta.slot_mapping.push_back(static_cast<int32_t>(
+          sequence.block_table[position / options_.block_size] * options_.block_size +
+          position % options_.block_size));
+    }
+    meta.query_start_loc.push_back(static_cast<int32_t>(token_ids.size()));
+    last_token_rows.push_back(static_cast<int32_t>(token_ids.size() - 1));
+  }
+  meta.num_tokens = static_cast<int64_t>(token_ids.size());
+  meta.block_tables.assign(static_cast<size_t>(meta.num_seqs * meta.max_blocks_per_seq), -1);
+  for (size_t s = 0; s < batch.size(); ++s)
+    std::copy(batch[s].block_table.begin(), batch[s].block_table.end(),
+              meta.block_tables.begin() + static_cast<int64_t>(s) * meta.max_blocks_per_seq);
+  Device device = model_->device();
+  if (!device.is_cpu()) {
+    meta.device_query_start_loc = int_tensor(meta.query_start_loc, device);
+    meta.device_seq_lens = int_tensor(meta.seq_lens, device);
+    meta.device_block_tables = int_tensor(meta.block_tables, device);
+    meta.device_slot_mapping = int_tensor(meta.slot_mapping, device);
+  }
+  return meta;
+}
+
+std::vector<std::vector<float>> ModelRunner::execute(std::span<const SequenceInput> batch) {
+  TESSERA_REQUIRE(!batch.empty(), "execute: the batch is empty");
+  std::vector<int32_t> token_ids, positions, last_token_rows;
+  AttentionMetadata meta = build_metadata(batch, token_ids, positions, last_token_rows);
+  for (int32_t id : token_ids) {
+    TESSERA_REQUIRE(id >= 0 && id < model_->config().vocab_size,
+                    "token id {} is outside the model's vocabulary of {}", id,
+                    model_->config().vocab_size);
+  }
+  Device device = model_->device();
+  std::vector<Tensor> inputs{int_tensor(token_ids, device), int_tensor(positions, device)};
+  ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
+  Tensor hidden = compiled_ ? (*compiled_)(inputs).at(0) : model_->forward(inputs[0], inputs[1]);
+  Tensor last_hidden = ops::embedding(hidden, int_tensor(last_token_rows, device));
+  Tensor logits = ops::cast(model_->compute_logits(last_hidden), DType::f32).to(kCPU);
+  int64_t vocab = model_->config().vocab_size;
+  std::vector<std::vector<float>> rows;
+  const float* data = logits.data<float>();
+  for (size_t s = 0; s < batch.size(); ++s)
+    rows.emplace_back(data + static_cast<int64_t>(s) * vocab, data + static_cast<int64_t>(s + 1) * vocab);
+  return rows;
+}
+
+}  // namespace tessera

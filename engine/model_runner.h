@@ -1,0 +1,57 @@
+// Runs the model one step at a time over a batch of sequences: lays their new tokens out back to
+// back, builds the attention metadata (positions, slot mapping, block tables), runs the forward
+// in the configured mode and returns the logits of each sequence's last token.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compile/compiled_function.h"
+#include "engine/block_allocator.h"
+#include "kernels/attention_metadata.h"
+#include "models/llama.h"
+
+namespace tessera {
+
+struct RunnerOptions {
+  std::string mode = "eager";  // eager | traced
+  CustomOpConfig custom_ops;   // which custom ops run as kernels (the rest decompose)
+  int64_t block_size = 16;
+  int64_t num_kv_blocks = 0;   // 0: enough for one sequence of the model's max_positions
+};
+
+struct SequenceInput {
+  std::span<const int32_t> token_ids;  // the tokens to process this step
+  int64_t start_position = 0;          // tokens of this sequence already in the KV cache
+  std::span<const int32_t> block_table;
+};
+
+class ModelRunner {
+ public:
+  ModelRunner(std::shared_ptr<const LlamaModel> model, RunnerOptions options);
+
+  // Logits [num_seqs, vocab] as host f32, one row per sequence (its last new token).
+  std::vector<std::vector<float>> execute(std::span<const SequenceInput> batch);
+
+  BlockAllocator& blocks() { return blocks_; }
+  const LlamaModel& model() const { return *model_; }
+  const RunnerOptions& options() const { return options_; }
+  size_t kv_cache_bytes() const;
+  const CompiledFunction* compiled() const { return compiled_.get(); }
+
+ private:
+  AttentionMetadata build_metadata(std::span<const SequenceInput> batch,
+                                   std::vector<int32_t>& token_ids,
+                                   std::vector<int32_t>& positions,
+                                   std::vector<int32_t>& last_token_rows) const;
+
+  std::shared_ptr<const LlamaModel> model_;
+  RunnerOptions options_;
+  BlockAllocator blocks_;
+  std::vector<PagedKVCache> kv_caches_;
+  std::unique_ptr<CompiledFunction> compiled_;
+};
+
+}  // namespace tessera

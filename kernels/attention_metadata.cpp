@@ -1,0 +1,31 @@
+#include "kernels/attention_metadata.h"
+
+#include "kernels/check.h"
+
+namespace tessera {
+namespace {
+thread_local ForwardContext active_context;
+thread_local bool context_set = false;
+}  // namespace
+
+ForwardContext& current_forward_context() {
+  TESSERA_REQUIRE(context_set,
+                  "attention ran without a forward context: the model runner sets the attention "
+                  "metadata and KV caches for each step (ForwardContextScope)");
+  return active_context;
+}
+
+bool has_forward_context() { return context_set; }
+
+ForwardContextScope::ForwardContextScope(ForwardContext context)
+    : previous_(active_context), had_previous_(context_set) {
+  active_context = context;
+  context_set = true;
+}
+
+ForwardContextScope::~ForwardContextScope() {
+  active_context = previous_;
+  context_set = had_previous_;
+}
+
+}  // namespace tessera

@@ -1,0 +1,135 @@
+// Paged attention on the CPU: writes this step's K/V into the paged cache at slot_mapping, then
+// each query token attends causally over its sequence's cached prefix and the new tokens, through
+// the block table. GQA: query head h reads kv head h / (num_heads / num_kv_heads). f32 math.
+#include <cmath>
+#include <vector>
+
+#include "kernels/attention_metadata.h"
+#include "kernels/check.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/kernel_registry.h"
+
+namespace tessera {
+namespace {
+
+struct AttentionShape {
+  int64_t num_heads, num_kv_heads, head_size, block_size;
+  float scale;
+};
+
+template <typename T>
+void write_kv(const T* key, const T* value, PagedKVCache& cache, const AttentionMetadata& meta,
+              const AttentionShape& shape) {
+  int64_t row = shape.num_kv_heads * shape.head_size;
+  T* key_cache = cache.key.data<T>();
+  T* value_cache = cache.value.data<T>();
+  int64_t slots = cache.num_blocks() * shape.block_size;
+  for (int64_t token = 0; token < meta.num_tokens; ++token) {
+    int64_t slot = meta.slot_mapping[token];
+    if (slot < 0) continue;
+    TESSERA_CHECK(slot < slots, "slot {} past the cache's {} slots", slot, slots);
+    std::copy(key + token * row, key + (token + 1) * row, key_cache + slot * row);
+    std::copy(value + token * row, value + (token + 1) * row, value_cache + slot * row);
+  }
+}
+
+template <typename T>
+void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& meta,
+            const AttentionShape& shape, T* out) {
+  const int64_t heads = shape.num_heads, head_size = shape.head_size;
+  const int64_t group = heads / shape.num_kv_heads;
+  const int64_t kv_row = shape.num_kv_heads * head_size;
+  const T* key_cache = cache.key.data<T>();
+  const T* value_cache = cache.value.data<T>();
+  // Work items: (token, head); each finds its sequence by the query start offsets.
+  std::vector<int64_t> sequence_of(static_cast<size_t>(meta.num_tokens));
+  for (int64_t s = 0; s < meta.num_seqs; ++s)
+    for (int64_t t = meta.query_start_loc[s]; t < meta.query_start_loc[s + 1]; ++t) sequence_of[t] = s;
+  cpu::parallel_for(meta.num_tokens * heads, 4, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores, q(static_cast<size_t>(head_size)), acc(static_cast<size_t>(head_size));
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t token = item / heads, head = item % heads, kv_head = head / group;
+      int64_t s = sequence_of[token];
+      int64_t query_len = meta.query_start_loc[s + 1] - meta.query_start_loc[s];
+      int64_t position = meta.seq_lens[s] - query_len + (token - meta.query_start_loc[s]);
+      const int32_t* blocks = meta.block_tables.data() + s * meta.max_blocks_per_seq;
+      const T* q_row = query + token * heads * head_size + head * head_size;
+      for (int64_t d = 0; d < head_size; ++d) q[d] = static_cast<float>(q_row[d]);
+      scores.resize(static_cast<size_t>(position + 1));
+      float max_score = -INFINITY;
+      for (int64_t p = 0; p <= position; ++p) {
+        int64_t slot = static_cast<int64_t>(blocks[p / shape.block_size]) * shape.block_size +
+                       p % shape.block_size;
+        const T* k = key_cache + slot * kv_row + kv_head * head_size;
+        float dot = 0;
+        for (int64_t d = 0; d < head_size; ++d) dot += q[d] * static_cast<float>(k[d]);
+        scores[p] = dot * shape.scale;
+        max_score = std::max(max_score, scores[p]);
+      }
+      float total = 0;
+      for (float& score : scores) total += (score = std::exp(score - max_score));
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t p = 0; p <= position; ++p) {
+        int64_t slot = static_cast<int64_t>(blocks[p / shape.block_size]) * shape.block_size +
+                       p % shape.block_size;
+        const T* v = value_cache + slot * kv_row + kv_head * head_size;
+        float weight = scores[p] / total;
+        for (int64_t d = 0; d < head_size; ++d) acc[d] += weight * static_cast<float>(v[d]);
+      }
+      T* out_row = out + token * heads * head_size + head * head_size;
+      for (int64_t d = 0; d < head_size; ++d) out_row[d] = T(acc[d]);
+    }
+  });
+}
+
+// Checks the metadata against the cache before any kernel reads through it.
+void check_metadata(const AttentionMetadata& meta, const PagedKVCache& cache, int64_t num_tokens) {
+  TESSERA_REQUIRE(meta.num_tokens == num_tokens,
+                  "attention: the step's metadata has {} tokens but the query has {}",
+                  meta.num_tokens, num_tokens);
+  TESSERA_CHECK(static_cast<int64_t>(meta.query_start_loc.size()) == meta.num_seqs + 1);
+  TESSERA_CHECK(static_cast<int64_t>(meta.slot_mapping.size()) == meta.num_tokens);
+  for (int64_t s = 0; s < meta.num_seqs; ++s) {
+    int64_t query_len = meta.query_start_loc[s + 1] - meta.query_start_loc[s];
+    int64_t seq_len = meta.seq_lens[s];
+    TESSERA_CHECK(query_len >= 0 && seq_len >= query_len, "sequence {}: {} new of {} tokens", s,
+                  query_len, seq_len);
+    int64_t blocks_needed = (seq_len + cache.block_size() - 1) / cache.block_size();
+    TESSERA_CHECK(blocks_needed <= meta.max_blocks_per_seq, "sequence {} needs {} blocks", s,
+                  blocks_needed);
+    for (int64_t b = 0; b < blocks_needed; ++b) {
+      int32_t block = meta.block_tables[s * meta.max_blocks_per_seq + b];
+      TESSERA_CHECK(block >= 0 && block < cache.num_blocks(), "sequence {} block {} is {}", s, b,
+                    block);
+    }
+  }
+}
+
+void attention_cpu(const KernelArgs& args) {
+  ForwardContext& context = current_forward_context();
+  const AttentionMetadata& meta = *context.attention;
+  int64_t layer = args.attributes.get_int("layer");
+  TESSERA_CHECK(context.kv_caches && layer < static_cast<int64_t>(context.kv_caches->size()),
+                "no KV cache for layer {}", layer);
+  PagedKVCache& cache = (*context.kv_caches)[layer];
+  AttentionShape shape{args.attributes.get_int("num_heads"), args.attributes.get_int("num_kv_heads"),
+                       args.attributes.get_int("head_size"), cache.block_size(),
+                       static_cast<float>(args.attributes.get_float("scale"))};
+  const Tensor &query = args.inputs[0], &key = args.inputs[1], &value = args.inputs[2];
+  TESSERA_REQUIRE(cache.key.dtype() == query.dtype(),
+                  "attention: KV cache dtype {} differs from the query's {}",
+                  dtype_name(cache.key.dtype()), dtype_name(query.dtype()));
+  check_metadata(meta, cache, query.size(0));
+  visit_dtype(query.dtype(), [&]<typename T>() {
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Half> ||
+                  std::is_same_v<T, BFloat16>) {
+      write_kv(key.data<T>(), value.data<T>(), cache, meta, shape);
+      attend(query.data<T>(), cache, meta, shape, args.outputs[0].data<T>());
+    }
+  });
+}
+
+TESSERA_REGISTER_KERNEL("attention", DeviceType::cpu, attention_cpu);
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,47 @@
+// A model's architecture hyper-parameters, in Hugging Face's terms (config.json). Every loader
+// (HF folder, llama2.c .bin, GGUF, synthetic) produces one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+namespace tessera {
+
+struct RopeScaling {
+  std::string type;  // "" (none) or "llama3"
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  std::string architecture = "LlamaForCausalLM";  // also Mistral/Qwen2/Qwen3 ForCausalLM
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;  // hidden_size / num_heads unless given
+  int64_t max_position_embeddings = 2048;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v biases (Qwen2)
+  bool qk_norm = false;         // per-head RMS norm of q and k (Qwen3)
+  std::string hidden_act = "silu";
+  int64_t bos_token_id = -1;
+  std::vector<int64_t> eos_token_ids;
+  DType checkpoint_dtype = DType::f32;  // the dtype the weights are stored in
+
+  // Throws naming the first inconsistent field (heads not dividing, zero sizes, ...).
+  void validate(const std::string& source) const;
+  std::string str() const;  // one line for logs
+};
+
+}  // namespace tessera

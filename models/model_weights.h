@@ -1,0 +1,38 @@
+// Loaded weights by their Hugging Face names ("model.layers.0.self_attn.q_proj.weight"), already
+// in the run dtype and on the run device. Loaders convert other layouts to these names and to
+// HF's conventions (rotate_half RoPE row order for q/k).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "kernels/tensor.h"
+#include "models/model_config.h"
+
+namespace tessera {
+
+struct ModelWeights {
+  ModelConfig config;
+  std::map<std::string, Tensor> tensors;
+  std::string source;  // the path or synthetic:NAME it came from, for messages
+
+  // Throws naming the missing tensor and the source when absent.
+  const Tensor& get(const std::string& name) const;
+  bool has(const std::string& name) const { return tensors.count(name) != 0; }
+  // Throws naming the tensor, the source, and both shapes when the shape differs.
+  const Tensor& get(const std::string& name, const Shape& expected_shape) const;
+  size_t total_bytes() const;
+};
+
+struct LoadOptions {
+  DType dtype = DType::f32;  // run dtype; weights are cast to it
+  Device device = kCPU;
+};
+
+// Loads a model from: a Hugging Face folder (config.json + *.safetensors [+ index]), a llama2.c
+// checkpoint (.bin), a GGUF file (.gguf), or "synthetic:NAME" (deterministic random weights of a
+// named shape: synthetic:tiny, synthetic:llama-1b). Errors name the file and the tensor.
+ModelWeights load_model(const std::string& path, const LoadOptions& options);
+
+}  // namespace tessera
