@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "compile/ops/dispatch.h"
 #include "compile/ops/ops.h"
 #include "kernels/check.h"
 
