@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
 
 #include "engine/cli/command.h"
+#include "engine/config.h"
 #include "engine/generator.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
@@ -16,18 +18,11 @@
 namespace tessera::cli {
 namespace {
 
-constexpr const char* kDefaultModel = "synthetic:tiny";
-
 struct GenerateOptions {
-  std::string model;
-  std::string tokenizer;
+  std::string config_path;
+  std::vector<std::string> overrides;  // -O section.key=value
   std::string prompt;
-  std::string device = "cpu";
-  std::string dtype;  // default: f32 on the CPU, bf16 on a GPU
-  std::string mode = "eager";
-  std::vector<std::string> custom_ops;
   SamplingParams sampling;
-  int64_t max_model_len = 0;
   bool quiet = false;
 };
 
@@ -50,8 +45,16 @@ GenerateOptions parse(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", flag));
       return args[++i];
     };
-    if (flag == "--model" || flag == "-m") options.model = value();
-    else if (flag == "--tokenizer") options.tokenizer = value();
+    // Flags that are config keys become overrides, applied after the config file.
+    auto key = [&](const char* name) { options.overrides.push_back(fmt::format("{}={}", name, value())); };
+    if (flag == "--model" || flag == "-m") key("engine.model");
+    else if (flag == "--tokenizer") key("engine.tokenizer");
+    else if (flag == "--device") key("engine.device");
+    else if (flag == "--dtype") key("engine.dtype");
+    else if (flag == "--max-model-len") key("engine.max_model_len");
+    else if (flag == "--mode") key("compilation.mode");
+    else if (flag == "-c" || flag == "--config") options.config_path = value();
+    else if (flag == "-O") options.overrides.push_back(value());
     else if (flag == "--prompt" || flag == "-p") options.prompt = value();
     else if (flag == "--max-tokens" || flag == "-n") options.sampling.max_tokens = parse_number<int64_t>(flag, value());
     else if (flag == "--temperature") options.sampling.temperature = parse_number<double>(flag, value());
@@ -59,11 +62,6 @@ GenerateOptions parse(const std::vector<std::string>& args) {
     else if (flag == "--top-p") options.sampling.top_p = parse_number<double>(flag, value());
     else if (flag == "--min-p") options.sampling.min_p = parse_number<double>(flag, value());
     else if (flag == "--seed") options.sampling.seed = parse_number<uint64_t>(flag, value());
-    else if (flag == "--device") options.device = value();
-    else if (flag == "--dtype") options.dtype = value();
-    else if (flag == "--mode") options.mode = value();
-    else if (flag == "--custom-ops") options.custom_ops.push_back(value());
-    else if (flag == "--max-model-len") options.max_model_len = parse_number<int64_t>(flag, value());
     else if (flag == "--quiet" || flag == "-q") options.quiet = true;
     else throw UsageError(fmt::format("generate: unknown option '{}'", flag));
   }
@@ -71,37 +69,45 @@ GenerateOptions parse(const std::vector<std::string>& args) {
   return options;
 }
 
-std::unique_ptr<Tokenizer> tokenizer_for(const GenerateOptions& options, const std::string& model) {
-  if (!options.tokenizer.empty()) return load_tokenizer(options.tokenizer);
+std::unique_ptr<Tokenizer> tokenizer_for(const EngineConfig& engine) {
+  const std::string& model = engine.model;
+  if (!engine.tokenizer.empty()) return load_tokenizer(engine.tokenizer);
   if (model.starts_with("synthetic:")) return make_byte_tokenizer();
   std::filesystem::path path(model);
-  if (std::filesystem::is_directory(path) || path.extension() == ".gguf") return load_tokenizer(model);
-  throw Error(fmt::format("{} has no tokenizer inside; pass --tokenizer PATH (for llama2.c "
-                          "checkpoints, its tokenizer .bin)",
-                          model));
+  if (std::filesystem::is_directory(path) || path.extension() == ".gguf")
+    return load_tokenizer(model);
+  throw Error(
+      fmt::format("{} has no tokenizer inside; pass --tokenizer PATH (for llama2.c "
+                  "checkpoints, its tokenizer .bin)",
+                  model));
 }
 
 int run_generate(const std::vector<std::string>& args) {
   GenerateOptions options = parse(args);
-  std::string model_path = options.model.empty() ? kDefaultModel : options.model;
-  if (options.model.empty())
-    fmt::print(stderr, "no --model given: running the embedded default {} (random weights, "
-                       "byte tokenizer; its text is noise)\n", kDefaultModel);
-  Device device = parse_device(options.device);
-  DType dtype = options.dtype.empty() ? (device.is_cpu() ? DType::f32 : DType::bf16)
-                                      : parse_dtype(options.dtype);
-  auto tokenizer = tokenizer_for(options, model_path);
-  ModelWeights weights = load_model(model_path, LoadOptions{dtype, device});
+  bool model_given = !options.config_path.empty() || std::any_of(options.overrides.begin(), options.overrides.end(),
+      [](const std::string& o) { return o.starts_with("engine.model="); });
+  RunConfig config = load_run_config(options.config_path, options.overrides);
+  const EngineConfig& engine = config.engine;
+  if (!model_given)
+    fmt::print(stderr, "no --model given: running the embedded default {} (random weights, byte "
+                       "tokenizer; its text is noise)\n", engine.model);
+  Device device = parse_device(engine.device);
+  DType dtype = engine.dtype == "auto" ? (device.is_cpu() ? DType::f32 : DType::bf16) : parse_dtype(engine.dtype);
+  auto tokenizer = tokenizer_for(engine);
+  ModelWeights weights = load_model(engine.model, LoadOptions{dtype, device});
   int64_t max_positions = weights.config.max_position_embeddings;
-  if (options.max_model_len > 0) max_positions = std::min(max_positions, options.max_model_len);
+  if (engine.max_model_len > 0) max_positions = std::min(max_positions, engine.max_model_len);
   auto model = std::make_shared<const LlamaModel>(std::move(weights), max_positions);
   RunnerOptions runner_options;
-  runner_options.mode = options.mode;
-  runner_options.custom_ops = CustomOpConfig::parse(options.custom_ops, /*default_enabled=*/true);
+  runner_options.mode = config.compilation.mode;
+  runner_options.custom_ops = CustomOpConfig::parse(config.compilation.custom_ops,
+                                                    config.compilation.custom_ops_default_enabled());
+  runner_options.block_size = engine.block_size;
+  runner_options.num_kv_blocks = engine.num_kv_blocks;
   ModelRunner runner(model, runner_options);
   spdlog::info("model {} ({}), {} on {}, weights {:.1f} MiB, KV cache {:.1f} MiB, mode {}",
-               model_path, model->config().architecture, dtype_name(dtype), device.str(),
-               model->weight_bytes() / 1048576.0, runner.kv_cache_bytes() / 1048576.0, options.mode);
+               engine.model, model->config().architecture, dtype_name(dtype), device.str(),
+               model->weight_bytes() / 1048576.0, runner.kv_cache_bytes() / 1048576.0, runner_options.mode);
   GenerateRequest request{options.prompt, options.sampling, {}};
   if (!options.quiet) fmt::print("{}", options.prompt);
   std::fflush(stdout);
@@ -131,14 +137,16 @@ const char* kUsage =
     "  --max-tokens N, -n N   tokens to generate at most (256)\n"
     "  --temperature T        0 is greedy (default 0)\n"
     "  --top-k K, --top-p P, --min-p P, --seed S   sampling controls\n"
-    "  --device D             cpu (default), cuda, cuda:N\n"
-    "  --dtype T              f32, bf16, f16 (f32 on the CPU, bf16 on a GPU)\n"
-    "  --mode M               eager (default) or traced\n"
-    "  --custom-ops E         all, none, +name, -name (repeatable)\n"
-    "  --max-model-len N      cap on prompt + output tokens (the model's maximum by default)\n"
+    "  --device D             cpu (default), cuda, cuda:N        (engine.device)\n"
+    "  --dtype T              auto, f32, bf16, f16                 (engine.dtype)\n"
+    "  --mode M               eager (default) or traced            (compilation.mode)\n"
+    "  --max-model-len N      cap on prompt + output tokens        (engine.max_model_len)\n"
+    "  -c, --config FILE      a YAML config (configs/*.yaml)\n"
+    "  -O section.key=value   override any config key, e.g. -O compilation.custom_ops=[none]\n"
     "  --quiet, -q            print the completion only at the end\n";
 
-TESSERA_REGISTER_COMMAND((Command{"generate", "complete a prompt with a model", kUsage, run_generate}));
+TESSERA_REGISTER_COMMAND((Command{"generate", "complete a prompt with a model", kUsage,
+                                  run_generate}));
 
 }  // namespace
 }  // namespace tessera::cli

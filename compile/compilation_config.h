@@ -1,0 +1,36 @@
+// The compilation config (the `compilation:` section of a run's YAML), with vLLM's names.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct PassConfig {
+  bool enable_fusion = true;            // fuse pointwise chains and row reductions into kernels
+  bool enable_noop_elimination = true;  // drop reshapes/casts/slices that change nothing
+  bool enable_cse = true;               // merge identical computations
+};
+
+struct CompilationConfig {
+  std::string mode = "eager";  // eager | traced | compiled (compiled: not built yet)
+  // Entries "all", "none", "+name", "-name"; empty: all in eager mode, none when compiled.
+  std::vector<std::string> custom_ops;
+  std::vector<std::string> splitting_ops = {"attention"};
+  std::string cudagraph_mode = "full_and_piecewise";  // none | piecewise | full | full_and_piecewise
+  std::vector<int64_t> cudagraph_capture_sizes;       // empty: vLLM's default list
+  int64_t max_cudagraph_capture_size = 512;
+  int64_t cudagraph_num_warmups = 1;
+  PassConfig pass_config;
+  std::string cache_dir;  // empty: $XDG_CACHE_HOME/tessera or ~/.cache/tessera
+  std::string dump_dir;   // empty: no dumps
+  int64_t recompile_limit = 8;
+
+  // True when custom ops default to enabled (eager and traced modes).
+  bool custom_ops_default_enabled() const { return mode != "compiled"; }
+  // vLLM's default capture sizes (1, 2, 4, then every 8 to 248, then every 16) up to `limit`.
+  std::vector<int64_t> resolved_capture_sizes(int64_t max_num_batched_tokens) const;
+};
+
+}  // namespace tessera

@@ -1,0 +1,80 @@
+"""Makes tiny Hugging Face models with random weights and their reference logits.
+
+Run on the GPU machine (it has torch and transformers; no network needed):
+    python3 tests/hf_reference/make_tiny_models.py OUT_DIR
+Each OUT_DIR/<name>/ holds config.json, generation_config.json, model.safetensors (as
+save_pretrained writes them) and expected.json: input ids and transformers' float32 logits for
+every position. The models are small enough (a few hundred KB) to commit as test data in
+tests/data/hf_tiny/, so the CPU suite compares Tessera's logits with transformers' in CI.
+"""
+import json
+import sys
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+
+COMMON = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+              bos_token_id=1, eos_token_id=2)
+
+MODELS = {
+    "llama": (LlamaForCausalLM, LlamaConfig(**COMMON, rms_norm_eps=1e-6, rope_theta=10000.0,
+                                            tie_word_embeddings=False), torch.float32),
+    "llama3-scaled-tied": (LlamaForCausalLM, LlamaConfig(
+        **COMMON, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                      "high_freq_factor": 4.0, "original_max_position_embeddings": 32}),
+                           torch.float32),
+    "llama-bf16": (LlamaForCausalLM, LlamaConfig(**COMMON, tie_word_embeddings=False),
+                   torch.bfloat16),
+    "mistral": (MistralForCausalLM, MistralConfig(**COMMON, sliding_window=None,
+                                                  tie_word_embeddings=False), torch.float32),
+    "qwen2": (Qwen2ForCausalLM, Qwen2Config(**COMMON, tie_word_embeddings=True), torch.float32),
+    "qwen3": (Qwen3ForCausalLM, Qwen3Config(**COMMON, head_dim=32, tie_word_embeddings=True),
+              torch.float32),
+}
+
+
+def randomize(model, seed):
+    """Weights larger than HF's 0.02 init, and norms away from 1, so every term matters."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            noise = torch.randn(parameter.shape, generator=generator)
+            if "norm" in name:
+                parameter.copy_(1.0 + 0.2 * noise)
+            elif name.endswith("bias"):
+                parameter.copy_(0.5 * noise)
+            else:
+                parameter.copy_(noise / parameter.shape[-1] ** 0.5 * 1.5)
+
+
+def main():
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    print("transformers", transformers.__version__, "torch", torch.__version__)
+    for index, (name, (model_class, config, dtype)) in enumerate(MODELS.items()):
+        torch.manual_seed(index)
+        model = model_class(config).float().eval()
+        randomize(model, seed=1000 + index)
+        folder = out / name
+        model.to(dtype).save_pretrained(folder, safe_serialization=True)
+        model = model.float()  # the reference runs in float32 on the (rounded) stored weights
+        generator = torch.Generator().manual_seed(7 + index)
+        input_ids = torch.randint(3, config.vocab_size, (1, 40), generator=generator)
+        with torch.no_grad():
+            logits = model(input_ids).logits[0].float()
+        expected = {"input_ids": input_ids[0].tolist(),
+                    "logits": [[round(v, 6) for v in row] for row in logits.tolist()],
+                    "transformers": transformers.__version__}
+        (folder / "expected.json").write_text(json.dumps(expected))
+        size = sum(f.stat().st_size for f in folder.iterdir())
+        print(f"{name}: {size / 1024:.0f} KiB, logits {tuple(logits.shape)}, "
+              f"max |logit| {logits.abs().max():.3f}")
+
+
+if __name__ == "__main__":
+    main()

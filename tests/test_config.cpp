@@ -1,0 +1,91 @@
+// The run config: presets load, overrides apply, and every kind of bad input is a clear error
+// naming the file/key and what is valid.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/config.h"
+#include "kernels/check.h"
+
+using namespace tessera;
+using ::testing::HasSubstr;
+
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / ("tessera_config_" + name + ".yaml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+std::string error_of(const std::string& yaml, std::vector<std::string> overrides = {}) {
+  try {
+    load_run_config(yaml.empty() ? "" : write_temp("case", yaml), overrides);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Config, PresetsLoad) {
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(TESSERA_SOURCE_DIR) + "/configs")) {
+    EXPECT_NO_THROW(load_run_config(entry.path().string())) << entry.path();
+  }
+  RunConfig eager = load_run_config(std::string(TESSERA_SOURCE_DIR) + "/configs/eager.yaml");
+  EXPECT_EQ(eager.compilation.mode, "eager");
+  EXPECT_EQ(eager.compilation.cudagraph_mode, "none");
+}
+
+TEST(Config, OverridesApplyAfterTheFile) {
+  std::string path = write_temp("overrides", "engine:\n  max_num_seqs: 8\ncompilation:\n  cudagraph_mode: full\n");
+  RunConfig config = load_run_config(path, {"compilation.cudagraph_mode=piecewise",
+                                            "compilation.cudagraph_capture_sizes=[1, 2, 4]",
+                                            "compilation.custom_ops=[none, +rms_norm]",
+                                            "compilation.pass_config.enable_fusion=false"});
+  EXPECT_EQ(config.engine.max_num_seqs, 8);
+  EXPECT_EQ(config.compilation.cudagraph_mode, "piecewise");
+  EXPECT_EQ(config.compilation.cudagraph_capture_sizes, (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(config.compilation.custom_ops, (std::vector<std::string>{"none", "+rms_norm"}));
+  EXPECT_FALSE(config.compilation.pass_config.enable_fusion);
+}
+
+TEST(Config, DefaultCaptureSizesFollowVllm) {
+  CompilationConfig config;
+  std::vector<int64_t> sizes = config.resolved_capture_sizes(8192);
+  EXPECT_EQ(sizes.front(), 1);
+  EXPECT_EQ(sizes[3], 8);
+  EXPECT_EQ(sizes.back(), 512);
+  EXPECT_EQ(sizes.size(), 3u + 31u + 17u);  // 1,2,4; 8..248; 256..512
+  EXPECT_EQ(config.resolved_capture_sizes(100).back(), 96);
+}
+
+TEST(Config, BadInputIsAClearError) {
+  EXPECT_THAT(error_of("\n"), HasSubstr("is empty"));
+  EXPECT_THAT(error_of("engine:\n  max_num_seqs: many\n"), HasSubstr("engine.max_num_seqs: expected a positive integer, got 'many'"));
+  EXPECT_THAT(error_of("engine:\n  max_num_seqs: -3\n"), HasSubstr("must be positive"));
+  EXPECT_THAT(error_of("engine:\n  max_num_seq: 3\n"), HasSubstr("unknown key 'engine.max_num_seq'"));
+  EXPECT_THAT(error_of("engine:\n  max_num_seq: 3\n"), HasSubstr("max_num_seqs"));  // lists valid keys
+  EXPECT_THAT(error_of("compilation:\n  cudagraph_mode: fulll\n"), HasSubstr("valid choices: none, piecewise, full, full_and_piecewise"));
+  EXPECT_THAT(error_of("compilaton:\n  mode: eager\n"), HasSubstr("unknown section 'compilaton'"));
+  EXPECT_THAT(error_of("mode: eager\n"), HasSubstr("must be a section"));
+  EXPECT_THAT(error_of("- 1\n- 2\n"), HasSubstr("must be a map"));
+  EXPECT_THAT(error_of("engine: [1, 2\n"), HasSubstr("not valid YAML"));
+  EXPECT_THAT(error_of("compilation:\n  cudagraph_capture_sizes: 8\n"), HasSubstr("expected a list"));
+  EXPECT_THAT(error_of("compilation:\n  cudagraph_capture_sizes: [1, x]\n"), HasSubstr("cudagraph_capture_sizes[1]"));
+  EXPECT_THAT(error_of("engine:\n  gpu_memory_utilization: 1.5\n"), HasSubstr("(0, 1]"));
+  EXPECT_THAT(error_of("engine:\n  model: [a, b]\n"), HasSubstr("engine.model: expected"));
+  EXPECT_THAT(error_of("", {"compilation.mode"}), HasSubstr("must look like section.key=value"));
+  EXPECT_THAT(error_of("", {"compilation.mode=jit"}), HasSubstr("valid choices: eager, traced, compiled"));
+  EXPECT_THAT(error_of("", {"nonsense.key=1"}), HasSubstr("unknown section 'nonsense'"));
+  EXPECT_THAT(error_of("", {"engine.port=99999"}), HasSubstr("0..65535"));
+  try {
+    load_run_config("/nonexistent/run.yaml");
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("/nonexistent/run.yaml does not exist"));
+  }
+}

@@ -1,0 +1,145 @@
+// The Llama-family forward: no guard on the token count, eager == traced, KV-cached decoding ==
+// prefill, logits equal to transformers' on tiny models it saved (tests/data/hf_tiny, made by
+// tests/hf_reference/make_tiny_models.py), and the real stories260K's published greedy text.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+
+#include "compile/tracer.h"
+#include "engine/generator.h"
+#include "kernels/check.h"
+#include "models/llama.h"
+
+using namespace tessera;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+namespace {
+
+const std::string kHfTiny = std::string(TESSERA_SOURCE_DIR) + "/tests/data/hf_tiny/";
+const std::string kShared = TESSERA_SHARED_DIR;
+// llama2.c's doc/stories260K.md, the start of the greedy sample (run.c -t 0.0).
+const std::string kStoriesGreedy =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+    "One day, she saw a big, red ball.";
+
+std::shared_ptr<const LlamaModel> load(const std::string& path, DType dtype = DType::f32,
+                                       int64_t max_positions = 128) {
+  return std::make_shared<const LlamaModel>(load_model(path, LoadOptions{dtype, kCPU}), max_positions);
+}
+
+// Logits of every position by feeding the tokens in the given chunk sizes (the last chunk's
+// last-token logits each step; chunks of 1 are decode steps).
+std::vector<std::vector<float>> logits_by_chunks(ModelRunner& runner, const std::vector<int32_t>& ids,
+                                                 const std::vector<int64_t>& chunks) {
+  std::vector<int32_t> table;
+  std::vector<std::vector<float>> rows;
+  int64_t done = 0;
+  for (int64_t chunk : chunks) {
+    EXPECT_TRUE(runner.blocks().ensure_capacity(table, done + chunk));
+    std::vector<int32_t> part(ids.begin() + done, ids.begin() + done + chunk);
+    SequenceInput input{part, done, table};
+    rows.push_back(runner.execute(std::span(&input, 1)).at(0));
+    done += chunk;
+  }
+  runner.blocks().release(table);
+  return rows;
+}
+
+double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+}  // namespace
+
+TEST(Llama, ForwardRecordsNoGuardOnTheTokenCount) {
+  for (const char* name : {"synthetic:tiny", "synthetic:qwen3-tiny", "synthetic:qwen2-tiny"}) {
+    auto model = load(name);
+    std::vector<int64_t> ids{1, 5, 9, 200, 7};
+    std::vector<Tensor> inputs{Tensor::from_ints(ids, {5}, DType::i32), Tensor::from_ints({0, 1, 2, 3, 4}, {5}, DType::i32)};
+    TraceOptions options;
+    options.dynamic_dims = {{0, 0}, {1, 0}};
+    TraceResult result = trace(
+        [&](std::span<const Tensor> in) { return std::vector<Tensor>{model->forward(in[0], in[1])}; },
+        inputs, options);
+    EXPECT_TRUE(result.guards.empty()) << name << "\n" << result.str();
+    EXPECT_EQ(result.graph.value(result.graph.outputs()[0]).meta.str(),
+              fmt::format("f32[s0, {}]", model->config().hidden_size));
+  }
+}
+
+TEST(Llama, TracedEqualsEagerAndDecodeEqualsPrefill) {
+  auto model = load("synthetic:tiny");
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 23; ++i) ids.push_back((i * 37 + 11) % 500 + 3);
+  RunnerOptions eager_options;
+  ModelRunner eager(model, eager_options);
+  RunnerOptions traced_options;
+  traced_options.mode = "traced";
+  traced_options.custom_ops = CustomOpConfig::parse({"none"}, false);
+  ModelRunner traced(model, traced_options);
+  auto prefill = logits_by_chunks(eager, ids, {23}).back();
+  std::vector<int64_t> ones(23, 1);
+  auto decode = logits_by_chunks(eager, ids, ones).back();
+  auto chunked = logits_by_chunks(traced, ids, {5, 1, 9, 8});
+  std::vector<double> want(prefill.begin(), prefill.end());
+  EXPECT_LT(relative_error(decode, want), 1e-5);
+  EXPECT_LT(relative_error(chunked.back(), want), 1e-5);
+  EXPECT_EQ(traced.compiled()->num_compiles(), 1u);  // one trace serves every token count
+}
+
+class HfTinyModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfTinyModel, LogitsMatchTransformers) {
+  std::string folder = kHfTiny + GetParam();
+  nlohmann::json expected;
+  std::ifstream(folder + "/expected.json") >> expected;
+  std::vector<int32_t> ids = expected["input_ids"].get<std::vector<int32_t>>();
+  auto reference = expected["logits"].get<std::vector<std::vector<double>>>();
+  auto model = load(folder);
+  ModelRunner runner(model, RunnerOptions{});
+  // Every position through decode steps after a 1-token prefill, and the whole prompt at once.
+  std::vector<int64_t> steps(ids.size(), 1);
+  auto decoded = logits_by_chunks(runner, ids, steps);
+  double worst = 0;
+  for (size_t position = 0; position < ids.size(); ++position)
+    worst = std::max(worst, relative_error(decoded[position], reference[position]));
+  EXPECT_LT(worst, 1e-4) << GetParam() << ": worst relative error over positions";
+  auto prefill = logits_by_chunks(runner, ids, {static_cast<int64_t>(ids.size())});
+  EXPECT_LT(relative_error(prefill.back(), reference.back()), 1e-4) << GetParam();
+  auto chunked = logits_by_chunks(runner, ids, {7, 13, 20});
+  EXPECT_LT(relative_error(chunked.back(), reference.back()), 1e-4) << GetParam();
+  std::printf("%s: worst relative error %.2e over %zu positions\n", GetParam().c_str(), worst, ids.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformers, HfTinyModel,
+                         ::testing::Values("llama", "llama3-scaled-tied", "llama-bf16", "mistral",
+                                           "qwen2", "qwen3"));
+
+TEST(Stories260K, GreedyTextMatchesLlama2cInEveryFormat) {
+  std::string dir = kShared + "/models/stories260K";
+  struct Case {
+    std::string model, tokenizer;
+  };
+  for (const Case& c : {Case{dir + "/stories260K.bin", dir + "/tok512.bin"},
+                        Case{kShared + "/models/stories260K-hf", kShared + "/models/stories260K-hf"},
+                        Case{dir + "/stories260K.gguf", dir + "/stories260K.gguf"}}) {
+    auto model = load(c.model, DType::f32, 512);
+    auto tokenizer = load_tokenizer(c.tokenizer);
+    ModelRunner runner(model, RunnerOptions{});
+    GenerateRequest request;
+    request.sampling.temperature = 0;
+    request.sampling.max_tokens = 60;
+    GenerationResult result = generate(runner, *tokenizer, request);
+    EXPECT_THAT(result.text, StartsWith(kStoriesGreedy)) << c.model;
+  }
+}
