@@ -17,17 +17,15 @@ class Tracer final : public DispatchHandler {
 
   std::vector<Tensor> handle(const OpDef& op, std::span<const Tensor> inputs,
                              const Attributes& given) override {
-    check_input_count(op, inputs.size());
-    Attributes attributes = complete_attributes(op, given);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      TESSERA_REQUIRE(inputs[i].defined(), "{}: argument {} is an undefined tensor", op.name, i);
+    Attributes attributes = prepare_attributes(op, inputs, given);
     if (op.custom && !op.splitting && op.decompose && !custom_ops_.enabled(op.name)) {
       return op.decompose(inputs, attributes);  // records the decomposition's own ops
     }
     std::vector<int> ids;
     ids.reserve(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      TESSERA_REQUIRE(inputs[i].defined(), "{}: argument {} is an undefined tensor", op.name, i);
-      ids.push_back(value_of(inputs[i]));
-    }
+    for (const Tensor& input : inputs) ids.push_back(value_of(input));
     env_.set_current_op(op.name);
     std::vector<TensorMeta> metas = compute_output_metas(op, inputs, attributes);
     env_.set_current_op("");

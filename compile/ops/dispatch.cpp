@@ -66,8 +66,7 @@ std::vector<Tensor> launch_kernel(const OpDef& op, KernelFn kernel, std::span<co
 
 std::vector<Tensor> run_eager_impl(const OpDef& op, std::span<const Tensor> inputs,
                                    const Attributes& given, bool allow_decomposition) {
-  check_input_count(op, inputs.size());
-  Attributes attributes = complete_attributes(op, given);
+  Attributes attributes = prepare_attributes(op, inputs, given);
   Device device = common_device(op, inputs);
   std::vector<TensorMeta> metas = compute_output_metas(op, inputs, attributes);
   if (op.eager) return op.eager(inputs, attributes);
@@ -97,6 +96,18 @@ void set_eager_custom_op_rule(CustomOpEnabledFn rule) { eager_custom_op_rule() =
 bool eager_custom_op_enabled(const std::string& op_name) {
   const auto& rule = eager_custom_op_rule();
   return rule ? rule(op_name) : true;
+}
+
+Attributes prepare_attributes(const OpDef& op, std::span<const Tensor> inputs,
+                              const Attributes& given) {
+  check_input_count(op, inputs.size());
+  Attributes attributes = complete_attributes(op, given);
+  if (op.canonicalize) {
+    std::vector<TensorMeta> metas;
+    for (const Tensor& input : inputs) metas.push_back(meta_of(input));
+    op.canonicalize(metas, attributes);
+  }
+  return attributes;
 }
 
 TensorMeta meta_of(const Tensor& tensor) {

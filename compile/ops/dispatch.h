@@ -51,6 +51,10 @@ std::vector<Tensor> run_eager(const OpDef& op, std::span<const Tensor> inputs,
 std::vector<Tensor> run_kernel_of(const OpDef& op, std::span<const Tensor> inputs,
                                   const Attributes& attributes);
 
+// Checks the input count, fills in attribute defaults and canonicalizes them.
+Attributes prepare_attributes(const OpDef& op, std::span<const Tensor> inputs,
+                              const Attributes& given);
+
 TensorMeta meta_of(const Tensor& tensor);  // concrete tensors; fake ones via compile/fake_tensor
 std::vector<TensorMeta> compute_output_metas(const OpDef& op, std::span<const Tensor> inputs,
                                              const Attributes& attributes);

@@ -30,6 +30,7 @@ OpDef cat_op() {
   op.min_inputs = 1;
   op.attributes = {{"dim", std::nullopt}};
   op.doc = "joins tensors along dim";
+  op.canonicalize = wrap_dim_attributes({"dim"});
   op.meta = [](const MetaArgs& args) {
     const TensorMeta& first = args.input(0);
     int64_t dim = wrap_dim_for(args, args.attributes.get_int("dim"), first.rank());

@@ -81,6 +81,18 @@ int64_t wrap_dim_for(const MetaArgs& args, int64_t dim, int64_t rank) {
   return wrapped;
 }
 
+std::function<void(std::span<const TensorMeta>, Attributes&)> wrap_dim_attributes(
+    std::vector<std::string> names) {
+  return [names](std::span<const TensorMeta> inputs, Attributes& attributes) {
+    if (inputs.empty()) return;
+    int64_t rank = inputs[0].rank();
+    for (const std::string& name : names) {
+      int64_t dim = attributes.get_int(name);
+      if (dim < 0 && dim >= -rank) attributes.set(name, dim + rank);  // out of range: meta says so
+    }
+  };
+}
+
 SymShape infer_view_shape(const MetaArgs& args, const SymShape& shape,
                           const std::vector<int64_t>& sizes) {
   SymShape result;

@@ -2,6 +2,7 @@
 // argument and the shapes involved.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <string>
 
@@ -22,6 +23,9 @@ bool sizes_equal(const SymInt& a, const SymInt& b, const char* why);
 SymShape broadcast_shapes(const MetaArgs& args, std::initializer_list<size_t> indices);
 // Wraps a possibly negative dim for an input of `rank`, naming the op when out of range.
 int64_t wrap_dim_for(const MetaArgs& args, int64_t dim, int64_t rank);
+// A canonicalize function that wraps the named int attributes (dims of input 0) to >= 0.
+std::function<void(std::span<const TensorMeta>, Attributes&)> wrap_dim_attributes(
+    std::vector<std::string> names);
 // The shape a reshape/view to `sizes` (one -1 allowed) of `shape` gives.
 SymShape infer_view_shape(const MetaArgs& args, const SymShape& shape,
                           const std::vector<int64_t>& sizes);

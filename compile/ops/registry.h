@@ -60,6 +60,9 @@ struct OpDef {
   MetaFn meta;
   TensorFn decompose;  // empty when the op is primitive
   TensorFn eager;      // device-independent implementation (views); bypasses kernels
+  // Rewrites attributes to one canonical form (negative dims wrapped), so kernels see and graphs
+  // hash one spelling.
+  std::function<void(std::span<const TensorMeta>, Attributes&)> canonicalize;
   bool custom = false;     // enabled/disabled by the compilation config's custom_ops
   bool splitting = false;  // the compiled graph is split around it
   bool strided_inputs = false;  // its kernels read any strides; otherwise inputs are made contiguous

@@ -42,6 +42,7 @@ OpDef slice_op() {
   op.attributes = {{"dim", std::nullopt}, {"start", int64_t{0}}, {"end", kSliceToEnd},
                    {"step", int64_t{1}}};
   op.doc = "x[start:end:step] along dim (negative indices count from the end; end clamps)";
+  op.canonicalize = wrap_dim_attributes({"dim"});
   op.meta = [](const MetaArgs& args) {
     const TensorMeta& x = args.input(0);
     int64_t dim = wrap_dim_for(args, args.attributes.get_int("dim"), x.rank());
@@ -73,6 +74,7 @@ OpDef transpose_op() {
   op.input_names = {"x"};
   op.attributes = {{"dim0", std::nullopt}, {"dim1", std::nullopt}};
   op.doc = "swaps two dims (a view)";
+  op.canonicalize = wrap_dim_attributes({"dim0", "dim1"});
   op.meta = [](const MetaArgs& args) {
     TensorMeta out = args.input(0);
     int64_t dim0 = wrap_dim_for(args, args.attributes.get_int("dim0"), out.rank());
