@@ -10,6 +10,19 @@ namespace {
 
 thread_local DispatchHandler* active_handler = nullptr;
 
+// Runs `body`, prefixing the op's name to a user error that does not already name it (errors
+// from attribute getters and shape helpers know nothing of the op).
+template <typename Body>
+auto naming_op(const OpDef& op, Body&& body) {
+  try {
+    return body();
+  } catch (const Error& error) {
+    std::string message = error.what();
+    if (message.starts_with(op.name + ":")) throw;
+    throw Error(fmt::format("{}: {}", op.name, message));
+  }
+}
+
 CustomOpEnabledFn& eager_custom_op_rule() {
   static CustomOpEnabledFn rule;
   return rule;
@@ -105,7 +118,10 @@ Attributes prepare_attributes(const OpDef& op, std::span<const Tensor> inputs,
   if (op.canonicalize) {
     std::vector<TensorMeta> metas;
     for (const Tensor& input : inputs) metas.push_back(meta_of(input));
-    op.canonicalize(metas, attributes);
+    naming_op(op, [&] {
+      op.canonicalize(metas, attributes);
+      return 0;
+    });
   }
   return attributes;
 }
@@ -122,7 +138,7 @@ std::vector<TensorMeta> compute_output_metas(const OpDef& op, std::span<const Te
   std::vector<TensorMeta> input_metas;
   input_metas.reserve(inputs.size());
   for (const Tensor& input : inputs) input_metas.push_back(meta_of(input));
-  return op.meta(MetaArgs{op, input_metas, attributes});
+  return naming_op(op, [&] { return op.meta(MetaArgs{op, input_metas, attributes}); });
 }
 
 std::vector<Tensor> call_op(const OpDef& op, std::span<const Tensor> inputs,
