@@ -1,6 +1,7 @@
 // Where a tensor lives.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 

@@ -64,8 +64,9 @@ double relative_error(const std::vector<float>& got, const std::vector<double>& 
 TEST(Llama, ForwardRecordsNoGuardOnTheTokenCount) {
   for (const char* name : {"synthetic:tiny", "synthetic:qwen3-tiny", "synthetic:qwen2-tiny"}) {
     auto model = load(name);
-    std::vector<int64_t> ids{1, 5, 9, 200, 7};
-    std::vector<Tensor> inputs{Tensor::from_ints(ids, {5}, DType::i32), Tensor::from_ints({0, 1, 2, 3, 4}, {5}, DType::i32)};
+    std::vector<int64_t> ids{1, 5, 9, 200, 7}, positions{0, 1, 2, 3, 4};
+    std::vector<Tensor> inputs{Tensor::from_ints(ids, {5}, DType::i32),
+                               Tensor::from_ints(positions, {5}, DType::i32)};
     TraceOptions options;
     options.dynamic_dims = {{0, 0}, {1, 0}};
     TraceResult result = trace(

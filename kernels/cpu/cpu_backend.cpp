@@ -1,12 +1,12 @@
 // The CPU backend: aligned host memory with byte accounting; streams are synchronous and graph
 // capture is not supported (the compiled CPU code is already a single call per piece).
+#include <unistd.h>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
-#include <chrono>
-#include <unistd.h>
 
 #include "kernels/backend.h"
 #include "kernels/check.h"

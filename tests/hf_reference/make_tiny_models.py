@@ -62,7 +62,9 @@ def main():
         randomize(model, seed=1000 + index)
         folder = out / name
         model.to(dtype).save_pretrained(folder, safe_serialization=True)
-        model = model.float()  # the reference runs in float32 on the (rounded) stored weights
+        # The reference runs in float32 on the stored (possibly rounded) weights, loaded afresh
+        # so buffers such as RoPE's inv_freq are computed in float32, not rounded by .to().
+        model = model_class.from_pretrained(folder, dtype=torch.float32).eval()
         generator = torch.Generator().manual_seed(7 + index)
         input_ids = torch.randint(3, config.vocab_size, (1, 40), generator=generator)
         with torch.no_grad():

@@ -64,7 +64,7 @@ OpDef rotary_embedding_op() {
     Tensor sin = ops::cast(ops::reshape(ops::slice(cos_sin, -1, half, rot_dim), {-1, 1, half}), dtype);
     auto rotate = [&](const Tensor& flat) {
       int64_t heads = sym_size(flat, 1).guard_int("heads") / head_size;
-      Tensor x = ops::view(flat, {-1, heads, head_size});
+      Tensor x = ops::reshape(flat, {-1, heads, head_size});
       Tensor x1 = is_neox ? ops::slice(x, -1, 0, half) : ops::slice(x, -1, 0, rot_dim, 2);
       Tensor x2 = is_neox ? ops::slice(x, -1, half, rot_dim) : ops::slice(x, -1, 1, rot_dim, 2);
       Tensor out1 = ops::sub(ops::mul(x1, cos), ops::mul(x2, sin));

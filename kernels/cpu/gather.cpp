@@ -1,0 +1,121 @@
+// CPU kernels that move whole rows: embedding (gather rows of a table by id) and cat. Both only
+// copy bytes, so one code path serves every dtype.
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/kernel_registry.h"
+
+namespace tessera::cpu {
+namespace {
+
+// The multi-index of flat element `index` of a tensor of shape `sizes`, as "[1, 3]".
+std::string position_str(int64_t index, const Shape& sizes) {
+  Shape position(sizes.size());
+  for (size_t dim = sizes.size(); dim-- > 0;) {
+    position[dim] = index % sizes[dim];
+    index /= sizes[dim];
+  }
+  return shape_str(position);
+}
+
+// Copies `count` rows of `row_bytes` each: row i from source(i) to destination(i).
+template <typename SourceFn, typename DestinationFn>
+void copy_rows(int64_t count, size_t row_bytes, const SourceFn& source,
+               const DestinationFn& destination) {
+  const int64_t min_rows =
+      std::max<int64_t>(1, kParallelGrain * 4 / std::max<int64_t>(row_bytes, 1));
+  parallel_for(count, min_rows, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row)
+      std::memcpy(destination(row), source(row), row_bytes);
+  });
+}
+
+void embedding_kernel(const KernelArgs& args) {
+  const Tensor& weight = args.inputs[0];
+  const Tensor& ids = args.inputs[1];
+  const Tensor& out = args.outputs[0];
+  TESSERA_REQUIRE(weight.dim() == 2, "embedding: weight must be [V, D], got shape {}",
+                  shape_str(weight.sizes()));
+  TESSERA_REQUIRE(ids.dtype() == DType::i32 || ids.dtype() == DType::i64,
+                  "embedding: ids have dtype {}; use i32 or i64", dtype_name(ids.dtype()));
+  require_contiguous("embedding", "weight", weight);
+  require_contiguous("embedding", "ids", ids);
+  require_dtype("embedding", "output", out, weight.dtype());
+  const int64_t vocab = weight.size(0);
+  const int64_t width = weight.size(1);
+  const int64_t count = ids.numel();
+  TESSERA_REQUIRE(out.numel() == count * width,
+                  "embedding: output {} does not hold {} rows of {} values", out.str(), count,
+                  width);
+  if (out.numel() == 0) return;
+  // Ids are read into int64 and checked all before any row is copied.
+  std::vector<int64_t> rows(static_cast<size_t>(count));
+  visit_dtype(ids.dtype(), [&]<typename Id>() {
+    if constexpr (std::is_integral_v<Id>) {
+      const Id* id_data = ids.data<Id>();
+      for (int64_t i = 0; i < count; ++i) {
+        rows[i] = static_cast<int64_t>(id_data[i]);
+        TESSERA_REQUIRE(rows[i] >= 0 && rows[i] < vocab,
+                        "embedding: id {} at position {} of ids {} is outside [0, {}): the weight "
+                        "has V = {} rows",
+                        rows[i], position_str(i, ids.sizes()), shape_str(ids.sizes()), vocab,
+                        vocab);
+      }
+    }
+  });
+  const size_t row_bytes = static_cast<size_t>(width) * element_size(weight.dtype());
+  const auto* table = static_cast<const char*>(weight.data_ptr());
+  auto* result = static_cast<char*>(out.data_ptr());
+  copy_rows(
+      count, row_bytes, [&](int64_t i) { return table + rows[i] * row_bytes; },
+      [&](int64_t i) { return result + i * row_bytes; });
+}
+
+// Inputs are contiguous: per index of the dims before `dim`, each input contributes one
+// contiguous block, and the output row is those blocks side by side.
+void cat_kernel(const KernelArgs& args) {
+  const Tensor& out = args.outputs[0];
+  const int64_t dim = args.attributes.get_int("dim");
+  TESSERA_REQUIRE(dim >= 0 && dim < out.dim(), "cat: dim {} is out of range for output {}", dim,
+                  out.str());
+  const Shape& sizes = out.sizes();
+  const int64_t outer = shape_numel(std::span(sizes).first(dim));
+  const int64_t inner = shape_numel(std::span(sizes).subspan(dim + 1));
+  const size_t element = element_size(out.dtype());
+  int64_t total = 0;
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    const Tensor& input = args.inputs[i];
+    Shape expected = sizes;
+    expected[dim] = input.dim() == out.dim() ? input.size(dim) : -1;
+    const std::string what = fmt::format("tensors[{}]", i);
+    require_sizes("cat", what.c_str(), input, expected);
+    require_dtype("cat", what.c_str(), input, out.dtype());
+    require_contiguous("cat", what.c_str(), input);
+    total += input.size(dim);
+  }
+  TESSERA_REQUIRE(total == sizes[dim],
+                  "cat: inputs add up to {} along dim {} but the output {} has {}", total, dim,
+                  out.str(), sizes[dim]);
+  const size_t out_row_bytes = static_cast<size_t>(sizes[dim] * inner) * element;
+  auto* result = static_cast<char*>(out.data_ptr());
+  size_t column = 0;  // byte offset of the current input's block within an output row
+  for (const Tensor& input : args.inputs) {
+    const size_t block_bytes = static_cast<size_t>(input.size(dim) * inner) * element;
+    if (block_bytes > 0) {
+      const auto* source = static_cast<const char*>(input.data_ptr());
+      copy_rows(
+          outer, block_bytes, [&](int64_t row) { return source + row * block_bytes; },
+          [&](int64_t row) { return result + row * out_row_bytes + column; });
+    }
+    column += block_bytes;
+  }
+}
+
+constexpr DeviceType kCpu = DeviceType::cpu;
+TESSERA_REGISTER_KERNEL("embedding", kCpu, embedding_kernel);
+TESSERA_REGISTER_KERNEL("cat", kCpu, cat_kernel);
+
+}  // namespace
+}  // namespace tessera::cpu

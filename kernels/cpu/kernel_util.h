@@ -1,0 +1,70 @@
+// Dtype dispatch and argument checks shared by the CPU kernels.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/check.h"
+#include "kernels/dtype.h"
+#include "kernels/tensor.h"
+
+namespace tessera::cpu {
+
+// f16/bf16 compute in f32; integers compute in their own type.
+template <typename T>
+using ComputeType = std::conditional_t<std::is_integral_v<T>, T, float>;
+
+// Elements below this count are not worth handing to other threads.
+inline constexpr int64_t kParallelGrain = 32768;
+
+// visit_dtype restricted to f32/f16/bf16; other dtypes throw naming the op.
+template <typename Fn>
+decltype(auto) visit_float_dtype(const char* op, DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f16:
+      return fn.template operator()<Half>();
+    case DType::bf16:
+      return fn.template operator()<BFloat16>();
+    default:
+      break;
+  }
+  throw Error(fmt::format("{}: dtype {} is not supported on the CPU; use f32, f16 or bf16", op,
+                          dtype_name(dtype)));
+}
+
+// Calls fn<U>() with the unsigned integer type as wide as one element: for kernels that only
+// move elements (copy, where), one instantiation per width serves every dtype.
+template <typename Fn>
+decltype(auto) visit_element_bits(DType dtype, Fn&& fn) {
+  switch (element_size(dtype)) {
+    case 2:
+      return fn.template operator()<uint16_t>();
+    case 4:
+      return fn.template operator()<uint32_t>();
+    default:
+      return fn.template operator()<uint64_t>();
+  }
+}
+
+inline void require_dtype(const char* op, const char* what, const Tensor& tensor, DType expected) {
+  TESSERA_REQUIRE(tensor.dtype() == expected, "{}: {} has dtype {} but {} was expected", op, what,
+                  dtype_name(tensor.dtype()), dtype_name(expected));
+}
+
+inline void require_sizes(const char* op, const char* what, const Tensor& tensor,
+                          const Shape& expected) {
+  TESSERA_REQUIRE(tensor.sizes() == expected, "{}: {} has shape {} but {} was expected", op, what,
+                  shape_str(tensor.sizes()), shape_str(expected));
+}
+
+// Zero-size tensors hold no elements, so any strides will do (Tensor::is_contiguous says no to
+// some of them, e.g. [2, 0, 4]).
+inline void require_contiguous(const char* op, const char* what, const Tensor& tensor) {
+  TESSERA_REQUIRE(tensor.numel() == 0 || tensor.is_contiguous(),
+                  "{}: {} ({}) must be contiguous; make it contiguous first", op, what,
+                  tensor.str());
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,138 @@
+// CPU kernels of matmul and linear: shape checks and batching around gemm_accumulate (gemm.h).
+// Outputs of f16/bf16 are accumulated in an f32 staging buffer, then rounded once.
+#include <vector>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/kernel_registry.h"
+
+namespace tessera::cpu {
+namespace {
+
+void require_float(const char* op, const char* what, const Tensor& tensor) {
+  TESSERA_REQUIRE(is_floating(tensor.dtype()), "{}: {} has dtype {}; use f32, f16 or bf16", op,
+                  what, dtype_name(tensor.dtype()));
+  require_contiguous(op, what, tensor);
+}
+
+// Product of all dims but the last.
+int64_t leading_numel(const Tensor& tensor) {
+  const Shape& sizes = tensor.sizes();
+  return shape_numel(std::span(sizes).first(sizes.size() - 1));
+}
+
+MatrixOperand row_major(const Tensor& tensor, int64_t element_offset, int64_t cols) {
+  return {static_cast<const char*>(tensor.data_ptr()) +
+              element_offset * static_cast<int64_t>(element_size(tensor.dtype())),
+          tensor.dtype(), cols, 1};
+}
+
+// out (m x n, row-major, of out's dtype, starting at element `out_offset`) = a @ b + bias.
+void gemm_to_output(int64_t m, int64_t n, int64_t k, const MatrixOperand& a, const MatrixOperand& b,
+                    const Tensor* bias, const Tensor& out, int64_t out_offset) {
+  std::vector<float> staging;
+  float* c = out.data<float>() + out_offset;
+  if (out.dtype() != DType::f32) {
+    staging.resize(static_cast<size_t>(m * n));
+    c = staging.data();
+  }
+  const int64_t min_rows = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1));
+  parallel_for(m, min_rows, [&](int64_t begin, int64_t end) {
+    if (bias == nullptr) {
+      std::fill(c + begin * n, c + end * n, 0.0f);
+      return;
+    }
+    visit_float_dtype("linear", bias->dtype(), [&]<typename T>() {
+      const T* bias_data = bias->data<T>();
+      for (int64_t row = begin; row < end; ++row)
+        for (int64_t j = 0; j < n; ++j) c[row * n + j] = static_cast<float>(bias_data[j]);
+    });
+  });
+  gemm_accumulate(m, n, k, a, b, c, n);
+  if (staging.empty()) return;
+  visit_float_dtype("matmul", out.dtype(), [&]<typename T>() {
+    T* result = out.data<T>() + out_offset;
+    parallel_for(m * n, kParallelGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) result[i] = T(staging[i]);
+    });
+  });
+}
+
+void matmul_kernel(const KernelArgs& args) {
+  const Tensor& a = args.inputs[0];
+  const Tensor& b = args.inputs[1];
+  const Tensor& out = args.outputs[0];
+  require_float("matmul", "a", a);
+  require_float("matmul", "b", b);
+  require_dtype("matmul", "b", b, a.dtype());
+  require_dtype("matmul", "output", out, a.dtype());
+  TESSERA_REQUIRE(a.dim() >= 2 && (b.dim() == 2 || b.dim() == a.dim()),
+                  "matmul: expected a [..., M, K] with b [K, N] or [..., K, N], got a {} and b {}",
+                  shape_str(a.sizes()), shape_str(b.sizes()));
+  const int64_t m = a.size(-2);
+  const int64_t k = a.size(-1);
+  const int64_t n = b.size(-1);
+  TESSERA_REQUIRE(b.size(-2) == k, "matmul: a {} has K = {} but b {} has {} rows",
+                  shape_str(a.sizes()), k, shape_str(b.sizes()), b.size(-2));
+  Shape expected = a.sizes();
+  expected.back() = n;
+  require_sizes("matmul", "output", out, expected);
+  if (out.numel() == 0) return;
+  if (b.dim() == 2) {  // one GEMM over all rows of a
+    gemm_to_output(leading_numel(a), n, k, row_major(a, 0, k), row_major(b, 0, n), nullptr, out, 0);
+    return;
+  }
+  const Shape batch_sizes(a.sizes().begin(), a.sizes().end() - 2);
+  TESSERA_REQUIRE(Shape(b.sizes().begin(), b.sizes().end() - 2) == batch_sizes,
+                  "matmul: the batch dims of a {} and b {} differ", shape_str(a.sizes()),
+                  shape_str(b.sizes()));
+  const int64_t batches = shape_numel(batch_sizes);
+  auto run_batches = [&](int64_t begin, int64_t end) {
+    for (int64_t batch = begin; batch < end; ++batch)
+      gemm_to_output(m, n, k, row_major(a, batch * m * k, k), row_major(b, batch * k * n, n),
+                     nullptr, out, batch * m * n);
+  };
+  // Many small products: one per thread at a time (each runs inline); few large ones: one after
+  // another, each spread over the threads.
+  constexpr int64_t kLargeProduct = int64_t{1} << 24;  // multiply-adds
+  if (m * n * k < kLargeProduct || batches >= 4 * num_threads()) {
+    parallel_for(batches, 1, run_batches);
+  } else {
+    run_batches(0, batches);
+  }
+}
+
+void linear_kernel(const KernelArgs& args) {
+  const Tensor& x = args.inputs[0];
+  const Tensor& weight = args.inputs[1];
+  const Tensor* bias = args.inputs.size() == 3 ? &args.inputs[2] : nullptr;
+  const Tensor& out = args.outputs[0];
+  require_float("linear", "x", x);
+  require_float("linear", "weight", weight);
+  require_dtype("linear", "weight", weight, x.dtype());
+  require_dtype("linear", "output", out, x.dtype());
+  TESSERA_REQUIRE(x.dim() >= 1 && weight.dim() == 2 && weight.size(1) == x.size(-1),
+                  "linear: expected x [..., K] and weight [N, K], got x {} and weight {}",
+                  shape_str(x.sizes()), shape_str(weight.sizes()));
+  const int64_t n = weight.size(0);
+  const int64_t k = weight.size(1);
+  if (bias != nullptr) {
+    require_float("linear", "bias", *bias);
+    require_sizes("linear", "bias", *bias, Shape{n});
+  }
+  Shape expected = x.sizes();
+  expected.back() = n;
+  require_sizes("linear", "output", out, expected);
+  if (out.numel() == 0) return;
+  // weight [N, K] read as b = weight^T [K, N]: b(kk, j) = weight[j, kk].
+  const MatrixOperand weight_transposed{weight.data_ptr(), weight.dtype(), 1, k};
+  gemm_to_output(leading_numel(x), n, k, row_major(x, 0, k), weight_transposed, bias, out, 0);
+}
+
+constexpr DeviceType kCpu = DeviceType::cpu;
+TESSERA_REGISTER_KERNEL("matmul", kCpu, matmul_kernel);
+TESSERA_REGISTER_KERNEL("linear", kCpu, linear_kernel);
+
+}  // namespace
+}  // namespace tessera::cpu

@@ -1,0 +1,111 @@
+// Host-side helpers shared by the GPU backend and kernels: return-code checks that throw
+// tessera::Error naming the call and file:line, a scoped device switch, the stream kernels launch
+// on, and launch-size arithmetic. Vendor names come from gpu_vendor.h.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/backend.h"
+#include "kernels/check.h"
+#include "kernels/cuda/gpu_vendor.h"
+
+#define GPU_CHECK(call)                                                                 \
+  do {                                                                                  \
+    gpuError_t gpu_check_error_ = (call);                                               \
+    if (gpu_check_error_ != gpuSuccess)                                                 \
+      ::tessera::gpu::throw_runtime_error(#call, __FILE__, __LINE__, gpu_check_error_); \
+  } while (0)
+
+#define GPUBLAS_CHECK(call)                                                               \
+  do {                                                                                    \
+    gpublasStatus_t gpublas_check_status_ = (call);                                       \
+    if (gpublas_check_status_ != GPUBLAS_STATUS_SUCCESS)                                  \
+      ::tessera::gpu::throw_blas_error(#call, __FILE__, __LINE__, gpublas_check_status_); \
+  } while (0)
+
+#define GPU_CHECK_LAUNCH(kernel_name) ::tessera::gpu::check_launch(kernel_name, __FILE__, __LINE__)
+
+namespace tessera::gpu {
+
+// "CUDA" or "HIP", for messages.
+inline const char* runtime_name() {
+  return kGpuDeviceType == DeviceType::hip ? "HIP" : "CUDA";
+}
+
+[[noreturn]] inline void throw_runtime_error(const char* call, const char* file, int line,
+                                             gpuError_t error) {
+  throw Error(fmt::format("{} error at {}:{}: {} failed: {} ({})", runtime_name(), file, line, call,
+                          gpuGetErrorString(error), gpuGetErrorName(error)));
+}
+
+[[noreturn]] inline void throw_blas_error(const char* call, const char* file, int line,
+                                          gpublasStatus_t status) {
+  throw Error(fmt::format("{} BLAS error at {}:{}: {} failed: {} (status {})", runtime_name(), file,
+                          line, call, gpublasGetStatusString(status), static_cast<int>(status)));
+}
+
+// After a kernel launch: a bad launch configuration shows up here; faults inside the kernel show
+// up at a later synchronizing call, which is checked the same way.
+inline void check_launch(const char* kernel, const char* file, int line) {
+  gpuError_t error = gpuGetLastError();
+  if (error != gpuSuccess) {
+    throw Error(fmt::format("{} error at {}:{}: launching the {} kernel failed: {} ({})",
+                            runtime_name(), file, line, kernel, gpuGetErrorString(error),
+                            gpuGetErrorName(error)));
+  }
+}
+
+// Makes `index` the current device for the scope and restores the previous one on exit.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index) : index_(index) {
+    GPU_CHECK(gpuGetDevice(&previous_));
+    if (previous_ != index_) GPU_CHECK(gpuSetDevice(index_));
+  }
+  ~DeviceGuard() {
+    if (previous_ != index_) (void)gpuSetDevice(previous_);  // a destructor cannot throw
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  int index_ = 0;
+};
+
+// The stream that kernels for `device` launch on from this thread (the backend's current stream).
+inline gpuStream_t current_stream(Device device) {
+  return static_cast<gpuStream_t>(backend(device).current_stream(device.index).native_handle());
+}
+
+inline int gpu_index(Device device) {
+  TESSERA_CHECK(device.type == kGpuDeviceType, "a {} kernel got a tensor on {}", runtime_name(),
+                device.str());
+  return device.index;
+}
+
+// Everything a kernel launch needs: the device made current and its current stream.
+class LaunchScope {
+ public:
+  explicit LaunchScope(Device device)
+      : guard_(gpu_index(device)), stream_(current_stream(device)) {}
+  gpuStream_t stream() const { return stream_; }
+
+ private:
+  DeviceGuard guard_;
+  gpuStream_t stream_;
+};
+
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Blocks for `work_items` items of `per_block` each, capped for grid-stride kernels.
+inline unsigned int grid_size(int64_t work_items, int64_t per_block, int64_t cap = 1 << 20) {
+  int64_t blocks = ceil_div(work_items, per_block);
+  if (blocks < 1) blocks = 1;
+  if (blocks > cap) blocks = cap;
+  return static_cast<unsigned int>(blocks);
+}
+
+}  // namespace tessera::gpu

@@ -1,0 +1,204 @@
+// The GPU vendor header (llama.cpp's vendors/hip.h idea): the files in kernels/cuda name the GPU
+// runtime and BLAS only through the gpu* aliases below, which map to CUDA/cuBLAS by default and to
+// HIP/hipBLAS when built for AMD (__HIP_PLATFORM_AMD__ or TESSERA_HIP). One set of sources then
+// serves both backends; kGpuDeviceType tells the registrations which device type they serve.
+//
+// Only this file may name cuda*/cublas*/hip*/hipblas* directly. Keep it a plain mapping: no
+// logic here, so a reader can check each line against the two vendors' documentation.
+#pragma once
+
+#include "kernels/device.h"
+
+#if defined(__HIP_PLATFORM_AMD__) || defined(TESSERA_HIP)
+#define TESSERA_GPU_HIP 1
+#endif
+
+#if defined(TESSERA_GPU_HIP)
+
+// hipBLAS's v2 API takes hipDataType and hipblasComputeType_t, as cuBLAS does.
+#ifndef HIPBLAS_V2
+#define HIPBLAS_V2
+#endif
+#include <hip/hip_bfloat16.h>
+#include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>
+#include <hipblas/hipblas.h>
+
+// ---- runtime: errors, devices, memory
+#define gpuError_t hipError_t
+#define gpuSuccess hipSuccess
+#define gpuErrorNoDevice hipErrorNoDevice
+#define gpuErrorInsufficientDriver hipErrorInsufficientDriver
+#define gpuErrorMemoryAllocation hipErrorOutOfMemory
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetErrorName hipGetErrorName
+#define gpuGetLastError hipGetLastError
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuGetDevice hipGetDevice
+#define gpuSetDevice hipSetDevice
+#define gpuDeviceProp hipDeviceProp_t
+#define gpuGetDeviceProperties hipGetDeviceProperties
+#define gpuDeviceSynchronize hipDeviceSynchronize
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuMemGetInfo hipMemGetInfo
+#define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemcpyPeerAsync hipMemcpyPeerAsync
+#define gpuMemsetAsync hipMemsetAsync
+#define gpuMemcpyKind hipMemcpyKind
+#define gpuMemcpyHostToDevice hipMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define gpuMemcpyHostToHost hipMemcpyHostToHost
+
+// ---- streams, events, graphs
+#define gpuStream_t hipStream_t
+#define gpuStreamCreateWithFlags hipStreamCreateWithFlags
+#define gpuStreamNonBlocking hipStreamNonBlocking
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuStreamSynchronize hipStreamSynchronize
+#define gpuEvent_t hipEvent_t
+#define gpuEventCreate hipEventCreate
+#define gpuEventDestroy hipEventDestroy
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventElapsedTime hipEventElapsedTime
+#define gpuGraph_t hipGraph_t
+#define gpuGraphExec_t hipGraphExec_t
+#define gpuStreamBeginCapture hipStreamBeginCapture
+#define gpuStreamEndCapture hipStreamEndCapture
+#define gpuStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
+#define gpuStreamCaptureModeRelaxed hipStreamCaptureModeRelaxed
+#define gpuStreamCaptureMode hipStreamCaptureMode
+#define gpuThreadExchangeStreamCaptureMode hipThreadExchangeStreamCaptureMode
+#define gpuGraphInstantiateWithFlags hipGraphInstantiateWithFlags
+#define gpuGraphGetNodes hipGraphGetNodes
+#define gpuGraphDestroy hipGraphDestroy
+#define gpuGraphExecDestroy hipGraphExecDestroy
+#define gpuGraphLaunch hipGraphLaunch
+
+// ---- BLAS
+#define gpublasHandle_t hipblasHandle_t
+#define gpublasStatus_t hipblasStatus_t
+#define GPUBLAS_STATUS_SUCCESS HIPBLAS_STATUS_SUCCESS
+#define gpublasGetStatusString hipblasStatusToString
+#define gpublasCreate hipblasCreate
+#define gpublasDestroy hipblasDestroy
+#define gpublasSetStream hipblasSetStream
+#define gpublasSetWorkspace hipblasSetWorkspace
+#define gpublasSetMathMode hipblasSetMathMode
+#define GPUBLAS_DEFAULT_MATH HIPBLAS_DEFAULT_MATH
+#define gpublasGemmEx hipblasGemmEx
+#define gpublasGemmStridedBatchedEx hipblasGemmStridedBatchedEx
+#define GPUBLAS_OP_N HIPBLAS_OP_N
+#define GPUBLAS_OP_T HIPBLAS_OP_T
+#define GPUBLAS_COMPUTE_32F HIPBLAS_COMPUTE_32F
+#define GPUBLAS_GEMM_DEFAULT HIPBLAS_GEMM_DEFAULT
+#define gpuDataType hipDataType
+#define GPU_R_32F HIP_R_32F
+#define GPU_R_16F HIP_R_16F
+#define GPU_R_16BF HIP_R_16BF
+
+// ---- device code: 16-bit float types and warp shuffles (wavefronts are 64 lanes on CDNA)
+using gpu_bfloat16 = hip_bfloat16;
+using gpu_half = __half;
+#define GPU_WARP_SIZE 64
+#define GPU_SHFL_XOR(value, lane_mask) __shfl_xor((value), (lane_mask))
+
+namespace tessera {
+inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
+}  // namespace tessera
+
+#else  // CUDA
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+// ---- runtime: errors, devices, memory
+#define gpuError_t cudaError_t
+#define gpuSuccess cudaSuccess
+#define gpuErrorNoDevice cudaErrorNoDevice
+#define gpuErrorInsufficientDriver cudaErrorInsufficientDriver
+#define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetErrorName cudaGetErrorName
+#define gpuGetLastError cudaGetLastError
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuGetDevice cudaGetDevice
+#define gpuSetDevice cudaSetDevice
+#define gpuDeviceProp cudaDeviceProp
+#define gpuGetDeviceProperties cudaGetDeviceProperties
+#define gpuDeviceSynchronize cudaDeviceSynchronize
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuMemGetInfo cudaMemGetInfo
+#define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemcpyPeerAsync cudaMemcpyPeerAsync
+#define gpuMemsetAsync cudaMemsetAsync
+#define gpuMemcpyKind cudaMemcpyKind
+#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define gpuMemcpyHostToHost cudaMemcpyHostToHost
+
+// ---- streams, events, graphs
+#define gpuStream_t cudaStream_t
+#define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
+#define gpuStreamNonBlocking cudaStreamNonBlocking
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuEvent_t cudaEvent_t
+#define gpuEventCreate cudaEventCreate
+#define gpuEventDestroy cudaEventDestroy
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventElapsedTime cudaEventElapsedTime
+#define gpuGraph_t cudaGraph_t
+#define gpuGraphExec_t cudaGraphExec_t
+#define gpuStreamBeginCapture cudaStreamBeginCapture
+#define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#define gpuStreamCaptureModeRelaxed cudaStreamCaptureModeRelaxed
+#define gpuStreamCaptureMode cudaStreamCaptureMode
+#define gpuThreadExchangeStreamCaptureMode cudaThreadExchangeStreamCaptureMode
+#define gpuGraphInstantiateWithFlags cudaGraphInstantiateWithFlags
+#define gpuGraphGetNodes cudaGraphGetNodes
+#define gpuGraphDestroy cudaGraphDestroy
+#define gpuGraphExecDestroy cudaGraphExecDestroy
+#define gpuGraphLaunch cudaGraphLaunch
+
+// ---- BLAS
+#define gpublasHandle_t cublasHandle_t
+#define gpublasStatus_t cublasStatus_t
+#define GPUBLAS_STATUS_SUCCESS CUBLAS_STATUS_SUCCESS
+#define gpublasGetStatusString cublasGetStatusString
+#define gpublasCreate cublasCreate
+#define gpublasDestroy cublasDestroy
+#define gpublasSetStream cublasSetStream
+#define gpublasSetWorkspace cublasSetWorkspace
+#define gpublasSetMathMode cublasSetMathMode
+#define GPUBLAS_DEFAULT_MATH CUBLAS_DEFAULT_MATH
+#define gpublasGemmEx cublasGemmEx
+#define gpublasGemmStridedBatchedEx cublasGemmStridedBatchedEx
+#define GPUBLAS_OP_N CUBLAS_OP_N
+#define GPUBLAS_OP_T CUBLAS_OP_T
+#define GPUBLAS_COMPUTE_32F CUBLAS_COMPUTE_32F
+#define GPUBLAS_GEMM_DEFAULT CUBLAS_GEMM_DEFAULT
+#define gpuDataType cudaDataType
+#define GPU_R_32F CUDA_R_32F
+#define GPU_R_16F CUDA_R_16F
+#define GPU_R_16BF CUDA_R_16BF
+
+// ---- device code: 16-bit float types and warp shuffles
+using gpu_bfloat16 = __nv_bfloat16;
+using gpu_half = __half;
+#define GPU_WARP_SIZE 32
+#define GPU_SHFL_XOR(value, lane_mask) __shfl_xor_sync(0xffffffffu, (value), (lane_mask))
+
+namespace tessera {
+inline constexpr DeviceType kGpuDeviceType = DeviceType::cuda;
+}  // namespace tessera
+
+#endif

@@ -1,0 +1,222 @@
+// Models from GGUF files: architecture metadata to a ModelConfig, GGUF tensor names to Hugging
+// Face names. llama.cpp's converter stores llama q/k rows in adjacent-pair RoPE order (its
+// permute); they are reordered back to rotate_half here, exactly as for llama2.c. qwen2/qwen3 use
+// NeoX-style RoPE in llama.cpp, so their rows are already in HF order.
+#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numbers>
+
+#include "kernels/check.h"
+#include "models/loaders/expected_weights.h"
+#include "models/loaders/gguf.h"
+#include "models/loaders/loaders.h"
+
+namespace tessera::loaders {
+namespace {
+
+struct GgufArchitecture {
+  const char* gguf_name;
+  const char* hf_name;
+  bool rope_pairs;  // q/k stored in adjacent-pair order
+};
+
+constexpr GgufArchitecture kArchitectures[] = {
+    {"llama", "LlamaForCausalLM", true},
+    {"qwen2", "Qwen2ForCausalLM", false},
+    {"qwen3", "Qwen3ForCausalLM", false},
+};
+
+// The llama3 frequency factors llama.cpp's converter writes as rope_freqs.weight (one per
+// rotary pair), computed as transformers' _compute_llama3_parameters does.
+std::vector<double> llama3_rope_factors(const RopeScaling& scaling, double theta,
+                                        int64_t head_dim) {
+  const double low_wavelength =
+      static_cast<double>(scaling.original_max_position_embeddings) / scaling.low_freq_factor;
+  const double high_wavelength =
+      static_cast<double>(scaling.original_max_position_embeddings) / scaling.high_freq_factor;
+  std::vector<double> factors;
+  for (int64_t i = 0; i < head_dim; i += 2) {
+    const double frequency = 1.0 / std::pow(theta, static_cast<double>(i) / head_dim);
+    const double wavelength = 2 * std::numbers::pi / frequency;
+    if (wavelength < high_wavelength) {
+      factors.push_back(1.0);
+    } else if (wavelength > low_wavelength) {
+      factors.push_back(scaling.factor);
+    } else {
+      const double smooth =
+          (static_cast<double>(scaling.original_max_position_embeddings) / wavelength -
+           scaling.low_freq_factor) /
+          (scaling.high_freq_factor - scaling.low_freq_factor);
+      factors.push_back(1.0 / ((1 - smooth) / scaling.factor + smooth));
+    }
+  }
+  return factors;
+}
+
+// GGUF keeps llama3 RoPE scaling only as the rope_freqs.weight table. Recover the parameters:
+// the factor is the table's maximum; low/high/original take Llama 3's values (1, 4, 8192), and
+// the table must match what they produce, else the file is refused.
+RopeScaling recover_llama3_scaling(const GgufFile& file, const GgufTensorInfo& info,
+                                   const ModelConfig& config) {
+  const Tensor table = materialize(file.stored(info), LoadOptions{});
+  const std::vector<float> stored = table.to_floats();
+  TESSERA_REQUIRE(static_cast<int64_t>(stored.size()) == config.head_dim / 2,
+                  "{}: tensor 'rope_freqs.weight' has {} entries, expected head_dim/2 = {}",
+                  file.path(), stored.size(), config.head_dim / 2);
+  RopeScaling scaling;
+  scaling.type = "llama3";
+  scaling.factor = *std::max_element(stored.begin(), stored.end());
+  scaling.original_max_position_embeddings = file.get_int_or(
+      "llama.rope.scaling.original_context_length", scaling.original_max_position_embeddings);
+  const std::vector<double> expected =
+      llama3_rope_factors(scaling, config.rope_theta, config.head_dim);
+  for (size_t i = 0; i < stored.size(); ++i)
+    TESSERA_REQUIRE(std::abs(stored[i] - expected[i]) <= 1e-3 * std::abs(expected[i]),
+                    "{}: tensor 'rope_freqs.weight' entry {} is {} but llama3 scaling (factor {}, "
+                    "low 1, high 4, original {}) gives {}; this RoPE scaling is not supported",
+                    file.path(), i, stored[i], scaling.factor,
+                    scaling.original_max_position_embeddings, expected[i]);
+  return scaling;
+}
+
+// Tied when output.weight is absent, or when it is a byte-for-byte copy of token_embd.weight
+// (llama.cpp's llama2.c converter writes the shared classifier out twice); a copy is not loaded.
+bool output_is_embedding(const GgufFile& file) {
+  const GgufTensorInfo* output = file.find_tensor("output.weight");
+  if (output == nullptr) return true;
+  const GgufTensorInfo* embedding = file.find_tensor("token_embd.weight");
+  if (embedding == nullptr || embedding->ggml_type != output->ggml_type ||
+      embedding->shape != output->shape || !ggml_type_dtype(output->ggml_type))
+    return false;
+  const StoredTensor a = file.stored(*embedding);
+  const StoredTensor b = file.stored(*output);
+  const size_t bytes = static_cast<size_t>(shape_numel(a.shape)) * element_size(a.dtype);
+  return std::memcmp(a.data, b.data, bytes) == 0;
+}
+
+ModelConfig config_from_metadata(const GgufFile& file, const GgufArchitecture& architecture) {
+  const std::string prefix = std::string(architecture.gguf_name) + ".";
+  auto key = [&](const char* name) { return prefix + name; };
+  ModelConfig config;
+  config.architecture = architecture.hf_name;
+  config.hidden_size = file.get_int(key("embedding_length"));
+  config.num_layers = file.get_int(key("block_count"));
+  config.intermediate_size = file.get_int(key("feed_forward_length"));
+  config.num_heads = file.get_int(key("attention.head_count"));
+  config.num_kv_heads = file.get_int_or(key("attention.head_count_kv"), config.num_heads);
+  TESSERA_REQUIRE(config.num_heads > 0, "{}: metadata '{}' must be positive", file.path(),
+                  key("attention.head_count"));
+  config.head_dim =
+      file.get_int_or(key("attention.key_length"), config.hidden_size / config.num_heads);
+  const int64_t rotary_dims = file.get_int_or(key("rope.dimension_count"), config.head_dim);
+  TESSERA_REQUIRE(rotary_dims == config.head_dim,
+                  "{}: metadata '{}' = {} rotates part of each head (head_dim {}); partial rotary "
+                  "embeddings are not supported",
+                  file.path(), key("rope.dimension_count"), rotary_dims, config.head_dim);
+  config.rope_theta = file.get_float_or(key("rope.freq_base"), 10000.0);
+  config.rms_norm_eps = file.get_float_or(key("attention.layer_norm_rms_epsilon"), 1e-5);
+  config.max_position_embeddings =
+      file.get_int_or(key("context_length"), config.max_position_embeddings);
+  if (file.has(key("vocab_size"))) {
+    config.vocab_size = file.get_int(key("vocab_size"));
+  } else if (file.has("tokenizer.ggml.tokens")) {
+    config.vocab_size = static_cast<int64_t>(file.array_size("tokenizer.ggml.tokens"));
+  } else if (const GgufTensorInfo* embedding = file.find_tensor("token_embd.weight")) {
+    config.vocab_size = embedding->shape[0];
+  }
+  const std::string scaling_type = file.get_string_or(key("rope.scaling.type"), "none");
+  TESSERA_REQUIRE(scaling_type == "none",
+                  "{}: metadata '{}' = '{}' is not supported; supported: none, or llama3 "
+                  "(rope_freqs.weight)",
+                  file.path(), key("rope.scaling.type"), scaling_type);
+  config.tie_word_embeddings = output_is_embedding(file);
+  config.attention_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
+  config.qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+  config.bos_token_id = file.get_int_or("tokenizer.ggml.bos_token_id", -1);
+  if (file.has("tokenizer.ggml.eos_token_id"))
+    config.eos_token_ids = {file.get_int("tokenizer.ggml.eos_token_id")};
+  if (const GgufTensorInfo* embedding = file.find_tensor("token_embd.weight"))
+    if (std::optional<DType> dtype = ggml_type_dtype(embedding->ggml_type))
+      config.checkpoint_dtype = *dtype;
+  if (const GgufTensorInfo* table = file.find_tensor("rope_freqs.weight"))
+    config.rope_scaling = recover_llama3_scaling(file, *table, config);
+  return config;
+}
+
+// The GGUF name of a Hugging Face weight name.
+std::string gguf_name(const std::string& hf_name) {
+  static const std::pair<const char*, const char*> global[] = {
+      {"model.embed_tokens.weight", "token_embd.weight"},
+      {"model.norm.weight", "output_norm.weight"},
+      {"lm_head.weight", "output.weight"}};
+  for (const auto& [hf, gguf] : global)
+    if (hf_name == hf) return gguf;
+  static const std::pair<const char*, const char*> per_layer[] = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"}};
+  int layer = -1;
+  int consumed = 0;
+  if (std::sscanf(hf_name.c_str(), "model.layers.%d.%n", &layer, &consumed) == 1 && consumed > 0) {
+    const std::string rest = hf_name.substr(static_cast<size_t>(consumed));
+    for (const auto& [hf, gguf] : per_layer)
+      if (rest == hf) return fmt::format("blk.{}.{}", layer, gguf);
+  }
+  TESSERA_CHECK(false, "no GGUF name for weight '{}'", hf_name);
+  return {};
+}
+
+}  // namespace
+
+ModelWeights load_gguf_model(const std::string& path, const LoadOptions& options) {
+  GgufFile file(path);
+  const std::string architecture_name = file.get_string("general.architecture");
+  const GgufArchitecture* architecture = nullptr;
+  for (const GgufArchitecture& candidate : kArchitectures)
+    if (architecture_name == candidate.gguf_name) architecture = &candidate;
+  if (architecture == nullptr) {
+    std::vector<std::string> names;
+    for (const GgufArchitecture& candidate : kArchitectures) names.push_back(candidate.gguf_name);
+    throw Error(fmt::format("{}: general.architecture '{}' is not supported; supported: {}", path,
+                            architecture_name, fmt::join(names, ", ")));
+  }
+
+  ModelWeights weights;
+  weights.source = path;
+  weights.config = config_from_metadata(file, *architecture);
+  weights.config.validate(path);
+  auto find = [&](const WeightSpec& spec) -> std::optional<FoundTensor> {
+    const std::string name = gguf_name(spec.name);
+    const GgufTensorInfo* info = file.find_tensor(name);
+    if (info == nullptr) throw_missing_tensor(weights.config, path, spec, name);
+    FoundTensor found;
+    found.file = path;
+    found.stored_name = name;
+    if (ggml_type_dtype(info->ggml_type)) {
+      found.stored = file.stored(*info);
+    } else {
+      found.stored.shape = info->shape;
+      found.stored_dtype_name = ggml_type_name(info->ggml_type);
+    }
+    return found;
+  };
+  weights.tensors =
+      load_expected_weights(weights.config, path, find, options, architecture->rope_pairs);
+  return weights;
+}
+
+}  // namespace tessera::loaders

@@ -1,0 +1,47 @@
+// load_model(): picks the loader by the path's form.
+#include <spdlog/spdlog.h>
+#include <filesystem>
+
+#include "kernels/check.h"
+#include "models/loaders/loaders.h"
+#include "models/model_weights.h"
+
+namespace tessera {
+
+ModelWeights load_model(const std::string& path, const LoadOptions& options) {
+  namespace fs = std::filesystem;
+  constexpr std::string_view kSyntheticPrefix = "synthetic:";
+  ModelWeights weights;
+  if (path.starts_with(kSyntheticPrefix)) {
+    weights = loaders::load_synthetic(path.substr(kSyntheticPrefix.size()), options);
+  } else {
+    TESSERA_REQUIRE(fs::exists(path),
+                    "{}: no such file or directory; give a Hugging Face model folder, a llama2.c "
+                    ".bin, a .gguf file, or synthetic:NAME",
+                    path);
+    const std::string extension = fs::path(path).extension().string();
+    if (fs::is_directory(path)) {
+      weights = loaders::load_hf_folder(path, options);
+    } else if (extension == ".bin") {
+      weights = loaders::load_llama2c(path, options);
+    } else if (extension == ".gguf") {
+      weights = loaders::load_gguf_model(path, options);
+    } else if (extension == ".safetensors") {
+      throw Error(
+          fmt::format("{}: give the folder holding it and its config.json, not the "
+                      ".safetensors file",
+                      path));
+    } else {
+      throw Error(
+          fmt::format("{}: unknown model format; give a Hugging Face model folder, a "
+                      "llama2.c .bin, a .gguf file, or synthetic:NAME",
+                      path));
+    }
+  }
+  spdlog::info("loaded {}: {}, {:.1f} MiB as {} on {}", weights.source, weights.config.str(),
+               static_cast<double>(weights.total_bytes()) / (1 << 20), dtype_name(options.dtype),
+               options.device.str());
+  return weights;
+}
+
+}  // namespace tessera

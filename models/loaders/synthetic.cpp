@@ -1,0 +1,166 @@
+// Synthetic models: named configs with deterministic random weights. Each element is a hash of
+// (seed, tensor name, index), so values are reproducible on any thread count and the same
+// tensor name gets the same values in any model that has it. Weights are generated directly in
+// the run dtype, one tensor at a time, and moved to the run device.
+#include "models/loaders/synthetic.h"
+
+#include <cmath>
+
+#include "kernels/check.h"
+#include "kernels/cpu/parallel.h"
+#include "models/loaders/expected_weights.h"
+#include "models/loaders/loaders.h"
+
+namespace tessera::loaders {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t name_hash(const std::string& name) {  // FNV-1a: stable across platforms and runs
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (char c : name) hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return hash;
+}
+
+// Uniform in [-1, 1) from the top 24 bits of a hash.
+float uniform_symmetric(uint64_t bits) {
+  return static_cast<float>(bits >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+bool is_norm_weight(const std::string& name) {
+  return name.find("norm.weight") != std::string::npos;
+}
+
+// Fills a host tensor of any float dtype with center + spread * U[-1, 1).
+void fill_uniform(Tensor& host, uint64_t stream, float center, float spread) {
+  visit_dtype(host.dtype(), [&]<typename T>() {
+    if constexpr (!std::is_integral_v<T>) {
+      T* out = host.data<T>();
+      cpu::parallel_for(host.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          out[i] =
+              T(center + spread * uniform_symmetric(splitmix64(stream + static_cast<uint64_t>(i))));
+      });
+    }
+  });
+}
+
+ModelConfig tiny_llama() {
+  ModelConfig config;
+  config.architecture = "LlamaForCausalLM";
+  config.vocab_size = 512;
+  config.hidden_size = 64;
+  config.intermediate_size = 172;
+  config.num_layers = 2;
+  config.num_heads = 4;
+  config.num_kv_heads = 2;
+  config.head_dim = 16;
+  config.max_position_embeddings = 2048;
+  config.rms_norm_eps = 1e-5;
+  config.rope_theta = 10000.0;
+  config.tie_word_embeddings = false;  // the tiny llama exercises a separate lm_head
+  config.bos_token_id = 1;
+  config.eos_token_ids = {2};
+  return config;
+}
+
+ModelConfig llama_1b() {  // Llama-3.2-1B's config.json
+  ModelConfig config;
+  config.architecture = "LlamaForCausalLM";
+  config.vocab_size = 128256;
+  config.hidden_size = 2048;
+  config.intermediate_size = 8192;
+  config.num_layers = 16;
+  config.num_heads = 32;
+  config.num_kv_heads = 8;
+  config.head_dim = 64;
+  config.max_position_embeddings = 131072;
+  config.rms_norm_eps = 1e-5;
+  config.rope_theta = 500000.0;
+  config.rope_scaling = RopeScaling{"llama3", 32.0, 1.0, 4.0, 8192};
+  config.tie_word_embeddings = true;
+  config.bos_token_id = 128000;
+  config.eos_token_ids = {128001};
+  config.checkpoint_dtype = DType::bf16;
+  return config;
+}
+
+ModelConfig qwen3_tiny() {
+  ModelConfig config = tiny_llama();
+  config.architecture = "Qwen3ForCausalLM";
+  config.head_dim = 32;  // not hidden/heads, as in real Qwen3 configs
+  config.qk_norm = true;
+  config.tie_word_embeddings = true;
+  config.rope_theta = 1000000.0;
+  config.rms_norm_eps = 1e-6;
+  config.max_position_embeddings = 4096;
+  return config;
+}
+
+ModelConfig qwen2_tiny() {
+  ModelConfig config = tiny_llama();
+  config.architecture = "Qwen2ForCausalLM";
+  config.attention_bias = true;
+  config.tie_word_embeddings = true;
+  config.rope_theta = 1000000.0;
+  config.rms_norm_eps = 1e-6;
+  config.max_position_embeddings = 4096;
+  return config;
+}
+
+const std::vector<std::pair<std::string, ModelConfig (*)()>>& named_configs() {
+  static const std::vector<std::pair<std::string, ModelConfig (*)()>> configs = {
+      {"tiny", tiny_llama},
+      {"llama-1b", llama_1b},
+      {"qwen3-tiny", qwen3_tiny},
+      {"qwen2-tiny", qwen2_tiny}};
+  return configs;
+}
+
+}  // namespace
+
+std::vector<std::string> synthetic_model_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, make] : named_configs()) names.push_back(name);
+  return names;
+}
+
+ModelConfig synthetic_config(const std::string& name) {
+  for (const auto& [known, make] : named_configs())
+    if (known == name) {
+      ModelConfig config = make();
+      config.validate("synthetic:" + name);
+      return config;
+    }
+  throw Error(fmt::format("synthetic:{}: unknown synthetic model; known: {}", name,
+                          fmt::join(synthetic_model_names(), ", ")));
+}
+
+ModelWeights load_synthetic(const std::string& name, const LoadOptions& options) {
+  TESSERA_REQUIRE(is_floating(options.dtype),
+                  "synthetic:{}: the run dtype must be f32, f16 or bf16, got {}", name,
+                  dtype_name(options.dtype));
+  ModelWeights weights;
+  weights.source = "synthetic:" + name;
+  weights.config = synthetic_config(name);
+  weights.config.checkpoint_dtype = options.dtype;      // generated in the run dtype
+  const float linear_spread = 0.02f * std::sqrt(3.0f);  // U[-a, a] with standard deviation 0.02
+  for (const WeightSpec& spec : expected_weights(weights.config)) {
+    Tensor host = Tensor::empty(spec.shape, options.dtype, kCPU);
+    const uint64_t stream = splitmix64(kSyntheticSeed ^ name_hash(spec.name));
+    if (is_norm_weight(spec.name)) {
+      fill_uniform(host, stream, 1.0f, 0.1f);  // near 1, not exactly, so a mix-up shows
+    } else {
+      fill_uniform(host, stream, 0.0f, linear_spread);
+    }
+    weights.tensors.emplace(spec.name, host.to(options.device));
+  }
+  return weights;
+}
+
+}  // namespace tessera::loaders

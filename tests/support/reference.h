@@ -1,0 +1,38 @@
+// A float64 reference for every op in compile/ops/ops.h, written independently of the kernels:
+// plain loops over row-major values, PyTorch semantics. The op conformance test compares every
+// kernel against it. Inputs carry values only (no dtype): the caller hands in exactly the values
+// the kernel sees, already rounded to the input dtype.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/attributes.h"
+#include "kernels/dtype.h"
+
+namespace tessera::test {
+
+struct RefTensor {
+  std::vector<int64_t> sizes;
+  std::vector<double> values;  // row-major
+
+  int64_t numel() const;
+};
+
+// Runs `op` on `inputs` in float64. Attributes missing from `attributes` take the defaults
+// documented in ops.h. Throws std::invalid_argument for an op it does not know and for
+// arguments that break the op's contract.
+std::vector<RefTensor> reference_op(const std::string& op, std::span<const RefTensor> inputs,
+                                    const Attributes& attributes);
+
+// Rounds `value` to the nearest value of `dtype` (round half to even for f32/f16/bf16, with
+// subnormals and overflow to infinity; truncation toward zero for integer dtypes). Independent
+// of kernels/half.h so that the two can check each other.
+double round_to_dtype(double value, DType dtype);
+
+// Multi-index of a row-major flat index, for readable failure messages.
+std::vector<int64_t> unravel_index(int64_t flat_index, std::span<const int64_t> sizes);
+
+}  // namespace tessera::test
