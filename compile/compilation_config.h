@@ -14,7 +14,7 @@ struct PassConfig {
 };
 
 struct CompilationConfig {
-  std::string mode = "eager";  // eager | traced | compiled (compiled: not built yet)
+  std::string mode = "compiled";  // eager | traced | compiled
   // Entries "all", "none", "+name", "-name"; empty: all in eager mode, none when compiled.
   std::vector<std::string> custom_ops;
   std::vector<std::string> splitting_ops = {"attention"};

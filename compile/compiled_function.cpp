@@ -8,7 +8,8 @@ namespace tessera {
 
 CompiledFunction::CompiledFunction(TensorFunction function, CompileOptions options)
     : function_(std::move(function)), options_(std::move(options)) {
-  if (options_.backend != "eager") compile_backend(options_.backend);  // fail early on a bad name
+  if (options_.backend != "eager" && !options_.backend_function)
+    compile_backend(options_.backend);  // fail early on a bad name
   TESSERA_REQUIRE(options_.recompile_limit >= 1, "recompile_limit must be >= 1, got {}",
                   options_.recompile_limit);
 }
@@ -33,7 +34,9 @@ std::vector<Tensor> CompiledFunction::operator()(std::span<const Tensor> inputs)
   TraceOptions trace_options{options_.dynamic_dims, options_.custom_ops, options_.input_names};
   Entry entry;
   entry.trace = trace(function_, inputs, trace_options);
-  entry.callable = compile_backend(options_.backend)(entry.trace.graph, inputs);
+  const CompileBackend& backend =
+      options_.backend_function ? options_.backend_function : compile_backend(options_.backend);
+  entry.callable = backend(entry.trace.graph, inputs);
   entries_.push_back(std::move(entry));
   return entries_.back().callable(inputs);
 }

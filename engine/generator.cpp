@@ -28,19 +28,25 @@ GenerationResult generate(ModelRunner& runner, const Tokenizer& tokenizer,
                   result.prompt_ids.size(), max_length);
   std::vector<int32_t> stop = request.stop_token_ids.empty() ? tokenizer.eos_ids() : request.stop_token_ids;
   Sampler sampler(request.sampling);
-  StreamingDecoder decoder(tokenizer);
+  StreamingDecoder decoder(tokenizer, result.prompt_ids);  // the prompt is the text's context
   std::vector<int32_t> block_table;
   std::vector<int32_t> pending = result.prompt_ids;
   int64_t cached = 0;
   auto step_start = Clock::now();
   result.finish_reason = "length";
+  const int64_t chunk = std::max<int64_t>(runner.options().max_num_batched_tokens, 1);
   while (true) {
-    int64_t total = cached + static_cast<int64_t>(pending.size());
-    TESSERA_REQUIRE(runner.blocks().ensure_capacity(block_table, total),
-                    "the KV cache ran out of blocks at {} tokens", total);
-    SequenceInput input{pending, cached, block_table};
-    std::vector<float> logits = runner.execute(std::span(&input, 1)).at(0);
-    cached = total;
+    // Chunked prefill: a prompt longer than the step budget goes in several steps.
+    std::vector<float> logits;
+    for (size_t start = 0; start < pending.size(); start += static_cast<size_t>(chunk)) {
+      size_t count = std::min(pending.size() - start, static_cast<size_t>(chunk));
+      int64_t total = cached + static_cast<int64_t>(count);
+      TESSERA_REQUIRE(runner.blocks().ensure_capacity(block_table, total),
+                      "the KV cache ran out of blocks at {} tokens", total);
+      SequenceInput input{std::span(pending).subspan(start, count), cached, block_table};
+      logits = runner.execute(std::span(&input, 1)).at(0);
+      cached = total;
+    }
     int32_t next = sampler.sample(logits);
     auto now = Clock::now();
     double seconds = std::chrono::duration<double>(now - step_start).count();

@@ -27,8 +27,8 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, RunnerOptions 
       blocks_(options_.num_kv_blocks > 0 ? options_.num_kv_blocks
                                          : default_num_blocks(*model_, options_.block_size),
               options_.block_size) {
-  TESSERA_REQUIRE(options_.mode == "eager" || options_.mode == "traced",
-                  "compilation mode '{}' is not available here; valid choices: eager, traced",
+  TESSERA_REQUIRE(options_.mode == "eager" || options_.mode == "traced" || options_.mode == "compiled",
+                  "compilation mode '{}' is not valid; valid choices: eager, traced, compiled",
                   options_.mode);
   const ModelConfig& config = model_->config();
   Shape cache_shape{blocks_.num_blocks(), options_.block_size, config.num_kv_heads, config.head_dim};
@@ -39,6 +39,12 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, RunnerOptions 
   if (options_.mode != "eager") {
     CompileOptions compile;
     compile.backend = options_.mode;
+    compile.recompile_limit = static_cast<int>(options_.compilation.recompile_limit);
+    if (options_.mode == "compiled") {
+      CompilerOptions compiler{options_.compilation, options_.max_num_batched_tokens};
+      compile.backend_function = make_compiled_backend(
+          compiler, [latest = latest_plan_](std::shared_ptr<const CompiledPlan> plan) { *latest = plan; });
+    }
     compile.dynamic_dims = {{0, 0}, {1, 0}};  // the token count: one symbol shared by both
     compile.custom_ops = options_.custom_ops;
     compile.input_names = {"input_ids", "positions"};

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compile/compiled_function.h"
+#include "compile/compiler.h"
 #include "engine/block_allocator.h"
 #include "kernels/attention_metadata.h"
 #include "models/llama.h"
@@ -16,7 +17,9 @@
 namespace tessera {
 
 struct RunnerOptions {
-  std::string mode = "eager";  // eager | traced
+  std::string mode = "eager";  // eager | traced | compiled
+  CompilationConfig compilation;  // passes, cache and dump settings for `compiled`
+  int64_t max_num_batched_tokens = 2048;  // the largest step; compiled plans are sized for it
   CustomOpConfig custom_ops;   // which custom ops run as kernels (the rest decompose)
   int64_t block_size = 16;
   int64_t num_kv_blocks = 0;   // 0: enough for one sequence of the model's max_positions
@@ -40,6 +43,8 @@ class ModelRunner {
   const RunnerOptions& options() const { return options_; }
   size_t kv_cache_bytes() const;
   const CompiledFunction* compiled() const { return compiled_.get(); }
+  // The plan of the latest compilation in `compiled` mode (nullptr before the first step).
+  std::shared_ptr<const CompiledPlan> latest_plan() const { return *latest_plan_; }
 
  private:
   AttentionMetadata build_metadata(std::span<const SequenceInput> batch,
@@ -52,6 +57,8 @@ class ModelRunner {
   BlockAllocator blocks_;
   std::vector<PagedKVCache> kv_caches_;
   std::unique_ptr<CompiledFunction> compiled_;
+  std::shared_ptr<std::shared_ptr<const CompiledPlan>> latest_plan_ =
+      std::make_shared<std::shared_ptr<const CompiledPlan>>();
 };
 
 }  // namespace tessera

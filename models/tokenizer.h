@@ -22,20 +22,37 @@ class Tokenizer {
   virtual std::optional<int32_t> bos_id() const = 0;
   virtual std::vector<int32_t> eos_ids() const = 0;
   virtual std::string name() const = 0;  // "hf-bpe-bytelevel", "llama2c", ...
+
+  // The bytes one token stands for on its own, as it reads in the middle of a text (no leading
+  // space stripped), for logprobs and stop strings. May be an incomplete UTF-8 sequence.
+  virtual std::string token_to_piece(int32_t id) const { return decode({id}, false); }
+  // The id of a token given as it is stored ("<|im_end|>", "</s>"), if there is one.
+  virtual std::optional<int32_t> token_to_id(const std::string& /*token*/) const {
+    return std::nullopt;
+  }
 };
 
 // Turns a stream of ids into text pieces that are always valid UTF-8: bytes of a character split
 // across tokens are held back until it is complete.
+// Bytes that can never become valid (a stray continuation byte, a broken sequence) are emitted
+// as U+FFFD right away. The concatenation of all pushes and finish() equals decode(ids) whenever
+// that is valid UTF-8.
 class StreamingDecoder {
  public:
-  explicit StreamingDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  explicit StreamingDecoder(const Tokenizer& tokenizer, bool skip_special = true)
+      : tokenizer_(tokenizer), skip_special_(skip_special) {}
+  // `context_ids`: ids already shown (the prompt); they are not emitted, but the first pushed
+  // token decodes as it would after them (a sentencepiece "▁word" keeps its space).
+  StreamingDecoder(const Tokenizer& tokenizer, const std::vector<int32_t>& context_ids,
+                   bool skip_special = true);
   std::string push(int32_t id);  // the text that became complete with this id (may be empty)
   std::string finish();          // whatever is held back, invalid bytes replaced by U+FFFD
 
  private:
   const Tokenizer& tokenizer_;
-  std::vector<int32_t> ids_;
-  size_t emitted_bytes_ = 0;
+  bool skip_special_ = true;
+  std::vector<int32_t> ids_;  // the last few ids: the context the next id decodes after
+  std::string pending_;       // decoded bytes not emitted yet (an unfinished UTF-8 sequence)
 };
 
 // Loads tokenizer.json, a folder holding one, llama2.c's tokenizer .bin, or a .gguf's embedded

@@ -61,6 +61,8 @@ double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t see
     tables.push_back(table);
     meta.max_blocks_per_seq = std::max<int64_t>(meta.max_blocks_per_seq, static_cast<int64_t>(table.size()));
     meta.seq_lens.push_back(static_cast<int32_t>(total));
+    meta.max_query_len = std::max(meta.max_query_len, s.new_tokens);
+    meta.max_seq_len = std::max(meta.max_seq_len, total);
     meta.query_start_loc.push_back(meta.query_start_loc.back() + static_cast<int32_t>(s.new_tokens));
     for (int64_t p = s.cached; p < total; ++p)
       meta.slot_mapping.push_back(table[p / c.block_size] * c.block_size + p % c.block_size);
@@ -158,18 +160,56 @@ const std::vector<AttentionCase>& cases() {
       {2, 2, 128, 8, 70, {{300, 1}, {0, 3}, {7, 2}}},
       // GQA 8:1 (head 8 as stories260K), odd lengths
       {8, 1, 8, 4, 64, {{0, 13}, {5, 1}, {22, 7}}},
+      // decode only (every sequence one new token): GQA 4:1 head 64, and head 8 GQA 8:1
+      {4, 1, 64, 16, 40, {{100, 1}, {0, 1}, {250, 1}}},
+      {8, 1, 8, 4, 64, {{30, 1}, {0, 1}, {77, 1}}},
+      // head 64 prefill chunks over cached prefixes, 305 tokens in 3 sequences, GQA 4:1
+      {8, 2, 64, 16, 80, {{100, 120}, {37, 90}, {500, 95}}},
   };
+  return all;
+}
+
+// Cases too slow for the CPU kernel, or aimed at GPU kernel paths (decode split into partitions,
+// head chunks of large GQA groups, generic head sizes).
+const std::vector<AttentionCase>& gpu_cases() {
+  static const std::vector<AttentionCase> all = [] {
+    std::vector<AttentionCase> list = {
+        // long decodes, head 128, GQA 4:1: few blocks, so keys split into partitions (some
+        // empty for the shorter sequences)
+        {16, 4, 128, 16, 800, {{2047, 1}, {4999, 1}, {3100, 1}, {1999, 1}}},
+        // MHA decode, head 128: threads share (head, column) pairs
+        {4, 4, 128, 16, 50, {{600, 1}, {33, 1}}},
+        // head 128 prefill over a cached prefix, with a decode in the batch
+        {8, 2, 128, 16, 60, {{0, 200}, {300, 70}, {5, 1}}},
+        // generic head sizes: 256 (prefill and split decode), 32, and 6
+        {4, 2, 256, 16, 30, {{0, 70}, {90, 3}}},
+        {4, 1, 256, 16, 40, {{400, 1}}},
+        {4, 4, 32, 8, 40, {{20, 40}, {0, 1}}},
+        {2, 1, 6, 4, 20, {{10, 5}, {3, 1}}},
+        // GQA groups larger than one block's heads: 16 heads of 256, 32 heads of 128 per kv head
+        {16, 1, 256, 16, 20, {{50, 1}, {10, 1}}},
+        {32, 1, 128, 16, 20, {{40, 1}}},
+    };
+    // 70 decodes of varied lengths, head 128, GQA 4:1: enough blocks that keys are not split
+    AttentionCase many{16, 4, 128, 16, 800, {}};
+    for (int64_t i = 0; i < 70; ++i) many.sequences.push_back({(i * 37) % 300, 1});
+    list.push_back(many);
+    return list;
+  }();
   return all;
 }
 
 double tolerance(DType dtype) { return dtype == DType::f32 ? 1e-5 : dtype == DType::f16 ? 2e-3 : 1.5e-2; }
 
-void check_device(Device device) {
+void check_device(Device device, const std::vector<AttentionCase>& case_list = cases()) {
   int index = 0;
-  for (const AttentionCase& c : cases()) {
+  for (const AttentionCase& c : case_list) {
     for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
       double error = run_case(c, dtype, device, 100 + index++);
-      EXPECT_LT(error, tolerance(dtype)) << "case " << index << " " << dtype_name(dtype) << " on " << device.str();
+      EXPECT_LT(error, tolerance(dtype))
+          << "case " << index << " (heads " << c.heads << ", kv heads " << c.kv_heads << ", head size "
+          << c.head_size << ", " << c.sequences.size() << " sequences) " << dtype_name(dtype) << " on "
+          << device.str();
     }
   }
 }
@@ -177,6 +217,13 @@ void check_device(Device device) {
 }  // namespace
 
 TEST(Attention, CpuMatchesFloat64Reference) { check_device(kCPU); }
+
+TEST(GpuAttention, MatchesFloat64Reference) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU device is available";
+  check_device(gpu);
+  check_device(gpu, gpu_cases());
+}
 
 TEST(Attention, WithoutAForwardContextIsAClearError) {
   Tensor q = Tensor::from_floats(std::vector<float>(8, 0.5f), {1, 8});

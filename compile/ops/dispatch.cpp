@@ -52,20 +52,26 @@ Device common_device(const OpDef& op, std::span<const Tensor> inputs) {
   return device;
 }
 
-std::vector<Tensor> launch_kernel(const OpDef& op, KernelFn kernel, std::span<const Tensor> inputs,
-                                  const Attributes& attributes,
-                                  const std::vector<TensorMeta>& metas, Device device) {
+// Inputs as the kernel contract wants them: expanded to the output shape for strided-input ops,
+// contiguous for the rest.
+std::vector<Tensor> prepare_inputs(const OpDef& op, std::span<const Tensor> inputs,
+                                   const Shape& output_sizes) {
   std::vector<Tensor> prepared;
   prepared.reserve(inputs.size());
   for (const Tensor& input : inputs) {
     if (op.strided_inputs) {
-      // Pointwise kernels index inputs over the output shape; broadcast dims get stride 0.
-      Shape out_sizes = concrete_shape(metas[0]);
-      prepared.push_back(input.sizes() == out_sizes ? input : input.expand(out_sizes));
+      prepared.push_back(input.sizes() == output_sizes ? input : input.expand(output_sizes));
     } else {
       prepared.push_back(input.contiguous());
     }
   }
+  return prepared;
+}
+
+std::vector<Tensor> launch_kernel(const OpDef& op, KernelFn kernel, std::span<const Tensor> inputs,
+                                  const Attributes& attributes,
+                                  const std::vector<TensorMeta>& metas, Device device) {
+  std::vector<Tensor> prepared = prepare_inputs(op, inputs, concrete_shape(metas[0]));
   std::vector<Tensor> outputs;
   outputs.reserve(metas.size());
   bool any_elements = false;
@@ -155,6 +161,17 @@ std::vector<Tensor> call_op(const std::string& name, std::span<const Tensor> inp
 std::vector<Tensor> run_eager(const OpDef& op, std::span<const Tensor> inputs,
                               const Attributes& attributes) {
   return run_eager_impl(op, inputs, attributes, /*allow_decomposition=*/true);
+}
+
+void run_kernel_into(const OpDef& op, std::span<const Tensor> inputs,
+                     const Attributes& attributes, std::span<Tensor> outputs) {
+  TESSERA_CHECK(!outputs.empty(), "{}: no outputs given", op.name);
+  Device device = outputs[0].device();
+  KernelFn kernel = find_kernel(op.name, device.type);
+  TESSERA_REQUIRE(kernel != nullptr, "{}: no kernel for device {}", op.name, device.str());
+  std::vector<Tensor> prepared = prepare_inputs(op, inputs, outputs[0].sizes());
+  for (const Tensor& output : outputs)
+    if (output.numel() > 0) return kernel(KernelArgs{prepared, attributes, outputs});
 }
 
 std::vector<Tensor> run_kernel_of(const OpDef& op, std::span<const Tensor> inputs,

@@ -102,6 +102,8 @@ int run_generate(const std::vector<std::string>& args) {
   runner_options.mode = config.compilation.mode;
   runner_options.custom_ops = CustomOpConfig::parse(config.compilation.custom_ops,
                                                     config.compilation.custom_ops_default_enabled());
+  runner_options.compilation = config.compilation;
+  runner_options.max_num_batched_tokens = engine.max_num_batched_tokens;
   runner_options.block_size = engine.block_size;
   runner_options.num_kv_blocks = engine.num_kv_blocks;
   ModelRunner runner(model, runner_options);
@@ -119,6 +121,7 @@ int run_generate(const std::vector<std::string>& args) {
   });
   if (options.quiet) fmt::print("{}", result.text);
   fmt::print("\n");
+  std::fflush(stdout);
   fmt::print(stderr,
              "prompt {} tokens in {:.3f} s; generated {} tokens ({}), decode {:.1f} tokens/s\n",
              result.prompt_ids.size(), result.prefill_seconds, result.output_ids.size(),
@@ -139,7 +142,7 @@ const char* kUsage =
     "  --top-k K, --top-p P, --min-p P, --seed S   sampling controls\n"
     "  --device D             cpu (default), cuda, cuda:N        (engine.device)\n"
     "  --dtype T              auto, f32, bf16, f16                 (engine.dtype)\n"
-    "  --mode M               eager (default) or traced            (compilation.mode)\n"
+    "  --mode M               eager, traced or compiled            (compilation.mode)\n"
     "  --max-model-len N      cap on prompt + output tokens        (engine.max_model_len)\n"
     "  -c, --config FILE      a YAML config (configs/*.yaml)\n"
     "  -O section.key=value   override any config key, e.g. -O compilation.custom_ops=[none]\n"

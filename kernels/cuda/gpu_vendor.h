@@ -50,6 +50,8 @@
 #define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
 #define gpuMemcpyHostToHost hipMemcpyHostToHost
+#define gpuFuncSetAttribute hipFuncSetAttribute
+#define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 
 // ---- streams, events, graphs
 #define gpuStream_t hipStream_t
@@ -142,6 +144,8 @@ inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
 #define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
 #define gpuMemcpyHostToHost cudaMemcpyHostToHost
+#define gpuFuncSetAttribute cudaFuncSetAttribute
+#define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 
 // ---- streams, events, graphs
 #define gpuStream_t cudaStream_t

@@ -1,0 +1,68 @@
+// What the compile passes produce from a traced graph: an ordered list of steps over its nodes
+// (views, library kernels such as GEMMs, fused row kernels, and the splitting ops between the
+// pieces), the fused kernels, and the memory plan. The piecewise backend runs it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compile/compilation_config.h"
+#include "compile/graph.h"
+
+namespace tessera {
+
+// A connected run of fusible nodes compiled into one generated kernel: one row of `rows` per
+// program instance, intermediates in registers, only `outputs` written to memory.
+struct FusedKernel {
+  std::string name;            // "fused_3_rms_norm"
+  std::vector<int> nodes;      // graph node indices, in order
+  std::vector<int> inputs;     // value ids read from memory (graph inputs, constants, step outputs)
+  std::vector<int> outputs;    // value ids written to memory
+  SymInt rows;                 // dim 0 shared by every output
+  std::string source;          // generated source (target language)
+  std::shared_ptr<void> compiled;  // the target's loaded kernel (see codegen)
+};
+
+enum class StepKind { view, library, fused, splitting };
+
+struct Step {
+  StepKind kind = StepKind::library;
+  int node = -1;    // view/library/splitting: the graph node
+  int kernel = -1;  // fused: index into CompiledPlan::kernels
+  int piece = 0;    // which piece (splitting steps sit between pieces)
+};
+
+// Where each materialized value lives in the arena: offsets planned at the largest sizes, reused
+// by values whose lifetimes do not overlap.
+struct MemoryPlan {
+  struct Slot {
+    size_t offset = 0;
+    size_t max_bytes = 0;
+  };
+  std::map<int, Slot> slots;  // by value id
+  size_t arena_bytes = 0;
+  size_t unplanned_bytes = 0;  // the sum of all slots: what no reuse would have taken
+};
+
+struct PassTiming {
+  std::string pass;
+  double milliseconds = 0;
+};
+
+struct CompiledPlan {
+  Graph graph;
+  std::vector<Step> steps;
+  std::vector<FusedKernel> kernels;
+  MemoryPlan memory;
+  Bindings max_sizes;  // the largest value of each symbol the plan is sized for
+  int num_pieces = 0;
+  std::vector<PassTiming> timings;
+  size_t kernels_compiled = 0;   // sources compiled in this process by this plan
+  size_t kernels_from_cache = 0; // loaded from the on-disk cache or shared with a twin piece
+  std::string explain() const;   // pieces, splitting ops, ops and fused kernels per piece
+};
+
+}  // namespace tessera

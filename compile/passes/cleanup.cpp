@@ -1,0 +1,98 @@
+// Cleanup: drops no-op views and casts, merges identical computations, removes dead code.
+// Rebuilds the graph with renumbered values; splitting ops (attention writes the KV cache) are
+// never removed.
+#include <map>
+#include <set>
+
+#include "compile/passes/passes.h"
+#include "kernels/check.h"
+
+namespace tessera {
+namespace {
+
+bool same_shape(const SymShape& a, const SymShape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].same_as(b[i])) return false;
+  return true;
+}
+
+// True when the node returns its input unchanged (the value, not just the numbers).
+bool is_noop(const Graph& graph, const Node& node) {
+  if (node.kind != NodeKind::call || node.inputs.empty()) return false;
+  const std::string& op = node.op->name;
+  const TensorMeta& in = graph.value(node.inputs[0]).meta;
+  const TensorMeta& out = graph.value(node.outputs[0]).meta;
+  if (op == "cast") return in.dtype == out.dtype;
+  if (op == "reshape" || op == "view") return same_shape(in.shape, out.shape);
+  if (op == "slice") return node.attributes.get_int("step") == 1 && same_shape(in.shape, out.shape);
+  if (op == "contiguous") {
+    // Outputs of kernels, inputs and constants are contiguous already; views may not be.
+    const Node& producer = graph.nodes()[graph.value(node.inputs[0]).producer];
+    return producer.kind != NodeKind::call || !is_view_op(producer.op->name);
+  }
+  return false;
+}
+
+}  // namespace
+
+void cleanup(Graph& graph, const PassConfig& config) {
+  // Liveness from the outputs backwards: what an output or a splitting op needs.
+  std::vector<bool> live_value(graph.num_values(), false);
+  std::vector<bool> live_node(graph.nodes().size(), false);
+  for (size_t i = graph.nodes().size(); i-- > 0;) {
+    const Node& node = graph.nodes()[i];
+    bool live = node.kind == NodeKind::output || (node.kind == NodeKind::call && node.op->splitting) ||
+                node.kind == NodeKind::placeholder;
+    for (int id : node.outputs) live = live || live_value[id];
+    if (!live) continue;
+    live_node[i] = true;
+    for (int id : node.inputs) live_value[id] = true;
+  }
+
+  Graph rebuilt;
+  std::vector<int> remap(graph.num_values(), -1);
+  std::map<std::string, std::vector<int>> seen;  // CSE key -> outputs in the new graph
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    const Node& node = graph.nodes()[i];
+    if (!live_node[i]) continue;
+    std::vector<int> inputs;
+    for (int id : node.inputs) {
+      TESSERA_CHECK(remap[id] >= 0, "value {} used before it is defined", id);
+      inputs.push_back(remap[id]);
+    }
+    switch (node.kind) {
+      case NodeKind::placeholder:
+        remap[node.outputs[0]] = rebuilt.add_placeholder(graph.value(node.outputs[0]).name,
+                                                         graph.value(node.outputs[0]).meta,
+                                                         node.input_index);
+        break;
+      case NodeKind::constant: remap[node.outputs[0]] = rebuilt.add_constant(node.constant); break;
+      case NodeKind::output: rebuilt.set_outputs(inputs); break;
+      case NodeKind::call: {
+        if (config.enable_noop_elimination && is_noop(graph, node)) {
+          remap[node.outputs[0]] = inputs[0];
+          break;
+        }
+        std::string key;
+        if (config.enable_cse && !node.op->splitting) {
+          key = fmt::format("{}({})[{}]", node.op->name, fmt::join(inputs, ","), node.attributes.str());
+          auto it = seen.find(key);
+          if (it != seen.end()) {
+            for (size_t o = 0; o < node.outputs.size(); ++o) remap[node.outputs[o]] = it->second[o];
+            break;
+          }
+        }
+        std::vector<TensorMeta> metas;
+        for (int id : node.outputs) metas.push_back(graph.value(id).meta);
+        std::vector<int> outputs = rebuilt.add_call(*node.op, inputs, node.attributes, metas);
+        for (size_t o = 0; o < outputs.size(); ++o) remap[node.outputs[o]] = outputs[o];
+        if (!key.empty()) seen[key] = outputs;
+        break;
+      }
+    }
+  }
+  graph = std::move(rebuilt);
+}
+
+}  // namespace tessera

@@ -1,0 +1,28 @@
+// The compile passes, in the order compile_graph runs them (compile/compiler.h). Each takes the
+// plan so far and rewrites or annotates it; each can dump its result (compilation.dump_dir).
+//
+// The custom-op config is applied while tracing, as vLLM's CustomOp dispatch does: a disabled
+// custom op is recorded as its decomposition (compile/tracer.cpp), so no pass is needed for it.
+// Composite primitives (softmax) need no decomposition pass either: the row-kernel emitter knows
+// them as reductions plus pointwise math.
+#pragma once
+
+#include "compile/compiled_plan.h"
+
+namespace tessera {
+
+// Dead code, no-op reshapes/casts/slices/contiguous, and common subexpressions.
+void cleanup(Graph& graph, const PassConfig& config);
+// Orders the nodes into steps: views, library kernels, splitting ops (piece boundaries).
+std::vector<Step> split_into_pieces(const Graph& graph, const std::vector<std::string>& splitting_ops,
+                                    int* num_pieces);
+// Groups runs of fusible nodes within each piece into fused kernels.
+void fuse(CompiledPlan& plan, bool enable_fusion);
+// Arena offsets for every materialized value, by liveness, at the largest sizes.
+void plan_memory(CompiledPlan& plan);
+
+// Ops the row-kernel fuser can place inside a fused kernel.
+bool is_fusible_op(const std::string& op_name);
+bool is_view_op(const std::string& op_name);
+
+}  // namespace tessera

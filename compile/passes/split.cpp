@@ -1,0 +1,45 @@
+// Split: orders the graph's calls into steps and cuts it into pieces at the splitting ops, which
+// run on their own between the compiled pieces (attention, with its metadata from the forward
+// context).
+#include <algorithm>
+
+#include "compile/ops/registry.h"
+#include "compile/passes/passes.h"
+#include "kernels/check.h"
+
+namespace tessera {
+
+bool is_view_op(const std::string& op_name) {
+  return op_name == "reshape" || op_name == "view" || op_name == "slice" ||
+         op_name == "transpose" || op_name == "contiguous";
+}
+
+std::vector<Step> split_into_pieces(const Graph& graph, const std::vector<std::string>& splitting_ops,
+                                    int* num_pieces) {
+  for (const std::string& name : splitting_ops) {
+    const OpDef* op = OpRegistry::global().find(name);
+    TESSERA_REQUIRE(op != nullptr, "compilation.splitting_ops: '{}' is not a registered op", name);
+  }
+  std::vector<Step> steps;
+  int piece = 0;
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    const Node& node = graph.nodes()[i];
+    if (node.kind != NodeKind::call) continue;
+    Step step;
+    step.node = static_cast<int>(i);
+    step.piece = piece;
+    bool splitting = node.op->splitting || std::find(splitting_ops.begin(), splitting_ops.end(),
+                                                     node.op->name) != splitting_ops.end();
+    if (splitting) {
+      step.kind = StepKind::splitting;
+      ++piece;
+    } else {
+      step.kind = is_view_op(node.op->name) ? StepKind::view : StepKind::library;
+    }
+    steps.push_back(step);
+  }
+  *num_pieces = piece + 1;
+  return steps;
+}
+
+}  // namespace tessera

@@ -1,0 +1,320 @@
+// The attention op on the GPU, with the semantics of the CPU kernel (kernels/cpu/attention.cpp):
+// this step's K/V rows are written into the layer's paged cache at slot_mapping (slot -1 skips a
+// token), then each new token attends causally over its sequence through the block table, GQA
+// aware, with f32 math. Kernels: reshape_and_cache (below), decode (attention_decode.cuh: every
+// sequence has one new token) and prefill/mixed (attention_prefill.cuh).
+//
+// The host reads only metadata scalars (num_seqs, max_query_len, max_seq_len,
+// max_blocks_per_seq) and never copies from the device: per-sequence values come from the
+// metadata's device tensors, so the launches are stream-ordered and can be captured in a graph.
+#include <algorithm>
+#include <initializer_list>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "kernels/attention_metadata.h"
+#include "kernels/check.h"
+#include "kernels/cuda/attention_decode.cuh"
+#include "kernels/cuda/attention_prefill.cuh"
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/gpu_runtime.h"
+#include "kernels/kernel_registry.h"
+
+namespace tessera::gpu::attention {
+namespace {
+
+constexpr char kOp[] = "attention";
+constexpr int kCopyThreads = 256;
+// Decode splits keys only while fewer blocks than this many per SM would run...
+constexpr int64_t kDecodeBlocksPerSm = 2;
+// ...and never into partitions shorter than this many keys (each partition costs a partial
+// result and a share of the combine kernel).
+constexpr int64_t kMinPartitionKeys = 128;
+constexpr int kGridLimitYZ = 65535;
+
+// ---- reshape_and_cache: one thread per pack of a K or V row (E elements of width U).
+
+template <typename U, int E>
+__global__ void __launch_bounds__(kCopyThreads)
+    reshape_and_cache_kernel(const U* key, const U* value, U* key_cache, U* value_cache,
+                             const int32_t* slot_mapping, int64_t tokens, int64_t row,
+                             int64_t num_slots) {
+  const int64_t packs_per_row = row / E;
+  const int64_t total = tokens * packs_per_row;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t token = i / packs_per_row;
+    const int64_t offset = (i % packs_per_row) * E;
+    const int64_t slot = slot_mapping[token];
+    // -1 marks padding tokens; a slot past the cache cannot be reported without a device sync,
+    // so it is skipped rather than written out of bounds.
+    if (slot < 0 || slot >= num_slots) continue;
+    store_pack<E>(key_cache + slot * row + offset, load_pack<E>(key + token * row + offset));
+    store_pack<E>(value_cache + slot * row + offset, load_pack<E>(value + token * row + offset));
+  }
+}
+
+void reshape_and_cache(const Tensor& key, const Tensor& value, PagedKVCache& cache,
+                       const Tensor& slot_mapping, gpuStream_t stream) {
+  const int64_t tokens = key.size(0);
+  const int64_t row = key.size(1);
+  const int64_t num_slots = cache.num_blocks() * cache.block_size();
+  visit_element_bits(key.dtype(), [&]<typename U>() {
+    constexpr int E = static_cast<int>(16 / sizeof(U));
+    bool packed = row % E == 0;
+    for (const Tensor* tensor :
+         std::initializer_list<const Tensor*>{&key, &value, &cache.key, &cache.value})
+      packed = packed && pack_aligned<U, E>(tensor->data_ptr());
+    auto launch = [&]<int kElements>() {
+      const int64_t items = tokens * (row / kElements);
+      reshape_and_cache_kernel<U, kElements>
+          <<<grid_size(items, kCopyThreads), kCopyThreads, 0, stream>>>(
+              static_cast<const U*>(key.data_ptr()), static_cast<const U*>(value.data_ptr()),
+              static_cast<U*>(cache.key.data_ptr()), static_cast<U*>(cache.value.data_ptr()),
+              slot_mapping.data<int32_t>(), tokens, row, num_slots);
+      GPU_CHECK_LAUNCH("attention reshape_and_cache");
+    };
+    if (packed) {
+      launch.template operator()<E>();
+    } else {
+      launch.template operator()<1>();
+    }
+  });
+}
+
+// ---- Device properties, read once per device.
+
+struct DeviceLimits {
+  int sm_count = 0;
+  size_t shared_bytes_optin = 0;  // the most dynamic shared memory a block may opt into
+};
+
+const DeviceLimits& device_limits(int device) {
+  static std::mutex mutex;
+  static std::map<int, DeviceLimits> limits;
+  std::lock_guard lock(mutex);
+  auto found = limits.find(device);
+  if (found != limits.end()) return found->second;
+  gpuDeviceProp properties;
+  GPU_CHECK(gpuGetDeviceProperties(&properties, device));
+  DeviceLimits device_limit;
+  device_limit.sm_count = properties.multiProcessorCount;
+  device_limit.shared_bytes_optin = properties.sharedMemPerBlockOptin;
+  return limits.emplace(device, device_limit).first->second;
+}
+
+// Kernels using more than the default 48 KiB of dynamic shared memory must opt in, per kernel and
+// device; done once for the largest size seen.
+void reserve_shared_memory(const void* kernel, size_t bytes, int device, int64_t head_size) {
+  constexpr size_t kDefaultLimit = 48 * 1024;
+  if (bytes <= kDefaultLimit) return;
+  const DeviceLimits& limits = device_limits(device);
+  TESSERA_REQUIRE(bytes <= limits.shared_bytes_optin,
+                  "attention: head_size {} needs {} KiB of shared memory per block but this GPU "
+                  "allows {} KiB; use a model with a smaller head_size or run it on the CPU",
+                  head_size, bytes / 1024, limits.shared_bytes_optin / 1024);
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, size_t> reserved;
+  std::lock_guard lock(mutex);
+  size_t& done = reserved[{kernel, device}];
+  if (bytes <= done) return;
+  GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(bytes)));
+  done = bytes;
+}
+
+// ---- Launches.
+
+struct Launch {
+  int64_t num_seqs;
+  int64_t max_query_len;
+  int64_t max_seq_len;
+  Device device;
+  gpuStream_t stream;
+};
+
+template <typename T, int kHeadSize, bool kExact>
+void launch_prefill(const AttentionParams<T>& params, const Launch& launch) {
+  const size_t shared_bytes = prefill_shared_bytes(params.head_size);
+  auto* kernel = prefill_attention_kernel<T, kHeadSize, kExact>;
+  reserve_shared_memory(reinterpret_cast<const void*>(kernel), shared_bytes, launch.device.index,
+                        params.head_size);
+  const dim3 grid(static_cast<unsigned int>(ceil_div(launch.max_query_len, kQueryTile)),
+                  static_cast<unsigned int>(params.num_heads),
+                  static_cast<unsigned int>(launch.num_seqs));
+  kernel<<<grid, kPrefillThreads, shared_bytes, launch.stream>>>(params);
+  GPU_CHECK_LAUNCH("attention prefill");
+}
+
+// Splits keys into partitions when sequences x kv heads x head chunks would leave SMs idle.
+int decode_partitions(int64_t blocks, int64_t max_seq_len, int sm_count) {
+  const int64_t target = kDecodeBlocksPerSm * sm_count;
+  if (blocks >= target || max_seq_len <= kMinPartitionKeys) return 1;
+  int64_t partitions = std::min({ceil_div(target, blocks), ceil_div(max_seq_len, kMinPartitionKeys),
+                                 static_cast<int64_t>(kMaxPartitions)});
+  // The kernel rounds partition sizes up to whole tiles; drop partitions that would then be
+  // empty for the longest sequence.
+  const int64_t size = ceil_div(ceil_div(max_seq_len, partitions), kDecodeTile) * kDecodeTile;
+  partitions = ceil_div(max_seq_len, size);
+  return static_cast<int>(std::max<int64_t>(partitions, 1));
+}
+
+template <typename T, int kHeadSize, bool kExact>
+void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
+  const int group = params.num_heads / params.num_kv_heads;
+  const int column_groups = round_up_to_4(params.head_size) / 4;
+  // A block's (head, column group) pairs fit its threads' accumulators.
+  const int max_heads = std::max(1, kMaxPairsPerBlock / column_groups);
+  DecodeSplit split{};
+  split.head_chunks = static_cast<int>(ceil_div(group, max_heads));
+  split.heads_per_block = static_cast<int>(ceil_div(group, split.head_chunks));
+  const int64_t blocks = launch.num_seqs * params.num_kv_heads * split.head_chunks;
+  split.num_partitions =
+      decode_partitions(blocks, launch.max_seq_len, device_limits(launch.device.index).sm_count);
+
+  Tensor workspace;  // freed to the caching allocator after the launches, in stream order
+  if (split.num_partitions > 1) {
+    const int64_t slots = launch.num_seqs * params.num_heads * split.num_partitions;
+    const int64_t padded = round_up_to_4(params.head_size);
+    workspace = Tensor::empty({slots * (padded + 2)}, DType::f32, launch.device);
+    split.partial_acc = workspace.data<float>();
+    split.partial_max = split.partial_acc + slots * padded;
+    split.partial_sum = split.partial_max + slots;
+  }
+
+  const size_t shared_bytes = decode_shared_bytes(params.head_size, split.heads_per_block);
+  auto* kernel = decode_attention_kernel<T, kHeadSize, kExact>;
+  reserve_shared_memory(reinterpret_cast<const void*>(kernel), shared_bytes, launch.device.index,
+                        params.head_size);
+  const dim3 grid(static_cast<unsigned int>(params.num_kv_heads * split.head_chunks),
+                  static_cast<unsigned int>(launch.num_seqs),
+                  static_cast<unsigned int>(split.num_partitions));
+  kernel<<<grid, kDecodeThreads, shared_bytes, launch.stream>>>(params, split);
+  GPU_CHECK_LAUNCH("attention decode");
+  if (split.num_partitions > 1) {
+    const dim3 combine_grid(static_cast<unsigned int>(params.num_heads),
+                            static_cast<unsigned int>(launch.num_seqs));
+    combine_partitions_kernel<T>
+        <<<combine_grid, kCombineThreads, 0, launch.stream>>>(params, split);
+    GPU_CHECK_LAUNCH("attention decode combine");
+  }
+}
+
+template <typename T, int kHeadSize, bool kExact>
+void launch_attention(const AttentionParams<T>& params, const Launch& launch) {
+  if (launch.max_query_len == 1) {
+    launch_decode<T, kHeadSize, kExact>(params, launch);
+  } else {
+    launch_prefill<T, kHeadSize, kExact>(params, launch);
+  }
+}
+
+// ---- The kernel entry: checks, then reshape_and_cache and attention on the current stream.
+
+void require_metadata_tensor(const Tensor& tensor, const char* name, int64_t values,
+                             Device device) {
+  TESSERA_REQUIRE(tensor.defined() && tensor.dtype() == DType::i32 && tensor.device() == device &&
+                      tensor.is_contiguous() && tensor.numel() >= values,
+                  "attention: metadata {} must be a contiguous i32 tensor of {} values on {} (the "
+                  "model runner fills the device copies for GPU kernels); got {}",
+                  name, values, device.str(), tensor.defined() ? tensor.str() : "undefined");
+}
+
+void attention_gpu(const KernelArgs& args) {
+  ForwardContext& context = current_forward_context();
+  TESSERA_CHECK(context.attention != nullptr, "the forward context has no attention metadata");
+  const AttentionMetadata& meta = *context.attention;
+  const int64_t layer = args.attributes.get_int("layer");
+  TESSERA_CHECK(
+      context.kv_caches && layer >= 0 && layer < static_cast<int64_t>(context.kv_caches->size()),
+      "no KV cache for layer {}", layer);
+  PagedKVCache& cache = (*context.kv_caches)[layer];
+  const int64_t heads = args.attributes.get_int("num_heads");
+  const int64_t kv_heads = args.attributes.get_int("num_kv_heads");
+  const int64_t head_size = args.attributes.get_int("head_size");
+  const double scale = args.attributes.get_float("scale");
+  const Tensor& query = args.inputs[0];
+  const Tensor& key = args.inputs[1];
+  const Tensor& value = args.inputs[2];
+  const Tensor& out = args.outputs[0];
+  const Device device = query.device();
+
+  TESSERA_REQUIRE(head_size <= kMaxHeadSize,
+                  "attention: head_size {} is past the {} kernels' limit of {}", head_size,
+                  runtime_name(), kMaxHeadSize);
+  TESSERA_REQUIRE(cache.key.defined() && cache.key.dim() == 4 && cache.key.size(2) == kv_heads &&
+                      cache.key.size(3) == head_size && cache.value.defined() &&
+                      cache.value.sizes() == cache.key.sizes(),
+                  "attention: layer {}'s KV cache (key {}, value {}) must be two tensors of "
+                  "[num_blocks, block_size, {}, {}]",
+                  layer, cache.key.defined() ? cache.key.str() : "undefined",
+                  cache.value.defined() ? cache.value.str() : "undefined", kv_heads, head_size);
+  TESSERA_REQUIRE(cache.key.dtype() == query.dtype() && cache.value.dtype() == query.dtype(),
+                  "attention: KV cache dtype {} differs from the query's {}",
+                  dtype_name(cache.key.dtype()), dtype_name(query.dtype()));
+  TESSERA_REQUIRE(cache.key.device() == device && cache.value.device() == device &&
+                      key.device() == device && value.device() == device && out.device() == device,
+                  "attention: query {}, key {}, value {}, output {} and layer {}'s KV cache {} "
+                  "must be on one device",
+                  query.str(), key.str(), value.str(), out.str(), layer, cache.key.str());
+  TESSERA_REQUIRE(cache.key.is_contiguous() && cache.value.is_contiguous(),
+                  "attention: layer {}'s KV cache {} must be contiguous", layer, cache.key.str());
+  const int64_t tokens = query.size(0);
+  TESSERA_REQUIRE(meta.num_tokens == tokens,
+                  "attention: the step's metadata has {} tokens but the query has {}",
+                  meta.num_tokens, tokens);
+  TESSERA_REQUIRE(meta.num_seqs <= kGridLimitYZ,
+                  "attention: {} sequences in one step; the {} kernels take at most {}",
+                  meta.num_seqs, runtime_name(), kGridLimitYZ);
+  require_metadata_tensor(meta.device_slot_mapping, "device_slot_mapping", tokens, device);
+  if (tokens == 0) return;
+
+  LaunchScope scope(device);
+  reshape_and_cache(key, value, cache, meta.device_slot_mapping, scope.stream());
+  if (meta.num_seqs == 0) return;
+  require_metadata_tensor(meta.device_query_start_loc, "device_query_start_loc", meta.num_seqs + 1,
+                          device);
+  require_metadata_tensor(meta.device_seq_lens, "device_seq_lens", meta.num_seqs, device);
+  require_metadata_tensor(meta.device_block_tables, "device_block_tables",
+                          meta.num_seqs * meta.max_blocks_per_seq, device);
+  TESSERA_REQUIRE(meta.max_query_len >= 1,
+                  "attention: the step's metadata has {} tokens but max_query_len {}", tokens,
+                  meta.max_query_len);
+
+  const Launch launch{meta.num_seqs, meta.max_query_len, meta.max_seq_len, device, scope.stream()};
+  visit_device_float_dtype(kOp, query.dtype(), [&]<typename T>() {
+    AttentionParams<T> params{};
+    params.query = static_cast<const T*>(query.data_ptr());
+    params.key_cache = static_cast<const T*>(cache.key.data_ptr());
+    params.value_cache = static_cast<const T*>(cache.value.data_ptr());
+    params.out = static_cast<T*>(out.data_ptr());
+    params.query_start_loc = meta.device_query_start_loc.data<int32_t>();
+    params.seq_lens = meta.device_seq_lens.data<int32_t>();
+    params.block_tables = meta.device_block_tables.data<int32_t>();
+    params.num_heads = static_cast<int>(heads);
+    params.num_kv_heads = static_cast<int>(kv_heads);
+    params.head_size = static_cast<int>(head_size);
+    params.block_size = static_cast<int>(cache.block_size());
+    params.max_blocks_per_seq = static_cast<int>(meta.max_blocks_per_seq);
+    params.scale_log2 = static_cast<float>(scale * 1.4426950408889634);  // log2(e)
+    // The packed kernels move whole 16-byte packs of rows; other layouts take the generic one.
+    constexpr int E = kPackElements<T>;
+    bool aligned = true;
+    for (const Tensor* tensor :
+         std::initializer_list<const Tensor*>{&query, &out, &cache.key, &cache.value})
+      aligned = aligned && pack_aligned<T, E>(tensor->data_ptr());
+    if (aligned && head_size == 64) {
+      launch_attention<T, 64, true>(params, launch);
+    } else if (aligned && head_size == 128) {
+      launch_attention<T, 128, true>(params, launch);
+    } else {
+      launch_attention<T, kMaxHeadSize, false>(params, launch);
+    }
+  });
+}
+
+TESSERA_REGISTER_KERNEL("attention", kGpuDeviceType, attention_gpu);
+
+}  // namespace
+}  // namespace tessera::gpu::attention

@@ -1,0 +1,158 @@
+// Pieces shared by the paged-attention kernels (attention_prefill.cuh, attention_decode.cuh):
+// the launch parameters, the cache row of a sequence position through its block table, and
+// cooperative loads of q/k/v rows (storage type T in global memory) into f32 shared-memory tiles.
+//
+// Two flavours of every kernel: kExact (head_size == kHeadSize, 64 or 128, pointers 16-byte
+// aligned) moves rows in 16-byte packs with compile-time loop bounds; the generic one
+// (kHeadSize == kMaxHeadSize, any head_size up to it) moves single elements and pads rows to a
+// multiple of 4 with zeros, for the small heads of test models (8, 16, 32) and odd sizes.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/device_utils.cuh"
+
+namespace tessera::gpu::attention {
+
+// Head sizes up to this run through the generic kernels.
+constexpr int kMaxHeadSize = 256;
+
+template <typename T>
+struct AttentionParams {
+  const T* query;                  // [tokens, num_heads * head_size]
+  const T* key_cache;              // [num_blocks, block_size, num_kv_heads, head_size]
+  const T* value_cache;            // same
+  T* out;                          // [tokens, num_heads * head_size]
+  const int32_t* query_start_loc;  // [num_seqs + 1]
+  const int32_t* seq_lens;         // [num_seqs]
+  const int32_t* block_tables;     // [num_seqs, max_blocks_per_seq]
+  int num_heads;
+  int num_kv_heads;
+  int head_size;
+  int block_size;
+  int max_blocks_per_seq;
+  float scale_log2;  // the softmax scale times log2(e): scores live in the exp2 domain
+};
+
+__host__ __device__ constexpr int round_up_to_4(int value) {
+  return (value + 3) / 4 * 4;
+}
+
+// Row width in shared memory: the head padded to a multiple of 4 (float4 access), zeros past it.
+template <int kHeadSize, bool kExact>
+__device__ __forceinline__ int padded_head_size(int head_size) {
+  if constexpr (kExact) {
+    return kHeadSize;
+  } else {
+    return round_up_to_4(head_size);
+  }
+}
+
+// Element offset of the cache row of (position, kv_head): the block table maps the position's
+// block to a physical block. Offsets are 64-bit: large caches exceed 2^31 elements.
+template <typename T>
+__device__ __forceinline__ int64_t cache_row_offset(const AttentionParams<T>& params,
+                                                    const int32_t* block_table, int position,
+                                                    int kv_head) {
+  const int64_t block = block_table[position / params.block_size];
+  const int64_t slot = block * params.block_size + position % params.block_size;
+  return (slot * params.num_kv_heads + kv_head) * params.head_size;
+}
+
+// Fills tile[row * stride + d] (f32, kRows rows of `padded` columns) with row_source(row)[d] *
+// factor; rows whose source is null and columns past head_size get zeros, so products with them
+// are exactly zero (never NaN from stale shared memory).
+template <typename T, int kHeadSize, bool kExact, int kThreads, int kRows, typename RowSource>
+__device__ __forceinline__ void load_tile(float* tile, int stride, int head_size, float factor,
+                                          RowSource row_source) {
+  if constexpr (kExact) {
+    constexpr int E = kPackElements<T>;
+    constexpr int kPacksPerRow = kHeadSize / E;
+    static_assert(kHeadSize % E == 0 && E % 4 == 0);
+    constexpr int kPacks = kRows * kPacksPerRow;
+    // A compile-time trip count lets the compiler issue all of a thread's loads before its stores.
+#pragma unroll
+    for (int k = 0; k < (kPacks + kThreads - 1) / kThreads; ++k) {
+      const int i = k * kThreads + static_cast<int>(threadIdx.x);
+      if (kPacks % kThreads != 0 && i >= kPacks) break;
+      const int row = i / kPacksPerRow;
+      const int pack = i % kPacksPerRow;
+      const T* source = row_source(row);
+      float values[E];
+      if (source != nullptr) {
+        const Pack<T, E> loaded = load_pack<E>(source + pack * E);
+#pragma unroll
+        for (int e = 0; e < E; ++e) values[e] = to_float(loaded.values[e]) * factor;
+      } else {
+#pragma unroll
+        for (int e = 0; e < E; ++e) values[e] = 0.0f;
+      }
+      float4* target = reinterpret_cast<float4*>(tile + row * stride + pack * E);
+#pragma unroll
+      for (int q = 0; q < E / 4; ++q) {
+        target[q] =
+            make_float4(values[4 * q], values[4 * q + 1], values[4 * q + 2], values[4 * q + 3]);
+      }
+    }
+  } else {
+    const int padded = round_up_to_4(head_size);
+    for (int i = threadIdx.x; i < kRows * padded; i += kThreads) {
+      const int row = i / padded;
+      const int d = i % padded;
+      const T* source = row_source(row);
+      tile[row * stride + d] =
+          source != nullptr && d < head_size ? to_float(source[d]) * factor : 0.0f;
+    }
+  }
+}
+
+// Stores 4 consecutive f32 values of an output row as T: one packed store when exact, else
+// element by element up to head_size.
+template <bool kExact, typename T>
+__device__ __forceinline__ void store_four(T* row, int d, int head_size, float4 value) {
+  const float values[4] = {value.x, value.y, value.z, value.w};
+  if constexpr (kExact) {
+    Pack<T, 4> pack;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) pack.values[e] = from_compute<T>(values[e]);
+    store_pack<4>(row + d, pack);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (d + e < head_size) row[d + e] = from_compute<T>(values[e]);
+    }
+  }
+}
+
+__device__ __forceinline__ float4 scaled(float4 value, float factor) {
+  return make_float4(value.x * factor, value.y * factor, value.z * factor, value.w * factor);
+}
+
+// acc += weight * value, component-wise.
+__device__ __forceinline__ void add_scaled(float4& acc, float weight, float4 value) {
+  acc.x = fmaf(weight, value.x, acc.x);
+  acc.y = fmaf(weight, value.y, acc.y);
+  acc.z = fmaf(weight, value.z, acc.z);
+  acc.w = fmaf(weight, value.w, acc.w);
+}
+
+__device__ __forceinline__ float dot4(float4 a, float4 b, float acc) {
+  acc = fmaf(a.x, b.x, acc);
+  acc = fmaf(a.y, b.y, acc);
+  acc = fmaf(a.z, b.z, acc);
+  return fmaf(a.w, b.w, acc);
+}
+
+struct MaxReducer {
+  using Acc = float;
+  __device__ static float combine(float a, float b) { return fmaxf(a, b); }
+  __device__ static float shuffle_xor(float value, int mask) { return GPU_SHFL_XOR(value, mask); }
+};
+
+struct SumReducer {
+  using Acc = float;
+  __device__ static float combine(float a, float b) { return a + b; }
+  __device__ static float shuffle_xor(float value, int mask) { return GPU_SHFL_XOR(value, mask); }
+};
+
+}  // namespace tessera::gpu::attention

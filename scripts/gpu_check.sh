@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Run ON THE GPU MACHINE, from the repo root, with .gpu-deps carried (made here by
+# scripts/fetch_gpu_deps.sh): unpacks the Debian libraries into a prefix, builds with CUDA for
+# sm_90, runs the gpu tests, then the cpu tests, then every benchmark binary in build/bench, and
+# prints a summary table last. Logs go to $OUT when it is set (the device tool brings them back),
+# otherwise to build/gpu-check/. A file that fails to compile does not stop the rest: what built is
+# still tested and benchmarked. Exits non-zero when the build, a test or a benchmark fails.
+#
+# Settings (environment): TESSERA_DEPS_PREFIX (/tmp/tessera-deps), TESSERA_JOBS (16),
+# TESSERA_BENCH_TIMEOUT (seconds per benchmark, 120). Arguments go to the configure step.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+
+prefix=${TESSERA_DEPS_PREFIX:-/tmp/tessera-deps}
+jobs=${TESSERA_JOBS:-16}
+bench_timeout=${TESSERA_BENCH_TIMEOUT:-120}
+build_dir=build
+log_dir=${OUT:-$build_dir/gpu-check}
+mkdir -p "$log_dir"
+arch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+
+say() { echo "gpu_check: $*"; }
+
+# --- Unpack the .deb files into the prefix (dpkg -x keeps their usr/ layout). ---
+shopt -s nullglob
+debs=(.gpu-deps/*.deb)
+if ((${#debs[@]} == 0)); then
+  say "no .deb files in .gpu-deps/: run scripts/fetch_gpu_deps.sh where apt works, then carry .gpu-deps"
+  exit 2
+fi
+rm -rf "$prefix"
+mkdir -p "$prefix"
+for deb in "${debs[@]}"; do dpkg -x "$deb" "$prefix" || { say "cannot unpack $deb"; exit 2; }; done
+# Links that point to /usr/... or /lib/... would leave the prefix: point them into it.
+while IFS= read -r link; do
+  ln -sfn "$prefix$(readlink "$link")" "$link"
+done < <(find "$prefix" -type l -lname '/*')
+# pkg-config files say prefix=/usr (or libdir=/usr/...): rewrite them to the prefix.
+for pc in "$prefix"/usr/lib/"$arch"/pkgconfig/*.pc "$prefix"/usr/share/pkgconfig/*.pc; do
+  sed -i -E "s#^([A-Za-z_]+)=/usr#\1=$prefix/usr#" "$pc"
+done
+say "unpacked ${#debs[@]} packages into $prefix"
+
+# The tests read ../shared (TESSERA_SHARED_DIR), which the device tool does not send: link the
+# copy that fetch_gpu_deps.sh put in .gpu-deps/shared.
+if [[ ! -e ../shared && -d .gpu-deps/shared ]]; then
+  ln -s "$PWD/.gpu-deps/shared" ../shared && say "linked ../shared to .gpu-deps/shared"
+fi
+[[ -e ../shared ]] || say "no ../shared: tests that read its models will fail"
+
+libraries="$prefix/usr/lib/$arch:$prefix/lib/$arch"
+export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+export CMAKE_INCLUDE_PATH="$prefix/usr/include"
+export CMAKE_LIBRARY_PATH="$prefix/usr/lib/$arch"
+export PKG_CONFIG_PATH="$prefix/usr/lib/$arch/pkgconfig:$prefix/usr/share/pkgconfig"
+export LD_LIBRARY_PATH="$libraries${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# CMake finds the prefix's pkg-config through CMAKE_PREFIX_PATH; on PATH the prefix comes last.
+export PATH="$PATH:$prefix/usr/bin"
+
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader |
+    sed 's/^/gpu_check: GPU: /'
+else
+  say "nvidia-smi not found; gpu tests will report skipped"
+fi
+
+# --- Configure and build. The build keeps going past a failing file (-k 0), so that one broken
+# target still leaves the tests and benchmarks that did build to run in this same call. ---
+build_log="$log_dir/build.log"
+start=$(date +%s)
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" "$@" 2>&1 |
+  tee "$build_log"
+configure_status=${PIPESTATUS[0]}
+build_status=$configure_status
+if ((configure_status == 0)); then
+  cmake --build "$build_dir" -j"$jobs" -- -k 0 2>&1 | tee -a "$build_log"
+  build_status=${PIPESTATUS[0]}
+fi
+build_seconds=$(($(date +%s) - start))
+
+# --- Tests: gpu first (one at a time: they share the device), then cpu. ---
+# Prints "passed failed skipped" read off a ctest log.
+count_tests() {
+  local total passed skipped
+  total=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$1")
+  passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed +[0-9.]+ sec' "$1")
+  skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*Skipped' "$1")
+  echo "$passed $((total - passed - skipped)) $skipped"
+}
+
+declare -A test_counts=()
+declare -A test_status=()
+bench_rows=()
+bench_failed=0
+if ((configure_status == 0)); then
+  for label in gpu cpu; do
+    log="$log_dir/ctest-$label.log"
+    parallel=1
+    [[ $label == cpu ]] && parallel=$jobs
+    say "ctest -L $label"
+    ctest --test-dir "$build_dir" -L "$label" --output-on-failure -j"$parallel" --timeout 600 \
+      2>&1 | tee "$log"
+    test_status[$label]=${PIPESTATUS[0]}
+    test_counts[$label]=$(count_tests "$log")
+  done
+
+  # --- Benchmarks: every executable directly in build/bench. ---
+  bench_log="$log_dir/bench.log"
+  : >"$bench_log"
+  while IFS= read -r bench; do
+    name=$(basename "$bench")
+    say "benchmark $name" | tee -a "$bench_log"
+    bench_start=$(date +%s)
+    timeout "$bench_timeout" "$bench" 2>&1 | tee -a "$bench_log"
+    status=${PIPESTATUS[0]}
+    result=ok
+    ((status == 124)) && result="timed out after ${bench_timeout} s"
+    ((status != 0 && status != 124)) && result="failed (exit $status)"
+    [[ $result == ok ]] || bench_failed=1
+    bench_rows+=("$(printf '%-24s %-28s %5d s' "$name" "$result" $(($(date +%s) - bench_start)))")
+  done < <(find "$build_dir/bench" -maxdepth 1 -type f -perm -u+x 2>/dev/null | sort)
+fi
+
+# --- Summary, last. ---
+{
+  echo
+  echo "=== gpu_check summary ==="
+  if ((build_status == 0)); then
+    echo "build: ok in ${build_seconds} s (-j$jobs, sm_90)"
+  else
+    echo "build: FAILED after ${build_seconds} s (exit $build_status); see build.log:"
+    grep -E '^FAILED: |CMake Error' "$build_log" | head -10 | sed 's/^/  /'
+  fi
+  printf '%-6s %7s %7s %8s  %s\n' label passed failed skipped ctest
+  for label in gpu cpu; do
+    if [[ -n "${test_counts[$label]:-}" ]]; then
+      read -r passed failed skipped <<<"${test_counts[$label]}"
+      status="exit ${test_status[$label]}"
+      ((passed + failed + skipped == 0)) && status="no tests with this label"
+      printf '%-6s %7d %7d %8d  %s\n' "$label" "$passed" "$failed" "$skipped" "$status"
+    else
+      printf '%-6s %7s %7s %8s  %s\n' "$label" - - - "not run"
+    fi
+  done
+  if ((${#bench_rows[@]} > 0)); then
+    echo "benchmarks:"
+    printf '  %s\n' "${bench_rows[@]}"
+  elif ((configure_status == 0)); then
+    echo "benchmarks: none in $build_dir/bench"
+  fi
+  echo "logs: $log_dir"
+} | tee "$log_dir/summary.txt"
+
+((build_status == 0)) || exit 1
+for label in gpu cpu; do
+  read -r _ failed _ <<<"${test_counts[$label]}"
+  ((test_status[$label] == 0 && failed == 0)) || exit 1
+done
+exit $bench_failed

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs the Debian build dependencies (when any is missing), then configures and builds Tessera
+# in build/ (Ninja, RelWithDebInfo). Extra arguments go to the configure step, e.g.
+#   scripts/setup.sh -DTESSERA_CUDA=OFF
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+packages=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev libgtest-dev libgmock-dev
+  libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev clang-format)
+
+missing=()
+for package in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$package" 2>/dev/null || true)
+  [[ "$status" == installed ]] || missing+=("$package")
+done
+
+if ((${#missing[@]} > 0)); then
+  sudo=()
+  ((EUID == 0)) || sudo=(sudo)
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update
+  "${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}"
+else
+  echo "setup: build dependencies already installed"
+fi
+
+nvcc=/usr/local/cuda/bin/nvcc
+start=$(date +%s)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+cmake --build build -j2
+seconds=$(($(date +%s) - start))
+
+cuda_on=$(sed -n 's/^TESSERA_CUDA:BOOL=//p' build/CMakeCache.txt)
+if [[ "$cuda_on" == ON ]]; then
+  cuda_note="CUDA sources compiled with $nvcc"
+elif [[ -x "$nvcc" ]]; then
+  cuda_note="CUDA backend off (TESSERA_CUDA=OFF), although $nvcc exists"
+else
+  cuda_note="CUDA backend off: no nvcc at $nvcc"
+fi
+echo "setup: configure + build took ${seconds} s in build/ (-j2); $cuda_note"

@@ -1,0 +1,181 @@
+// Compiled mode: passes, fused row kernels generated as C++ and cached on disk, the piecewise
+// runner; compiled == eager on the Llama forward for many token counts, the same stories260K
+// text in every mode, explain's pieces, warm starts that compile nothing.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "compile/codegen/kernel_cache.h"
+#include "compile/compiled_function.h"
+#include "compile/compiler.h"
+#include "compile/ops/ops.h"
+#include "engine/generator.h"
+#include "kernels/check.h"
+
+using namespace tessera;
+using ::testing::HasSubstr;
+
+namespace {
+
+std::string fresh_cache_dir(const std::string& name) {
+  auto path = std::filesystem::temp_directory_path() / fmt::format("tessera_test_cache_{}_{}", name, getpid());
+  std::filesystem::remove_all(path);
+  return path.string();
+}
+
+Tensor random_tensor(Shape sizes, uint32_t seed, DType dtype = DType::f32) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<float> values(static_cast<size_t>(shape_numel(sizes)));
+  for (float& v : values) v = dist(rng);
+  return Tensor::from_floats(values, std::move(sizes), dtype);
+}
+
+double relative_error(const Tensor& got, const Tensor& want) {
+  std::vector<double> a = got.to_doubles(), b = want.to_doubles();
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    diff += (a[i] - b[i]) * (a[i] - b[i]);
+    norm += b[i] * b[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+CompileOptions compiled_options(const std::string& cache, std::shared_ptr<const CompiledPlan>* plan) {
+  CompilerOptions compiler;
+  compiler.config.cache_dir = cache;
+  compiler.max_dynamic_size = 64;
+  compiler.config.dump_dir = std::getenv("TESSERA_TEST_DUMP") ? std::getenv("TESSERA_TEST_DUMP") : "";
+  CompileOptions options;
+  options.dynamic_dims = {{0, 0}};
+  options.custom_ops = CustomOpConfig::parse({"none"}, false);
+  options.backend_function = make_compiled_backend(compiler, [plan](auto p) { *plan = p; });
+  return options;
+}
+
+}  // namespace
+
+TEST(Compiler, FusedRowKernelsMatchEager) {
+  Tensor weight = random_tensor({48}, 1), gate_up = random_tensor({40, 48}, 2), table = random_tensor({48, 48}, 3);
+  // norm -> GEMM -> gated activation -> softmax -> a column slice/cat, with a broadcast bias
+  auto function = [&](std::span<const Tensor> in) {
+    Tensor h = ops::rms_norm(in[0], weight, 1e-5);
+    Tensor a = ops::silu_and_mul(ops::linear(h, gate_up));
+    Tensor s = ops::softmax(ops::mul_scalar(a, 0.5));
+    std::vector<Tensor> parts{ops::slice(s, -1, 10, 20), ops::slice(s, -1, 0, 10)};
+    Tensor g = ops::embedding(table, ops::cast(ops::argmax(in[0]), DType::i64));
+    return std::vector<Tensor>{ops::cat(parts, -1), ops::add(h, g), ops::max(a, true)};
+  };
+  std::shared_ptr<const CompiledPlan> plan;
+  CompiledFunction compiled(function, compiled_options(fresh_cache_dir("rows"), &plan));
+  for (int64_t rows : {1, 5, 17, 64}) {
+    std::vector<Tensor> inputs{random_tensor({rows, 48}, static_cast<uint32_t>(rows))};
+    std::vector<Tensor> got = compiled(inputs), want = function(inputs);
+    for (size_t o = 0; o < want.size(); ++o)
+      EXPECT_LT(relative_error(got[o], want[o]), 1e-5) << "rows " << rows << " output " << o;
+  }
+  EXPECT_EQ(compiled.num_compiles(), 1u);
+  ASSERT_NE(plan, nullptr);
+  EXPECT_GE(plan->kernels.size(), 2u) << plan->explain();
+  std::vector<Tensor> too_many{random_tensor({65, 48}, 9)};
+  EXPECT_THROW(compiled(too_many), Error);
+}
+
+TEST(Compiler, LlamaCompiledEqualsEagerForManyTokenCounts) {
+  auto model = std::make_shared<const LlamaModel>(load_model("synthetic:qwen3-tiny", {}), 256);
+  RunnerOptions eager_options;
+  ModelRunner eager(model, eager_options);
+  RunnerOptions compiled_options;
+  compiled_options.mode = "compiled";
+  compiled_options.compilation.cache_dir = fresh_cache_dir("llama");
+  compiled_options.max_num_batched_tokens = 64;
+  compiled_options.custom_ops = CustomOpConfig::parse({"none"}, false);  // everything fuses
+  ModelRunner compiled(model, compiled_options);
+  for (int64_t tokens : {1, 2, 3, 7, 16, 31, 64}) {
+    std::vector<int32_t> ids;
+    for (int64_t i = 0; i < tokens; ++i) ids.push_back(static_cast<int32_t>((i * 131 + tokens) % 500 + 3));
+    std::vector<int32_t> table_a, table_b;
+    ASSERT_TRUE(eager.blocks().ensure_capacity(table_a, tokens));
+    ASSERT_TRUE(compiled.blocks().ensure_capacity(table_b, tokens));
+    SequenceInput a{ids, 0, table_a}, b{ids, 0, table_b};
+    std::vector<float> want = eager.execute(std::span(&a, 1))[0], got = compiled.execute(std::span(&b, 1))[0];
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < want.size(); ++i) diff += (got[i] - want[i]) * (got[i] - want[i]), norm += want[i] * want[i];
+    EXPECT_LT(std::sqrt(diff / norm), 1e-5) << tokens << " tokens";
+    eager.blocks().release(table_a);
+    compiled.blocks().release(table_b);
+  }
+  EXPECT_EQ(compiled.compiled()->num_compiles(), 1u);
+}
+
+TEST(Compiler, Stories260KTextIsIdenticalInEveryModeAndExplainShowsThePieces) {
+  std::string dir = std::string(TESSERA_SHARED_DIR) + "/models/stories260K";
+  auto tokenizer = load_tokenizer(dir + "/tok512.bin");
+  auto model = std::make_shared<const LlamaModel>(load_model(dir + "/stories260K.bin", {}), 512);
+  std::string cache = fresh_cache_dir("stories");
+  std::map<std::string, std::string> texts;
+  std::shared_ptr<const CompiledPlan> plan;
+  for (const char* mode : {"eager", "traced", "compiled"}) {
+    RunnerOptions options;
+    options.mode = mode;
+    options.compilation.cache_dir = cache;
+    options.custom_ops = CustomOpConfig::parse({}, std::string(mode) != "compiled");
+    ModelRunner runner(model, options);
+    GenerateRequest request;
+    request.sampling.temperature = 0;
+    request.sampling.max_tokens = 80;
+    texts[mode] = generate(runner, *tokenizer, request).text;
+    if (runner.latest_plan()) plan = runner.latest_plan();
+  }
+  EXPECT_THAT(texts["eager"], ::testing::StartsWith("Once upon a time, there was a little girl named Lily."));
+  EXPECT_EQ(texts["traced"], texts["eager"]);
+  EXPECT_EQ(texts["compiled"], texts["eager"]);
+  ASSERT_NE(plan, nullptr);
+  std::string explain = plan->explain();
+  EXPECT_THAT(explain, HasSubstr("6 pieces, 5 splitting ops (attention)")) << explain;
+  EXPECT_THAT(explain, HasSubstr("unique pieces: 3 of 6")) << explain;
+  std::printf("%s", explain.c_str());
+}
+
+TEST(Compiler, WarmStartCompilesNothingAndCorruptEntriesAreRebuilt) {
+  std::string cache = fresh_cache_dir("warm");
+  auto function = [](std::span<const Tensor> in) {
+    return std::vector<Tensor>{ops::softmax(ops::add_scalar(ops::mul(in[0], in[0]), 0.25))};
+  };
+  Graph graph = trace(function, std::vector<Tensor>{random_tensor({4, 8}, 1)}, {}).graph;
+  CompilerOptions options;
+  options.config.cache_dir = cache;
+  auto cold = compile_graph(graph, options);
+  EXPECT_EQ(cold->kernels_compiled, 1u);
+  // A new process would find the entry on disk; this one shares the loaded object. Either way
+  // nothing is compiled again.
+  auto warm = compile_graph(graph, options);
+  EXPECT_EQ(warm->kernels_compiled, 0u);
+  EXPECT_EQ(warm->kernels_from_cache, 1u);
+  // An entry on disk that does not load (truncated, overwritten) is rebuilt, not trusted.
+  CpuKernelCache fresh(cache);
+  std::string source =
+      "#include <cstdint>\nextern \"C\" void tessera_kernel(int64_t, int64_t, void* const*) {}\n";
+  std::string key = fmt::format("{:016x}", fnv1a_hash(CpuKernelCache::compiler_identity() + "\n" + source));
+  std::ofstream(std::filesystem::path(fresh.directory()) / (key + ".so")) << "not an ELF file";
+  EXPECT_NE(fresh.load(source, "empty"), nullptr);
+  EXPECT_EQ(fresh.stats().rebuilt, 1u);
+  EXPECT_EQ(fresh.stats().compiled, 1u);
+}
+
+TEST(Compiler, CompilerErrorsNameTheSource) {
+  CpuKernelCache cache(fresh_cache_dir("broken"));
+  try {
+    cache.load("this is not C++", "broken_kernel");
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("broken_kernel"));
+    EXPECT_THAT(error.what(), HasSubstr(".cpp"));
+    EXPECT_THAT(error.what(), HasSubstr("error"));
+  }
+}
