@@ -4,6 +4,7 @@
 
 #include "compile/ops/dispatch.h"
 #include "compile/ops/ops.h"
+#include "kernels/backend.h"
 #include "kernels/check.h"
 
 namespace tessera {
@@ -62,6 +63,19 @@ size_t ModelRunner::kv_cache_bytes() const {
   size_t total = 0;
   for (const PagedKVCache& cache : kv_caches_) total += cache.key.nbytes() + cache.value.nbytes();
   return total;
+}
+
+std::string ModelRunner::memory_report() const {
+  auto mib = [](size_t bytes) { return bytes / 1048576.0; };
+  Device device = model_->device();
+  MemoryStats stats = backend(device).allocator(device.index).stats();
+  auto plan = latest_plan();
+  return fmt::format(
+      "memory on {}: weights {:.1f} MiB, KV cache {:.1f} MiB ({} blocks of {} tokens), compiled "
+      "arena {:.1f} MiB; allocator: in use {:.1f} MiB, peak {:.1f} MiB, reserved {:.1f} MiB",
+      device.str(), mib(model_->weight_bytes()), mib(kv_cache_bytes()), blocks_.num_blocks(),
+      blocks_.block_size(), plan ? mib(plan->memory.arena_bytes) : 0.0, mib(stats.current_bytes),
+      mib(stats.peak_bytes), mib(stats.reserved_bytes));
 }
 
 AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> batch,

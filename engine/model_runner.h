@@ -42,6 +42,8 @@ class ModelRunner {
   const LlamaModel& model() const { return *model_; }
   const RunnerOptions& options() const { return options_; }
   size_t kv_cache_bytes() const;
+  // Weights, KV cache, the compiled arena, and what the device allocator holds (peak, reserved).
+  std::string memory_report() const;
   const CompiledFunction* compiled() const { return compiled_.get(); }
   // The plan of the latest compilation in `compiled` mode (nullptr before the first step).
   std::shared_ptr<const CompiledPlan> latest_plan() const { return *latest_plan_; }

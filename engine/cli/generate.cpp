@@ -126,6 +126,7 @@ int run_generate(const std::vector<std::string>& args) {
              "prompt {} tokens in {:.3f} s; generated {} tokens ({}), decode {:.1f} tokens/s\n",
              result.prompt_ids.size(), result.prefill_seconds, result.output_ids.size(),
              result.finish_reason, result.decode_tokens_per_second());
+  spdlog::info("{}", runner.memory_report());
   return 0;
 }
 
