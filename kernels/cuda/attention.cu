@@ -17,6 +17,7 @@
 #include "kernels/check.h"
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_prefill.cuh"
+#include "kernels/cuda/attention_prefill_mma.cuh"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/kernel_registry.h"
@@ -87,6 +88,7 @@ void reshape_and_cache(const Tensor& key, const Tensor& value, PagedKVCache& cac
 
 struct DeviceLimits {
   int sm_count = 0;
+  int compute_major = 0;          // compute capability (CUDA) / GCN architecture major (HIP)
   size_t shared_bytes_optin = 0;  // the most dynamic shared memory a block may opt into
 };
 
@@ -100,6 +102,7 @@ const DeviceLimits& device_limits(int device) {
   GPU_CHECK(gpuGetDeviceProperties(&properties, device));
   DeviceLimits device_limit;
   device_limit.sm_count = properties.multiProcessorCount;
+  device_limit.compute_major = properties.major;
   device_limit.shared_bytes_optin = properties.sharedMemPerBlockOptin;
   return limits.emplace(device, device_limit).first->second;
 }
@@ -134,8 +137,37 @@ struct Launch {
   gpuStream_t stream;
 };
 
+// The tensor-core prefill: bf16/f16 with head 64 or 128 on CUDA sm_80+.
+template <typename T, int kHeadSize, bool kExact>
+bool launch_prefill_on_tensor_cores(const AttentionParams<T>& params, const Launch& launch) {
+#if defined(TESSERA_GPU_HIP)
+  (void)params;
+  (void)launch;
+  return false;
+#else
+  if constexpr (kExact && kHasMmaPrefill<T>) {
+    if (device_limits(launch.device.index).compute_major < 8) return false;
+    constexpr size_t kSharedBytes = mma_prefill_shared_bytes<T, kHeadSize>();
+    auto* kernel = mma_prefill_attention_kernel<T, kHeadSize>;
+    reserve_shared_memory(reinterpret_cast<const void*>(kernel), kSharedBytes, launch.device.index,
+                          params.head_size);
+    const dim3 grid(static_cast<unsigned int>(ceil_div(launch.max_query_len, kMmaQueryTile)),
+                    static_cast<unsigned int>(params.num_heads),
+                    static_cast<unsigned int>(launch.num_seqs));
+    kernel<<<grid, kMmaThreads, kSharedBytes, launch.stream>>>(params);
+    GPU_CHECK_LAUNCH("attention prefill (tensor cores)");
+    return true;
+  } else {
+    (void)params;
+    (void)launch;
+    return false;
+  }
+#endif
+}
+
 template <typename T, int kHeadSize, bool kExact>
 void launch_prefill(const AttentionParams<T>& params, const Launch& launch) {
+  if (launch_prefill_on_tensor_cores<T, kHeadSize, kExact>(params, launch)) return;
   const size_t shared_bytes = prefill_shared_bytes(params.head_size);
   auto* kernel = prefill_attention_kernel<T, kHeadSize, kExact>;
   reserve_shared_memory(reinterpret_cast<const void*>(kernel), shared_bytes, launch.device.index,
@@ -267,8 +299,8 @@ void attention_gpu(const KernelArgs& args) {
   TESSERA_REQUIRE(meta.num_seqs <= kGridLimitYZ,
                   "attention: {} sequences in one step; the {} kernels take at most {}",
                   meta.num_seqs, runtime_name(), kGridLimitYZ);
-  require_metadata_tensor(meta.device_slot_mapping, "device_slot_mapping", tokens, device);
   if (tokens == 0) return;
+  require_metadata_tensor(meta.device_slot_mapping, "device_slot_mapping", tokens, device);
 
   LaunchScope scope(device);
   reshape_and_cache(key, value, cache, meta.device_slot_mapping, scope.stream());

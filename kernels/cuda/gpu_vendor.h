@@ -107,6 +107,24 @@ using gpu_half = __half;
 #define GPU_WARP_SIZE 64
 #define GPU_SHFL_XOR(value, lane_mask) __shfl_xor((value), (lane_mask))
 
+// ---- run-time compilation of generated kernels (compile/codegen). Loading them differs: CUDA
+// loads a context-independent library (cudaLibrary*, no driver API), HIP a module (hipModule*),
+// so only the compiler is aliased here.
+#include <hip/hiprtc.h>
+#define gpurtcProgram hiprtcProgram
+#define gpurtcResult hiprtcResult
+#define GPURTC_SUCCESS HIPRTC_SUCCESS
+#define gpurtcGetErrorString hiprtcGetErrorString
+#define gpurtcVersion hiprtcVersion
+#define gpurtcCreateProgram hiprtcCreateProgram
+#define gpurtcCompileProgram hiprtcCompileProgram
+#define gpurtcDestroyProgram hiprtcDestroyProgram
+#define gpurtcGetProgramLogSize hiprtcGetProgramLogSize
+#define gpurtcGetProgramLog hiprtcGetProgramLog
+#define gpurtcGetCodeSize hiprtcGetCodeSize
+#define gpurtcGetCode hiprtcGetCode
+#define gpuLaunchKernel hipLaunchKernel
+
 namespace tessera {
 inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
 }  // namespace tessera
@@ -200,6 +218,32 @@ using gpu_bfloat16 = __nv_bfloat16;
 using gpu_half = __half;
 #define GPU_WARP_SIZE 32
 #define GPU_SHFL_XOR(value, lane_mask) __shfl_xor_sync(0xffffffffu, (value), (lane_mask))
+
+// ---- run-time compilation and loading of generated kernels (compile/codegen), through the
+// runtime only: a cudaLibrary_t is context-independent and its cudaKernel_t launches with
+// cudaLaunchKernel, so nothing links the driver library (libcuda).
+#include <nvrtc.h>
+#define gpurtcProgram nvrtcProgram
+#define gpurtcResult nvrtcResult
+#define GPURTC_SUCCESS NVRTC_SUCCESS
+#define gpurtcGetErrorString nvrtcGetErrorString
+#define gpurtcVersion nvrtcVersion
+#define gpurtcCreateProgram nvrtcCreateProgram
+#define gpurtcCompileProgram nvrtcCompileProgram
+#define gpurtcDestroyProgram nvrtcDestroyProgram
+#define gpurtcGetProgramLogSize nvrtcGetProgramLogSize
+#define gpurtcGetProgramLog nvrtcGetProgramLog
+#define gpurtcGetCodeSize nvrtcGetCUBINSize
+#define gpurtcGetCode nvrtcGetCUBIN
+#define gpurtcGetPTXSize nvrtcGetPTXSize
+#define gpurtcGetPTX nvrtcGetPTX
+#define gpurtcGetNumSupportedArchs nvrtcGetNumSupportedArchs
+#define gpurtcGetSupportedArchs nvrtcGetSupportedArchs
+#define gpuLibrary_t cudaLibrary_t
+#define gpuKernel_t cudaKernel_t
+#define gpuLibraryLoadData cudaLibraryLoadData
+#define gpuLibraryGetKernel cudaLibraryGetKernel
+#define gpuLaunchKernel cudaLaunchKernel
 
 namespace tessera {
 inline constexpr DeviceType kGpuDeviceType = DeviceType::cuda;

@@ -1,0 +1,345 @@
+// The prefill/mixed attention kernel on tensor cores (CUDA, sm_80+; bf16 and f16 with head size
+// 64 or 128): the flash-attention-2 pattern with mma.sync m16n8k16 (f32 accumulation). Other
+// dtypes, head sizes and HIP use the CUDA-core kernel of attention_prefill.cuh, which has the
+// same grid and semantics.
+//
+// A block of 4 warps computes one q head for kMmaQueryTile = 64 consecutive new tokens of one
+// sequence, 16 rows per warp. Each warp keeps its q rows as mma A fragments in registers for the
+// whole walk over keys 0 .. (last row's position) in tiles of kMmaKeyTile = 64:
+//   - K and V tiles are gathered through the block table into shared memory with cp.async,
+//     double-buffered (tile j + 1 loads while tile j computes); rows past the keys are zero-filled;
+//   - S = Q K^T: B fragments of K come from ldmatrix (K rows are the mma's n columns);
+//   - the online softmax runs on the S accumulators in registers (a row lives in the 4 lanes of a
+//     quad: 2 shuffles per reduction), scores scaled in f32 into the exp2 domain;
+//   - O += P V: the S accumulator layout is the A fragment layout, so P goes from registers to
+//     the mma after rounding to T; B fragments of V come from ldmatrix.trans.
+// Shared rows are padded by 8 elements (16 bytes) so ldmatrix's 8 row addresses hit distinct
+// banks.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16/.f16): lane = 4 * group + quad_lane;
+//   A (16x16): regs {row g, k 2q..2q+1}, {row g+8, same k}, {row g, k 2q+8..}, {row g+8, k 2q+8..}
+//   B (16x8):  regs {k 2q..2q+1, col g}, {k 2q+8.., col g}
+//   C (16x8):  c0, c1 = row g, cols 2q, 2q+1; c2, c3 = row g+8, same cols
+#pragma once
+
+#include "kernels/cuda/gpu_vendor.h"
+
+#if !defined(TESSERA_GPU_HIP)
+
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cuda/attention_common.cuh"
+
+namespace tessera::gpu::attention {
+
+constexpr int kMmaThreads = 128;
+constexpr int kMmaQueryTile = 64;  // 16 rows per warp
+constexpr int kMmaKeyTile = 64;
+constexpr int kMmaKeyGroups = kMmaKeyTile / 8;  // n tiles of S
+
+// Elements between consecutive rows of a shared K or V tile.
+template <int kHeadSize>
+inline constexpr int kMmaRowStride = kHeadSize + 8;
+
+// Two buffers of a K tile and a V tile.
+template <typename T, int kHeadSize>
+constexpr size_t mma_prefill_shared_bytes() {
+  return 2 * 2 * static_cast<size_t>(kMmaKeyTile) * kMmaRowStride<kHeadSize> * sizeof(T);
+}
+
+template <typename T>
+inline constexpr bool kHasMmaPrefill =
+    std::is_same_v<T, gpu_bfloat16> || std::is_same_v<T, gpu_half>;
+
+__device__ __forceinline__ uint32_t shared_address(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+// 16 bytes global -> shared without passing through registers; zero-fills when !valid.
+__device__ __forceinline__ void copy_async_16(void* shared_target, const void* global_source,
+                                              bool valid) {
+  asm volatile(
+      "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared_target)),
+      "l"(global_source), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void copy_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+
+// Waits until at most `kPending` committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void copy_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Four 8x8 b16 matrices; lanes 8m .. 8m + 7 give the row addresses of matrix m.
+__device__ __forceinline__ void load_matrices(uint32_t (&fragment)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
+               : "r"(shared_address(row)));
+}
+
+__device__ __forceinline__ void load_matrices_transposed(uint32_t (&fragment)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
+               : "r"(shared_address(row)));
+}
+
+// acc (16x8 f32) += a (16x16) @ b (16x8).
+template <typename T>
+__device__ __forceinline__ void mma_16x8x16(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0,
+                                            uint32_t b1) {
+  if constexpr (std::is_same_v<T, gpu_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two values rounded to T in one 32-bit register, `low` in the low half (the mma's order).
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(float low, float high) {
+  const T pair[2] = {from_compute<T>(low), from_compute<T>(high)};
+  uint32_t bits;
+  memcpy(&bits, pair, sizeof(bits));
+  return bits;
+}
+
+// Two consecutive elements of a row as one 32-bit register; zero when there is no row.
+template <typename T>
+__device__ __forceinline__ uint32_t load_pair(const T* row, int column) {
+  if (row == nullptr) return 0;
+  return *reinterpret_cast<const uint32_t*>(row + column);
+}
+
+// Grid: x = query tiles (of the longest query), y = q heads, z = sequences.
+template <typename T, int kHeadSize>
+__global__ void __launch_bounds__(kMmaThreads)
+    mma_prefill_attention_kernel(AttentionParams<T> params) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // the host dispatches here only on sm_80+
+#else
+  static_assert(kHeadSize % 16 == 0 && sizeof(T) == 2);
+  constexpr int kStride = kMmaRowStride<kHeadSize>;
+  constexpr int kTileElements = kMmaKeyTile * kStride;
+  constexpr int kSteps = kHeadSize / 16;        // k steps of S = Q K^T
+  constexpr int kOutGroups = kHeadSize / 8;     // n tiles of O
+  constexpr int kChunksPerRow = kHeadSize / 8;  // 16-byte chunks of a K/V row
+  constexpr int kChunksPerThread = kMmaKeyTile * kChunksPerRow / kMmaThreads;
+  static_assert(kMmaKeyTile * kChunksPerRow % kMmaThreads == 0);
+
+  extern __shared__ uint4 mma_shared[];
+  T* tiles = reinterpret_cast<T*>(mma_shared);  // [buffer][K, V][kMmaKeyTile][kStride]
+
+  const int query_tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // longest first
+  const int head = static_cast<int>(blockIdx.y);
+  const int seq = static_cast<int>(blockIdx.z);
+  const int query_begin = params.query_start_loc[seq];
+  const int query_len = params.query_start_loc[seq + 1] - query_begin;
+  const int tile_begin = query_tile * kMmaQueryTile;
+  if (tile_begin >= query_len) return;
+  const int rows = min(kMmaQueryTile, query_len - tile_begin);
+  const int first_position = params.seq_lens[seq] - query_len + tile_begin;
+  const int keys = first_position + rows;  // the last row sees keys 0 .. keys - 1
+  const int kv_head = head / (params.num_heads / params.num_kv_heads);
+  const int64_t query_width = static_cast<int64_t>(params.num_heads) * kHeadSize;
+  const int32_t* block_table =
+      params.block_tables + static_cast<int64_t>(seq) * params.max_blocks_per_seq;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int group = lane / 4;      // the fragment row (and B column) of this lane
+  const int quad_lane = lane % 4;  // the fragment column pair of this lane
+
+  // Starts the asynchronous gather of key tile `tile` into buffer `buffer`: each thread copies
+  // kChunksPerThread 16-byte chunks of K and of V (rows tid / kChunksPerRow + ...).
+  auto load_key_tile = [&](int tile, int buffer) {
+    T* k_tile = tiles + buffer * 2 * kTileElements;
+    T* v_tile = k_tile + kTileElements;
+#pragma unroll
+    for (int c = 0; c < kChunksPerThread; ++c) {
+      const int chunk = tid + c * kMmaThreads;
+      const int row = chunk / kChunksPerRow;
+      const int column = chunk % kChunksPerRow * 8;
+      const int position = tile * kMmaKeyTile + row;
+      const bool valid = position < keys;
+      const int64_t offset =
+          valid ? cache_row_offset(params, block_table, position, kv_head) + column : 0;
+      copy_async_16(k_tile + row * kStride + column, params.key_cache + offset, valid);
+      copy_async_16(v_tile + row * kStride + column, params.value_cache + offset, valid);
+    }
+    copy_async_commit();
+  };
+  const int key_tiles = (keys + kMmaKeyTile - 1) / kMmaKeyTile;
+  load_key_tile(0, 0);
+
+  // This warp's 16 q rows as A fragments; rows past the query are zeros.
+  const int row_low = warp * 16 + group;  // and row_low + 8
+  const T* query_low = row_low < rows
+                           ? params.query + (query_begin + tile_begin + row_low) * query_width +
+                                 static_cast<int64_t>(head) * kHeadSize
+                           : nullptr;
+  const T* query_high =
+      row_low + 8 < rows ? params.query + (query_begin + tile_begin + row_low + 8) * query_width +
+                               static_cast<int64_t>(head) * kHeadSize
+                         : nullptr;
+  uint32_t q_fragments[kSteps][4];
+#pragma unroll
+  for (int step = 0; step < kSteps; ++step) {
+    const int column = step * 16 + 2 * quad_lane;
+    q_fragments[step][0] = load_pair(query_low, column);
+    q_fragments[step][1] = load_pair(query_high, column);
+    q_fragments[step][2] = load_pair(query_low, column + 8);
+    q_fragments[step][3] = load_pair(query_high, column + 8);
+  }
+  // Positions of the two rows; rows past the query repeat the last row (finite, not stored).
+  const int position_low = first_position + min(row_low, rows - 1);
+  const int position_high = first_position + min(row_low + 8, rows - 1);
+
+  float out[kOutGroups][4];
+#pragma unroll
+  for (int n = 0; n < kOutGroups; ++n) out[n][0] = out[n][1] = out[n][2] = out[n][3] = 0.0f;
+  float max_low = -INFINITY, max_high = -INFINITY;
+  float sum_low = 0.0f, sum_high = 0.0f;  // this lane's columns; summed over the quad at the end
+
+  for (int tile = 0; tile < key_tiles; ++tile) {
+    const int buffer = tile % 2;
+    if (tile + 1 < key_tiles) {
+      load_key_tile(tile + 1, 1 - buffer);
+      copy_async_wait<1>();  // this tile's group is complete; the next one may be in flight
+    } else {
+      copy_async_wait<0>();
+    }
+    __syncthreads();  // every thread's copies of this tile are visible
+    const T* k_tile = tiles + buffer * 2 * kTileElements;
+    const T* v_tile = k_tile + kTileElements;
+    const int key_begin = tile * kMmaKeyTile;
+
+    // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
+    float scores[kMmaKeyGroups][4];
+#pragma unroll
+    for (int n = 0; n < kMmaKeyGroups; ++n)
+      scores[n][0] = scores[n][1] = scores[n][2] = scores[n][3] = 0.0f;
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step) {
+#pragma unroll
+      for (int n = 0; n < kMmaKeyGroups; n += 2) {
+        // Matrices: keys of n (columns 0-7 of the step, then 8-15), then keys of n + 1.
+        uint32_t b[4];
+        load_matrices(b, k_tile + ((n + lane / 16) * 8 + lane % 8) * kStride + step * 16 +
+                             (lane / 8) % 2 * 8);
+        mma_16x8x16<T>(scores[n], q_fragments[step], b[0], b[1]);
+        mma_16x8x16<T>(scores[n + 1], q_fragments[step], b[2], b[3]);
+      }
+    }
+
+    // Scale into the exp2 domain, mask keys after each row's position, update the softmax.
+    const bool diagonal = key_begin + kMmaKeyTile - 1 > first_position;
+    float tile_max_low = -INFINITY, tile_max_high = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < kMmaKeyGroups; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float score = scores[n][e] * params.scale_log2;
+        const int key = key_begin + n * 8 + 2 * quad_lane + (e & 1);
+        if (diagonal && key > (e < 2 ? position_low : position_high)) score = -INFINITY;
+        scores[n][e] = score;
+      }
+      tile_max_low = fmaxf(tile_max_low, fmaxf(scores[n][0], scores[n][1]));
+      tile_max_high = fmaxf(tile_max_high, fmaxf(scores[n][2], scores[n][3]));
+    }
+    tile_max_low = fmaxf(tile_max_low, GPU_SHFL_XOR(tile_max_low, 1));
+    tile_max_low = fmaxf(tile_max_low, GPU_SHFL_XOR(tile_max_low, 2));
+    tile_max_high = fmaxf(tile_max_high, GPU_SHFL_XOR(tile_max_high, 1));
+    tile_max_high = fmaxf(tile_max_high, GPU_SHFL_XOR(tile_max_high, 2));
+    // Finite: every row sees key 0 in the first tile.
+    const float new_max_low = fmaxf(max_low, tile_max_low);
+    const float new_max_high = fmaxf(max_high, tile_max_high);
+    const float correction_low = exp2f(max_low - new_max_low);  // 0 on the first tile
+    const float correction_high = exp2f(max_high - new_max_high);
+    max_low = new_max_low;
+    max_high = new_max_high;
+    float tile_sum_low = 0.0f, tile_sum_high = 0.0f;
+#pragma unroll
+    for (int n = 0; n < kMmaKeyGroups; ++n) {
+      scores[n][0] = exp2f(scores[n][0] - new_max_low);
+      scores[n][1] = exp2f(scores[n][1] - new_max_low);
+      scores[n][2] = exp2f(scores[n][2] - new_max_high);
+      scores[n][3] = exp2f(scores[n][3] - new_max_high);
+      tile_sum_low += scores[n][0] + scores[n][1];
+      tile_sum_high += scores[n][2] + scores[n][3];
+    }
+    sum_low = sum_low * correction_low + tile_sum_low;
+    sum_high = sum_high * correction_high + tile_sum_high;
+#pragma unroll
+    for (int n = 0; n < kOutGroups; ++n) {
+      out[n][0] *= correction_low;
+      out[n][1] *= correction_low;
+      out[n][2] *= correction_high;
+      out[n][3] *= correction_high;
+    }
+
+    // O += P V, 16 keys per step; P's A fragment is two adjacent S accumulators.
+#pragma unroll
+    for (int step = 0; step < kMmaKeyTile / 16; ++step) {
+      const uint32_t p[4] = {pack_pair<T>(scores[2 * step][0], scores[2 * step][1]),
+                             pack_pair<T>(scores[2 * step][2], scores[2 * step][3]),
+                             pack_pair<T>(scores[2 * step + 1][0], scores[2 * step + 1][1]),
+                             pack_pair<T>(scores[2 * step + 1][2], scores[2 * step + 1][3])};
+#pragma unroll
+      for (int n = 0; n < kOutGroups; n += 2) {
+        // Matrices (transposed): keys 0-7 of the step for columns of n, keys 8-15, then n + 1.
+        uint32_t b[4];
+        load_matrices_transposed(b, v_tile + (step * 16 + (lane / 8) % 2 * 8 + lane % 8) * kStride +
+                                        (n + lane / 16) * 8);
+        mma_16x8x16<T>(out[n], p, b[0], b[1]);
+        mma_16x8x16<T>(out[n + 1], p, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // the buffer is read; the next iteration's copies may overwrite it
+  }
+
+  sum_low += GPU_SHFL_XOR(sum_low, 1);
+  sum_low += GPU_SHFL_XOR(sum_low, 2);
+  sum_high += GPU_SHFL_XOR(sum_high, 1);
+  sum_high += GPU_SHFL_XOR(sum_high, 2);
+  const float inverse_low = 1.0f / sum_low;  // >= 1: the row's max contributes exp2(0)
+  const float inverse_high = 1.0f / sum_high;
+  T* out_low = query_low == nullptr
+                   ? nullptr
+                   : params.out + (query_begin + tile_begin + row_low) * query_width +
+                         static_cast<int64_t>(head) * kHeadSize;
+  T* out_high = query_high == nullptr
+                    ? nullptr
+                    : params.out + (query_begin + tile_begin + row_low + 8) * query_width +
+                          static_cast<int64_t>(head) * kHeadSize;
+#pragma unroll
+  for (int n = 0; n < kOutGroups; ++n) {
+    const int column = n * 8 + 2 * quad_lane;
+    if (out_low != nullptr) {
+      *reinterpret_cast<uint32_t*>(out_low + column) =
+          pack_pair<T>(out[n][0] * inverse_low, out[n][1] * inverse_low);
+    }
+    if (out_high != nullptr) {
+      *reinterpret_cast<uint32_t*>(out_high + column) =
+          pack_pair<T>(out[n][2] * inverse_high, out[n][3] * inverse_high);
+    }
+  }
+#endif
+}
+
+}  // namespace tessera::gpu::attention
+
+#endif  // !TESSERA_GPU_HIP
