@@ -4,10 +4,13 @@
 # sm_90, runs the gpu tests, then the cpu tests, then every benchmark binary in build/bench, and
 # prints a summary table last. Logs go to $OUT when it is set (the device tool brings them back),
 # otherwise to build/gpu-check/. A file that fails to compile does not stop the rest: what built is
-# still tested and benchmarked. Exits non-zero when the build, a test or a benchmark fails.
+# still tested and benchmarked. Last come the model checks: logits against transformers
+# (compare_gpu.py) and decode_bench. Exits non-zero when the build, a test, a benchmark or a model
+# check fails.
 #
 # Settings (environment): TESSERA_DEPS_PREFIX (/tmp/tessera-deps), TESSERA_JOBS (16),
-# TESSERA_BENCH_TIMEOUT (seconds per benchmark, 120). Arguments go to the configure step.
+# TESSERA_BENCH_TIMEOUT (seconds per benchmark, 120), TESSERA_COMPARE_TIMEOUT (600),
+# TESSERA_DECODE_TIMEOUT (300). Arguments go to the configure step.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
@@ -105,11 +108,13 @@ if ((configure_status == 0)); then
     test_counts[$label]=$(count_tests "$log")
   done
 
-  # --- Benchmarks: every executable directly in build/bench. ---
+  # --- Benchmarks: every executable directly in build/bench, except the model-level tools that
+  # need arguments: they run in the model checks section below. ---
   bench_log="$log_dir/bench.log"
   : >"$bench_log"
   while IFS= read -r bench; do
     name=$(basename "$bench")
+    [[ $name == logits_dump || $name == decode_bench ]] && continue
     say "benchmark $name" | tee -a "$bench_log"
     bench_start=$(date +%s)
     timeout "$bench_timeout" "$bench" 2>&1 | tee -a "$bench_log"
@@ -120,6 +125,47 @@ if ((configure_status == 0)); then
     [[ $result == ok ]] || bench_failed=1
     bench_rows+=("$(printf '%-24s %-28s %5d s' "$name" "$result" $(($(date +%s) - bench_start)))")
   done < <(find "$build_dir/bench" -maxdepth 1 -type f -perm -u+x 2>/dev/null | sort)
+fi
+
+# =================================================================================================
+# Model checks: Tessera's logits against transformers (tests/hf_reference/compare_gpu.py, through
+# build/bench/logits_dump) and the decode benchmark (build/bench/decode_bench), each run when its
+# binary built. Outputs: hf_compare.log and hf_compare.txt (the table), decode_bench.txt.
+# Settings: TESSERA_COMPARE_TIMEOUT (seconds, 600), TESSERA_DECODE_TIMEOUT (seconds, 300).
+# =================================================================================================
+model_rows=()
+model_failed=0
+rm -f "$log_dir/hf_compare.txt" "$log_dir/decode_bench.txt"  # no stale tables in the summary
+# Runs "NAME TIMEOUT LOG command..." and adds its row to the summary.
+run_model_check() {
+  local name=$1 limit=$2 log=$3 started status result
+  shift 3
+  say "$name" | tee "$log"
+  started=$(date +%s)
+  timeout "$limit" "$@" 2>&1 | tee -a "$log"
+  status=${PIPESTATUS[0]}
+  result=ok
+  ((status == 124)) && result="timed out after ${limit} s"
+  ((status != 0 && status != 124)) && result="failed (exit $status)"
+  [[ $result == ok ]] || model_failed=1
+  model_rows+=("$(printf '%-24s %-28s %5d s' "$name" "$result" $(($(date +%s) - started)))")
+}
+if ((configure_status == 0)); then
+  if [[ -x $build_dir/bench/logits_dump ]]; then
+    if import_error=$(python3 -c 'import torch, transformers' 2>&1); then
+      OUT="$log_dir" run_model_check compare_gpu.py "${TESSERA_COMPARE_TIMEOUT:-600}" \
+        "$log_dir/hf_compare.log" python3 tests/hf_reference/compare_gpu.py \
+        --binary "$build_dir/bench/logits_dump"
+    else
+      model_rows+=("$(printf '%-24s %-28s' compare_gpu.py 'skipped: no torch/transformers')")
+      say "compare_gpu.py skipped: $(tail -1 <<<"$import_error")"
+    fi
+  fi
+  if [[ -x $build_dir/bench/decode_bench ]]; then
+    run_model_check decode_bench "${TESSERA_DECODE_TIMEOUT:-300}" "$log_dir/decode_bench.txt" \
+      "$build_dir/bench/decode_bench" --model synthetic:llama-1b --device cuda --dtype bf16 \
+      --batch 1,32 --mode eager,compiled --steps 64 --context 512
+  fi
 fi
 
 # --- Summary, last. ---
@@ -149,6 +195,13 @@ fi
   elif ((configure_status == 0)); then
     echo "benchmarks: none in $build_dir/bench"
   fi
+  if ((${#model_rows[@]} > 0)); then
+    echo "model checks:"
+    printf '  %s\n' "${model_rows[@]}"
+    [[ -f $log_dir/hf_compare.txt ]] && sed 's/^/  /' "$log_dir/hf_compare.txt"
+    [[ -f $log_dir/decode_bench.txt ]] &&
+      sed -n '/^=== decode_bench/,$p' "$log_dir/decode_bench.txt" | sed 's/^/  /'
+  fi
   echo "logs: $log_dir"
 } | tee "$log_dir/summary.txt"
 
@@ -157,4 +210,5 @@ for label in gpu cpu; do
   read -r _ failed _ <<<"${test_counts[$label]}"
   ((test_status[$label] == 0 && failed == 0)) || exit 1
 done
-exit $bench_failed
+((bench_failed == 0 && model_failed == 0)) || exit 1
+exit 0

@@ -1,0 +1,345 @@
+// Decode benchmark: the time of one decode step (one new token for each of B sequences that
+// already hold `context` tokens in the KV cache) through ModelRunner::execute, per mode and batch
+// size. Batch 1 decode reads every weight once per step, so its weight bytes / step time is the
+// achieved weight-read bandwidth; it is set against the device-to-device copy bandwidth measured
+// here (1 GiB on a GPU, Tensor::copy_from timed with events), the practical HBM ceiling.
+//
+//   decode_bench [--model synthetic:llama-1b] [--device cuda|cpu] [--dtype bf16|f32|auto]
+//                [--batch 1,32] [--mode eager,compiled] [--steps 64] [--context 512]
+//                [--warmup 3] [-O section.key=value ...]
+//
+// Each step's time is wall clock around execute(), which returns host logits and so waits for
+// the device: it is what a caller of the runner sees, host work and the logits copy included.
+// The table printed last has the median step time, tokens/s and, for batch 1, GB/s of weights.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/config.h"
+#include "engine/model_runner.h"
+#include "kernels/backend.h"
+#include "kernels/check.h"
+#include "models/llama.h"
+#include "models/model_weights.h"
+
+namespace tessera::bench {
+namespace {
+
+constexpr double kGB = 1e9;
+
+constexpr const char* kUsage =
+    "usage: decode_bench [--model PATH] [--device cuda|cpu] [--dtype bf16|f32|auto]\n"
+    "                    [--batch 1,32] [--mode eager,compiled] [--steps 64] [--context 512]\n"
+    "                    [--warmup 3] [-O section.key=value ...]\n"
+    "\n"
+    "Prefills B sequences of --context tokens each, then times --steps decode steps (one token\n"
+    "per sequence per step) through the model runner, for every batch size and mode listed. "
+    "Prints\n"
+    "the median step time, tokens/s and, for batch 1, the weight-read bandwidth against the\n"
+    "device-to-device copy bandwidth. Defaults: --model synthetic:llama-1b, the first GPU (else\n"
+    "the CPU), --dtype auto (bf16 on a GPU, f32 on the CPU). -O overrides any run-config key\n"
+    "(engine.max_num_batched_tokens bounds the prefill chunks, engine.block_size, ...).\n";
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Options {
+  std::string model = "synthetic:llama-1b";
+  std::string device;  // empty: the first GPU, else the CPU
+  std::string dtype = "auto";
+  std::vector<int64_t> batches{1, 32};
+  std::vector<std::string> modes{"eager", "compiled"};
+  int64_t steps = 64;
+  int64_t context = 512;
+  int64_t warmup = 3;
+  std::vector<std::string> overrides;
+};
+
+int64_t parse_integer(std::string_view flag, std::string_view text, int64_t minimum) {
+  int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size())
+    throw UsageError(fmt::format("{}: '{}' is not an integer", flag, text));
+  if (value < minimum) throw UsageError(fmt::format("{}: {} is below {}", flag, value, minimum));
+  return value;
+}
+
+std::vector<std::string> split_commas(std::string_view text) {
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t comma = std::min(text.find(',', begin), text.size());
+    parts.emplace_back(text.substr(begin, comma - begin));
+    begin = comma + 1;
+  }
+  return parts;
+}
+
+Options parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (i + 1 >= argc) throw UsageError(fmt::format("{} needs a value", flag));
+    std::string value = argv[++i];
+    if (flag == "--model") {
+      options.model = value;
+    } else if (flag == "--device") {
+      options.device = value;
+    } else if (flag == "--dtype") {
+      options.dtype = value;
+    } else if (flag == "--batch") {
+      options.batches.clear();
+      for (const std::string& part : split_commas(value))
+        options.batches.push_back(parse_integer(flag, part, 1));
+    } else if (flag == "--mode") {
+      options.modes = split_commas(value);
+      for (const std::string& mode : options.modes)
+        if (mode != "eager" && mode != "traced" && mode != "compiled")
+          throw UsageError(fmt::format("--mode: '{}' is not eager, traced or compiled", mode));
+    } else if (flag == "--steps") {
+      options.steps = parse_integer(flag, value, 1);
+    } else if (flag == "--context") {
+      options.context = parse_integer(flag, value, 1);
+    } else if (flag == "--warmup") {
+      options.warmup = parse_integer(flag, value, 0);
+    } else if (flag == "-O") {
+      options.overrides.push_back(value);
+    } else {
+      throw UsageError(fmt::format("unknown option '{}'", flag));
+    }
+  }
+  return options;
+}
+
+double median(std::vector<double> values) {
+  TESSERA_CHECK(!values.empty(), "median of no values");
+  std::sort(values.begin(), values.end());
+  size_t middle = values.size() / 2;
+  return values.size() % 2 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+}
+
+// Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written: the median of
+// a few event-timed Tensor::copy_from calls after one warm-up copy. 1 GiB on a GPU (far beyond
+// any L2); 256 MiB on the CPU, which is still far beyond its caches.
+double measure_copy_gb_per_s(Device device) {
+  const int64_t bytes = device.is_cpu() ? int64_t{256} << 20 : int64_t{1} << 30;
+  Tensor source = Tensor::empty({bytes / 2}, DType::bf16, device);
+  Tensor destination = Tensor::empty({bytes / 2}, DType::bf16, device);
+  DeviceBackend& backend_for_device = backend(device);
+  Stream& stream = backend_for_device.current_stream(device.index);
+  auto start = backend_for_device.create_event(device.index);
+  auto end = backend_for_device.create_event(device.index);
+  destination.copy_from(source);  // first-touch page faults, lazy context setup
+  stream.synchronize();
+  std::vector<double> seconds;
+  for (int sample = 0; sample < 5; ++sample) {
+    start->record(stream);
+    destination.copy_from(source);
+    end->record(stream);
+    end->synchronize();
+    seconds.push_back(std::max<double>(start->elapsed_ms(*end), 1e-6) * 1e-3);
+  }
+  return 2.0 * static_cast<double>(bytes) / median(seconds) / kGB;
+}
+
+// A deterministic token id that varies with the sequence and the position (the values do not
+// change the work, but a real mix of ids keeps the embedding gathers honest).
+int32_t token_id(int64_t sequence, int64_t position, int64_t vocab) {
+  uint64_t mixed = static_cast<uint64_t>(sequence) * 0x9e3779b97f4a7c15ull +
+                   static_cast<uint64_t>(position) * 0xbf58476d1ce4e5b9ull + 12345;
+  mixed ^= mixed >> 31;
+  return static_cast<int32_t>(mixed % static_cast<uint64_t>(vocab));
+}
+
+struct Sequence {
+  std::vector<int32_t> tokens;  // every token it will ever hold: context, warm-up and timed
+  std::vector<int32_t> block_table;
+  int64_t cached = 0;  // tokens already in the KV cache
+};
+
+// Feeds each sequence `count` more tokens; steps hold at most `token_budget` tokens, so a long
+// prefill is split into chunks and short ones share a step (chunked prefill).
+void advance(ModelRunner& runner, std::vector<Sequence>& sequences, int64_t count,
+             int64_t token_budget) {
+  std::vector<int64_t> target(sequences.size());
+  for (size_t s = 0; s < sequences.size(); ++s) {
+    target[s] = sequences[s].cached + count;
+    TESSERA_CHECK(runner.blocks().ensure_capacity(sequences[s].block_table, target[s]),
+                  "the KV cache has no room for sequence {} at {} tokens", s, target[s]);
+  }
+  size_t next = 0;
+  while (next < sequences.size()) {
+    std::vector<SequenceInput> batch;
+    std::vector<size_t> members;
+    int64_t budget = token_budget;
+    for (size_t s = next; s < sequences.size() && budget > 0; ++s) {
+      Sequence& sequence = sequences[s];
+      int64_t take = std::min(target[s] - sequence.cached, budget);
+      if (take == 0) continue;
+      batch.push_back(SequenceInput{std::span(sequence.tokens).subspan(sequence.cached, take),
+                                    sequence.cached, sequence.block_table});
+      members.push_back(s);
+      budget -= take;
+    }
+    runner.execute(batch);
+    for (size_t i = 0; i < members.size(); ++i)
+      sequences[members[i]].cached += static_cast<int64_t>(batch[i].token_ids.size());
+    while (next < sequences.size() && sequences[next].cached == target[next]) ++next;
+  }
+}
+
+// LlamaModel::weight_bytes() less the embedding table when the LM head is separate: a step only
+// gathers a row per token from it. Tied, the table is the LM head and is read whole.
+double weight_bytes_read_per_step(const LlamaModel& model) {
+  const ModelConfig& config = model.config();
+  double bytes = static_cast<double>(model.weight_bytes());
+  if (!config.tie_word_embeddings)
+    bytes -= static_cast<double>(config.vocab_size * config.hidden_size) *
+             static_cast<double>(element_size(model.dtype()));
+  return bytes;
+}
+
+struct Row {
+  std::string mode;
+  int64_t batch = 0;
+  double median_ms = 0;
+  double min_ms = 0;
+  double tokens_per_second = 0;
+  double weight_gb_per_s = 0;  // batch 1 only
+};
+
+Row time_decode(ModelRunner& runner, const std::string& mode, int64_t batch, const Options& options,
+                int64_t token_budget) {
+  const int64_t vocab = runner.model().config().vocab_size;
+  const int64_t total = options.context + options.warmup + options.steps;
+  std::vector<Sequence> sequences(static_cast<size_t>(batch));
+  for (int64_t s = 0; s < batch; ++s)
+    for (int64_t position = 0; position < total; ++position)
+      sequences[s].tokens.push_back(token_id(s, position, vocab));
+
+  advance(runner, sequences, options.context, token_budget);
+  for (int64_t step = 0; step < options.warmup; ++step) advance(runner, sequences, 1, batch);
+  std::vector<double> step_ms;
+  for (int64_t step = 0; step < options.steps; ++step) {
+    auto begin = std::chrono::steady_clock::now();
+    advance(runner, sequences, 1, batch);
+    step_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
+            .count());
+  }
+  for (Sequence& sequence : sequences) runner.blocks().release(sequence.block_table);
+
+  Row row{mode, batch, median(step_ms), *std::min_element(step_ms.begin(), step_ms.end())};
+  row.tokens_per_second = static_cast<double>(batch) / (row.median_ms * 1e-3);
+  if (batch == 1)
+    row.weight_gb_per_s = weight_bytes_read_per_step(runner.model()) / (row.median_ms * 1e-3) / kGB;
+  fmt::print("{} batch {}: median {:.3f} ms/step (min {:.3f}) over {} steps, {:.1f} tokens/s\n",
+             mode, batch, row.median_ms, row.min_ms, options.steps, row.tokens_per_second);
+  std::fflush(stdout);
+  return row;
+}
+
+int run(const Options& options) {
+  RunConfig config = load_run_config("", options.overrides);
+  Device device = kCPU;
+  if (!options.device.empty()) {
+    device = parse_device(options.device);
+  } else if (!first_gpu(&device)) {
+    device = kCPU;
+  }
+  DType dtype = options.dtype == "auto" ? (device.is_cpu() ? DType::f32 : DType::bf16)
+                                        : parse_dtype(options.dtype);
+
+  const int64_t largest_batch = *std::max_element(options.batches.begin(), options.batches.end());
+  const int64_t token_budget = config.engine.max_num_batched_tokens;
+  TESSERA_REQUIRE(largest_batch <= token_budget,
+                  "batch {} exceeds engine.max_num_batched_tokens {}: a decode step holds one "
+                  "token per sequence; raise it with -O engine.max_num_batched_tokens=N",
+                  largest_batch, token_budget);
+
+  const double copy_gb_per_s = measure_copy_gb_per_s(device);
+  backend(device).allocator(device.index).empty_cache();  // the 2 GiB of copy buffers
+  fmt::print("device {}: copy bandwidth {:.0f} GB/s (read + write, {} MiB Tensor::copy_from)\n",
+             device.str(), copy_gb_per_s, device.is_cpu() ? 256 : 1024);
+
+  ModelWeights weights = load_model(options.model, LoadOptions{dtype, device});
+  const int64_t length = options.context + options.warmup + options.steps;
+  TESSERA_REQUIRE(length <= weights.config.max_position_embeddings,
+                  "--context + --warmup + --steps = {} exceeds the model's "
+                  "max_position_embeddings {}",
+                  length, weights.config.max_position_embeddings);
+  auto model = std::make_shared<const LlamaModel>(std::move(weights), length);
+  fmt::print("model {}: {}, {} on {}, weights {:.1f} MiB; context {}, {} timed steps\n",
+             options.model, model->config().str(), dtype_name(dtype), device.str(),
+             model->weight_bytes() / 1048576.0, options.context, options.steps);
+
+  const int64_t blocks_per_sequence =
+      (length + config.engine.block_size - 1) / config.engine.block_size;
+
+  std::vector<Row> rows;
+  for (const std::string& mode : options.modes) {
+    RunnerOptions runner_options;
+    runner_options.mode = mode;
+    runner_options.compilation = config.compilation;
+    runner_options.compilation.mode = mode;
+    runner_options.custom_ops = CustomOpConfig::parse(
+        config.compilation.custom_ops, runner_options.compilation.custom_ops_default_enabled());
+    runner_options.max_num_batched_tokens = token_budget;
+    runner_options.block_size = config.engine.block_size;
+    runner_options.num_kv_blocks = largest_batch * blocks_per_sequence;
+    ModelRunner runner(model, runner_options);  // one per mode: its KV cache is freed after
+    for (int64_t batch : options.batches)
+      rows.push_back(time_decode(runner, mode, batch, options, token_budget));
+  }
+
+  fmt::print("\n=== decode_bench: {} {} on {}, context {}, median of {} steps ===\n", options.model,
+             dtype_name(dtype), device.str(), options.context, options.steps);
+  fmt::print("{:<10} {:>6} {:>12} {:>12} {:>14} {:>16} {:>10}\n", "mode", "batch", "median ms",
+             "min ms", "tokens/s", "weights GB/s", "% of copy");
+  for (const Row& row : rows) {
+    std::string bandwidth = "-", share = "-";
+    if (row.batch == 1) {
+      bandwidth = fmt::format("{:.1f}", row.weight_gb_per_s);
+      share = fmt::format("{:.1f}%", 100.0 * row.weight_gb_per_s / copy_gb_per_s);
+    }
+    fmt::print("{:<10} {:>6} {:>12.3f} {:>12.3f} {:>14.1f} {:>16} {:>10}\n", row.mode, row.batch,
+               row.median_ms, row.min_ms, row.tokens_per_second, bandwidth, share);
+  }
+  fmt::print(
+      "weights GB/s: {:.1f} MiB of weights read per batch-1 step / median step time; "
+      "copy: {:.0f} GB/s device-to-device (read + write)\n",
+      weight_bytes_read_per_step(*model) / 1048576.0, copy_gb_per_s);
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::bench
+
+int main(int argc, char** argv) {
+  try {
+    return tessera::bench::run(tessera::bench::parse(argc, argv));
+  } catch (const tessera::bench::UsageError& error) {
+    std::fprintf(stderr, "decode_bench: %s\n%s", error.what(), tessera::bench::kUsage);
+    return 2;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "decode_bench: %s\n", error.what());
+    return 1;
+  }
+}
