@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "compile/codegen/cpp_codegen.h"
+#include "compile/codegen/cuda_codegen.h"
+#include "compile/codegen/nvrtc_cache.h"
 #include "compile/passes/passes.h"
 #include "compile/piecewise_runner.h"
 #include "kernels/check.h"
@@ -29,6 +31,15 @@ std::string steps_text(const CompiledPlan& plan) {
                        plan.graph.value(node.outputs[0]).meta.str());
   }
   return out;
+}
+
+void record_cache_stats(CompiledPlan& plan, const KernelCacheStats& stats,
+                        const std::string& directory) {
+  plan.kernels_compiled = stats.compiled;
+  plan.kernels_from_cache = stats.disk_hits + stats.memory_hits;
+  if (plan.kernels.empty()) return;
+  spdlog::info("compiled {} fused kernels: {} built, {} from the cache ({})", plan.kernels.size(),
+               plan.kernels_compiled, plan.kernels_from_cache, directory);
 }
 
 // Writes a pass's result under dump_dir when one is configured.
@@ -74,22 +85,35 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
   timed("codegen", [&] {
     std::vector<Device> devices;
     for (int id : plan->graph.placeholders()) devices.push_back(plan->graph.value(id).meta.device);
-    bool cpu = devices.empty() || devices[0].is_cpu();
-    CpuKernelCache cache(resolve_cache_dir(config.cache_dir));
-    for (FusedKernel& kernel : plan->kernels) {
-      RowKernelBody body = build_row_kernel_body(plan->graph, kernel);
-      if (!cpu) continue;  // GPU code generation: see compile/codegen (CUDA)
-      kernel.source = generate_cpp_kernel(body, kernel.name);
-      dump(config, "kernels/" + kernel.name + ".cpp", kernel.source);
-      void* function = cache.load(kernel.source, kernel.name);
-      kernel.compiled = std::shared_ptr<void>(function, [](void*) {});
+    Device device = devices.empty() ? kCPU : devices[0];
+    if (device.is_cpu()) {
+      CpuKernelCache cache(resolve_cache_dir(config.cache_dir));
+      for (FusedKernel& kernel : plan->kernels) {
+        RowKernelBody body = build_row_kernel_body(plan->graph, kernel);
+        kernel.source = generate_cpp_kernel(body, kernel.name);
+        dump(config, "kernels/" + kernel.name + ".cpp", kernel.source);
+        void* function = cache.load(kernel.source, kernel.name);
+        kernel.compiled = std::shared_ptr<void>(function, [](void*) {});
+      }
+      record_cache_stats(*plan, cache.stats(), cache.directory());
     }
-    plan->kernels_compiled = cache.stats().compiled;
-    plan->kernels_from_cache = cache.stats().disk_hits + cache.stats().memory_hits;
-    if (cpu && !plan->kernels.empty()) {
-      spdlog::info("compiled {} fused kernels: {} built, {} from the cache ({})", plan->kernels.size(),
-                   plan->kernels_compiled, plan->kernels_from_cache, cache.directory());
+#ifdef TESSERA_CUDA
+    if (device.type == DeviceType::cuda && !plan->kernels.empty()) {
+      NvrtcKernelCache cache =
+          NvrtcKernelCache::for_device(resolve_cache_dir(config.cache_dir), device.index);
+      for (FusedKernel& kernel : plan->kernels) {
+        RowKernelBody body = build_row_kernel_body(plan->graph, kernel);
+        kernel.source = generate_cuda_kernel(body);
+        dump(config, "kernels/" + kernel.name + ".cu", kernel.source);
+        auto loaded = std::make_shared<CudaRowKernel>();
+        loaded->function = cache.load(kernel.source, kernel.name);
+        loaded->block_size = cuda_block_size(body);
+        loaded->num_buffers = kernel.inputs.size() + kernel.outputs.size();
+        kernel.compiled = loaded;
+      }
+      record_cache_stats(*plan, cache.stats(), cache.directory());
     }
+#endif
   });
   dump(config, "explain.txt", plan->explain());
   return plan;

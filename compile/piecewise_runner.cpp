@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "compile/codegen/cpp_codegen.h"
+#include "compile/codegen/cuda_codegen.h"
+#include "compile/codegen/nvrtc_cache.h"
 #include "compile/ops/dispatch.h"
 #include "kernels/check.h"
 #include "kernels/cpu/parallel.h"
@@ -67,6 +69,16 @@ void PiecewiseRunner::run_fused(const FusedKernel& kernel, std::vector<Tensor>& 
     buffers.push_back(values[id].data_ptr());
   }
   int64_t rows = kernel.rows.evaluate(bindings);
+#ifdef TESSERA_CUDA
+  if (device_.type == DeviceType::cuda) {
+    const auto* cuda_kernel = static_cast<const CudaRowKernel*>(kernel.compiled.get());
+    TESSERA_CHECK(cuda_kernel->num_buffers == buffers.size(),
+                  "fused kernel {} takes {} buffers, got {}", kernel.name, cuda_kernel->num_buffers,
+                  buffers.size());
+    launch_cuda_row_kernel(*cuda_kernel, rows, buffers.data(), device_);
+    return;
+  }
+#endif
   auto function = reinterpret_cast<CpuKernelFunction>(kernel.compiled.get());
   void* const* pointers = buffers.data();
   cpu::parallel_for(rows, 1, [&](int64_t begin, int64_t end) { function(begin, end, pointers); });

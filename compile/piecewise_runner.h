@@ -1,6 +1,8 @@
 // Runs a compiled plan: the steps in order over one arena that stays at a fixed address across
 // calls (what makes graph capture of the pieces safe), with splitting ops between the pieces.
-// Devices without a code generator run a fused group's ops one by one (and say so once).
+// Fused kernels run as generated C++ on the CPU and as NVRTC kernels on CUDA devices (on the
+// current stream); devices without a code generator run a fused group's ops one by one (and say
+// so once).
 #pragma once
 
 #include <memory>

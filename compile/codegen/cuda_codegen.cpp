@@ -1,0 +1,202 @@
+#include "compile/codegen/cuda_codegen.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "kernels/check.h"
+
+namespace tessera {
+namespace {
+
+// Loads, stores and math shared by every generated CUDA kernel: the same API as the C++ prelude
+// (cpp_codegen.cpp), over the toolkit's 16-bit types, which have the buffers' layout (2-byte bit
+// patterns). NVRTC has no C library headers: the integer types and the float constants the
+// expressions use are defined here.
+constexpr const char* kPrelude = R"(#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+typedef long long int64_t;
+typedef int int32_t;
+typedef __nv_bfloat16 tsr_bf16;
+typedef __half tsr_f16;
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+#define TSR_WARP 32
+
+static __device__ __forceinline__ float tsr_ld(const float* p, int64_t i) { return p[i]; }
+static __device__ __forceinline__ float tsr_ld(const tsr_bf16* p, int64_t i) {
+  return __bfloat162float(p[i]);
+}
+static __device__ __forceinline__ float tsr_ld(const tsr_f16* p, int64_t i) {
+  return __half2float(p[i]);
+}
+static __device__ __forceinline__ void tsr_st(float* p, int64_t i, float v) { p[i] = v; }
+static __device__ __forceinline__ void tsr_st(tsr_bf16* p, int64_t i, float v) {
+  p[i] = __float2bfloat16_rn(v);
+}
+static __device__ __forceinline__ void tsr_st(tsr_f16* p, int64_t i, float v) {
+  p[i] = __float2half_rn(v);
+}
+static __device__ __forceinline__ float tsr_round_bf16(float v) {
+  return __bfloat162float(__float2bfloat16_rn(v));
+}
+static __device__ __forceinline__ float tsr_round_f16(float v) {
+  return __half2float(__float2half_rn(v));
+}
+static __device__ __forceinline__ float tsr_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static __device__ __forceinline__ float tsr_silu(float x) { return x / (1.0f + expf(-x)); }
+static __device__ __forceinline__ float tsr_gelu(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+static __device__ __forceinline__ float tsr_gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+static __device__ __forceinline__ float tsr_square(float x) { return x * x; }
+static __device__ __forceinline__ float tsr_max(float a, float b) {
+  return (a != a || b != b) ? NAN : (a > b ? a : b);
+}
+
+// Warp and block reductions; every participating thread gets the result.
+static __device__ __forceinline__ float tsr_warp_sum(float v) {
+  for (int mask = TSR_WARP / 2; mask > 0; mask >>= 1) v += __shfl_xor_sync(0xffffffffu, v, mask);
+  return v;
+}
+static __device__ __forceinline__ float tsr_warp_max(float v) {
+  for (int mask = TSR_WARP / 2; mask > 0; mask >>= 1)
+    v = tsr_max(v, __shfl_xor_sync(0xffffffffu, v, mask));
+  return v;
+}
+// `scratch` holds one float per warp; the trailing barrier lets the next call reuse it.
+template <int kWarps>
+static __device__ __forceinline__ float tsr_block_sum(float v, float* scratch) {
+  v = tsr_warp_sum(v);
+  if (threadIdx.x % TSR_WARP == 0) scratch[threadIdx.x / TSR_WARP] = v;
+  __syncthreads();
+  v = threadIdx.x % TSR_WARP < kWarps ? scratch[threadIdx.x % TSR_WARP] : 0.0f;
+  v = tsr_warp_sum(v);
+  __syncthreads();
+  return v;
+}
+template <int kWarps>
+static __device__ __forceinline__ float tsr_block_max(float v, float* scratch) {
+  v = tsr_warp_max(v);
+  if (threadIdx.x % TSR_WARP == 0) scratch[threadIdx.x / TSR_WARP] = v;
+  __syncthreads();
+  v = threadIdx.x % TSR_WARP < kWarps ? scratch[threadIdx.x % TSR_WARP] : -INFINITY;
+  v = tsr_warp_max(v);
+  __syncthreads();
+  return v;
+}
+)";
+
+constexpr int kWarpSize = 32;
+constexpr size_t kStaticSharedLimit = 48 * 1024;  // bytes of static __shared__ per block
+
+// A reduction with several results per row (per-head norms) gives each warp its own groups
+// when there are enough groups or they are short; otherwise the whole block reduces each group.
+bool warp_per_group(const RowReduction& reduction, int block_size) {
+  return reduction.groups > 1 &&
+         (reduction.groups >= block_size / kWarpSize || reduction.length <= 16 * kWarpSize);
+}
+
+int checked_int(int64_t value, const char* what) {
+  TESSERA_CHECK(value >= 0 && value <= std::numeric_limits<int>::max(),
+                "row kernel {} {} does not fit a 32-bit loop counter", what, value);
+  return static_cast<int>(value);
+}
+
+std::string scaled(const RowReduction& reduction) {
+  return reduction.scale == 1.0 ? "acc" : fmt::format("acc * {:.9g}f", reduction.scale);
+}
+
+std::string reduction_source(const RowReduction& r, int block_size) {
+  const int groups = checked_int(r.groups, "reduction groups");
+  const int length = checked_int(r.length, "reduction length");
+  const char* init = r.is_max ? "-INFINITY" : "0.0f";
+  const char* combine = r.is_max ? "acc = tsr_max(acc, v);" : "acc += v;";
+  std::string source = fmt::format("  __shared__ float {}[{}];\n", r.array, std::max(groups, 1));
+  if (warp_per_group(r, block_size)) {
+    source += fmt::format("  for (int g = warp; g < {}; g += TSR_WARPS) {{\n", groups);
+    source += fmt::format("    float acc = {};\n", init);
+    source += fmt::format("    for (int k = lane; k < {}; k += TSR_WARP) {{\n", length);
+    source += fmt::format("      float v = {};\n      {}\n    }}\n", r.element, combine);
+    source += fmt::format("    acc = {}(acc);\n", r.is_max ? "tsr_warp_max" : "tsr_warp_sum");
+    source += fmt::format("    if (lane == 0) {}[g] = {};\n  }}\n", r.array, scaled(r));
+  } else {
+    source += fmt::format("  for (int g = 0; g < {}; ++g) {{\n", groups);
+    source += fmt::format("    float acc = {};\n", init);
+    source += fmt::format("    for (int k = threadIdx.x; k < {}; k += TSR_BLOCK) {{\n", length);
+    source += fmt::format("      float v = {};\n      {}\n    }}\n", r.element, combine);
+    source += fmt::format("    acc = {}<TSR_WARPS>(acc, tsr_scratch);\n",
+                          r.is_max ? "tsr_block_max" : "tsr_block_sum");
+    source += fmt::format("    if (threadIdx.x == 0) {}[g] = {};\n  }}\n", r.array, scaled(r));
+  }
+  // The results are read by every thread, in later reductions and in the outputs.
+  source += "  __syncthreads();\n";
+  return source;
+}
+
+}  // namespace
+
+int cuda_block_size(const RowKernelBody& body) {
+  int64_t widest = 0;
+  for (const RowReduction& r : body.reductions) widest = std::max(widest, r.groups * r.length);
+  for (const RowOutput& out : body.outputs) widest = std::max(widest, out.row_elements);
+  return widest >= 1024 ? 256 : 128;
+}
+
+std::string generate_cuda_kernel(const RowKernelBody& body) {
+  const int block_size = cuda_block_size(body);
+  const size_t num_buffers = body.input_dtypes.size() + body.outputs.size();
+  TESSERA_CHECK(num_buffers > 0, "a row kernel without buffers");
+  size_t shared_bytes = static_cast<size_t>(block_size / kWarpSize) * sizeof(float);
+  for (const RowReduction& r : body.reductions)
+    shared_bytes += static_cast<size_t>(r.groups) * sizeof(float);
+  TESSERA_REQUIRE(shared_bytes <= kStaticSharedLimit,
+                  "a fused row kernel needs {} bytes of shared memory for its per-row reductions "
+                  "(CUDA row kernels have {}); turn fusion off (compilation.pass_config."
+                  "enable_fusion: false) for this model",
+                  shared_bytes, kStaticSharedLimit);
+
+  std::string source = kPrelude;
+  source +=
+      fmt::format("\n#define TSR_BLOCK {}\n#define TSR_WARPS (TSR_BLOCK / TSR_WARP)\n", block_size);
+  source += fmt::format("struct tsr_buffers {{ void* p[{}]; }};\n\n", num_buffers);
+  source +=
+      "extern \"C\" __global__ void __launch_bounds__(TSR_BLOCK)\n"
+      "tessera_kernel(long long rows, tsr_buffers buffers) {\n"
+      "  const int64_t row = blockIdx.x;\n"
+      "  if (row >= rows) return;\n";
+  size_t slot = 0;
+  for (size_t i = 0; i < body.input_dtypes.size(); ++i, ++slot) {
+    const char* type = prelude_type(body.input_dtypes[i]);
+    source += fmt::format("  const {0}* __restrict__ in{1} = (const {0}*)buffers.p[{2}];\n", type,
+                          i, slot);
+  }
+  for (size_t i = 0; i < body.outputs.size(); ++i, ++slot) {
+    const char* type = prelude_type(body.outputs[i].dtype);
+    source += fmt::format("  {0}* __restrict__ out{1} = ({0}*)buffers.p[{2}];\n", type, i, slot);
+  }
+  if (!body.reductions.empty()) {
+    source += "  const int lane = threadIdx.x % TSR_WARP;\n";
+    source += "  const int warp = threadIdx.x / TSR_WARP;\n";
+    source += "  __shared__ float tsr_scratch[TSR_WARPS];\n";
+    source += "  (void)lane; (void)warp; (void)tsr_scratch;\n";
+  }
+  for (const RowReduction& r : body.reductions) source += reduction_source(r, block_size);
+  for (size_t o = 0; o < body.outputs.size(); ++o) {
+    const RowOutput& out = body.outputs[o];
+    const int elements = checked_int(out.row_elements, "output row");
+    source += fmt::format("  for (int i = threadIdx.x; i < {}; i += TSR_BLOCK) {{\n", elements);
+    source += fmt::format("    tsr_st(out{}, row * {} + i, {});\n", o, elements, out.element);
+    source += "  }\n";
+  }
+  source += "}\n";
+  return source;
+}
+
+}  // namespace tessera

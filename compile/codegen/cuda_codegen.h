@@ -1,0 +1,30 @@
+// CUDA code generation: a fused row kernel as CUDA C source, compiled at run time by NVRTC (see
+// nvrtc_cache.h). One block per row, so one compiled kernel serves every token count: the grid is
+// the row count, passed at launch. Reductions go through warp shuffles and shared memory; their
+// per-row results live in shared arrays every thread of the block reads.
+#pragma once
+
+#include <string>
+
+#include "compile/codegen/row_kernel.h"
+
+namespace tessera {
+
+// extern "C" __global__ void tessera_kernel(long long rows, tsr_buffers buffers), launched with
+// `rows` blocks of cuda_block_size(body) threads. tsr_buffers is a struct of one void* per buffer
+// (the inputs, then the outputs, in FusedKernel order) passed by value, so no device array of
+// pointers is needed: launch with the address of a host array of those pointers as the argument.
+std::string generate_cuda_kernel(const RowKernelBody& body);
+
+// Threads per block of the generated kernel: 256 for rows of 1024 elements or more, else 128.
+int cuda_block_size(const RowKernelBody& body);
+
+// What FusedKernel::compiled points to for a CUDA device: the loaded kernel (a cudaKernel_t,
+// launchable with cudaLaunchKernel) and its launch shape.
+struct CudaRowKernel {
+  const void* function = nullptr;
+  int block_size = 128;
+  size_t num_buffers = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,344 @@
+#include "compile/codegen/nvrtc_cache.h"
+
+#ifdef TESSERA_CUDA
+
+#include <dlfcn.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "compile/graph.h"
+#include "kernels/check.h"
+#include "kernels/cuda/gpu_runtime.h"
+
+namespace tessera {
+namespace fs = std::filesystem;
+
+namespace {
+
+#define RTC_CHECK(call, what)                                                          \
+  do {                                                                                 \
+    gpurtcResult rtc_check_result_ = (call);                                           \
+    TESSERA_REQUIRE(rtc_check_result_ == GPURTC_SUCCESS, "NVRTC: {} failed: {}", what, \
+                    gpurtcGetErrorString(rtc_check_result_));                          \
+  } while (0)
+
+// Compiled images and loaded kernels by cache key, shared by every cache in the process; never
+// unloaded, since compiled plans hold their kernels for the process's lifetime.
+struct ProcessEntry {
+  std::string image;
+  const void* function = nullptr;
+};
+std::map<std::string, ProcessEntry>& process_entries() {
+  static std::map<std::string, ProcessEntry> entries;
+  return entries;
+}
+std::mutex& process_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+bool has_fp16_headers(const fs::path& dir) {
+  std::error_code error;
+  return fs::exists(dir / "cuda_fp16.h", error) && fs::exists(dir / "cuda_bf16.h", error);
+}
+
+std::vector<std::string> base_options() {
+  return {"-default-device", "--std=c++17", "--include-path=" + cuda_include_dir()};
+}
+
+std::string joined(const std::vector<std::string>& parts) {
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : " ") + part;
+  return text;
+}
+
+bool is_cubin_target(const std::string& target) {
+  return target.rfind("sm_", 0) == 0;
+}
+
+// NVRTC's newest architecture it can emit a cubin for; past it, PTX of that architecture.
+std::string nvrtc_target(const std::string& architecture) {
+  int count = 0;
+  RTC_CHECK(gpurtcGetNumSupportedArchs(&count), "listing the supported architectures");
+  std::vector<int> supported(static_cast<size_t>(count));
+  RTC_CHECK(gpurtcGetSupportedArchs(supported.data()), "listing the supported architectures");
+  TESSERA_REQUIRE(architecture.rfind("sm_", 0) == 0 && architecture.size() > 3,
+                  "CUDA architecture '{}' is not of the form sm_XY (sm_90 for H100)", architecture);
+  int wanted = std::atoi(architecture.c_str() + 3);
+  if (std::find(supported.begin(), supported.end(), wanted) != supported.end()) return architecture;
+  int newest = supported.empty() ? 0 : *std::max_element(supported.begin(), supported.end());
+  TESSERA_REQUIRE(newest > 0 && newest < wanted,
+                  "NVRTC cannot compile for {} (it supports sm_{} to sm_{}); use a CUDA toolkit "
+                  "that supports this GPU",
+                  architecture, supported.empty() ? 0 : supported.front(), newest);
+  spdlog::info("NVRTC knows no {}: generated kernels are compiled to PTX for compute_{}",
+               architecture, newest);
+  return fmt::format("compute_{}", newest);
+}
+
+// A cubin is an ELF file; PTX is text that the loader wants NUL-terminated.
+bool valid_image(const std::string& bytes, bool cubin) {
+  if (cubin)
+    return bytes.size() > 4 && bytes.compare(0, 4,
+                                             "\x7f"
+                                             "ELF") == 0;
+  return bytes.size() > 1 && bytes.back() == '\0' && bytes.find(".entry") != std::string::npos;
+}
+
+bool read_file(const fs::path& path, std::string* bytes) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return false;
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  *bytes = contents.str();
+  return true;
+}
+
+// Writes under a temporary name and renames: readers see no entry or the whole entry.
+void write_atomically(const fs::path& path, const std::string& bytes) {
+  std::string temporary = path.string() + fmt::format(".{}.tmp", getpid());
+  {
+    std::ofstream file(temporary, std::ios::binary);
+    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    TESSERA_REQUIRE(file.good(),
+                    "cannot write the kernel cache entry {} (set compilation.cache_dir)",
+                    temporary);
+  }
+  fs::rename(temporary, path);
+}
+
+std::string program_log(gpurtcProgram program) {
+  size_t size = 0;
+  if (gpurtcGetProgramLogSize(program, &size) != GPURTC_SUCCESS || size == 0) return "";
+  std::string log(size, '\0');
+  if (gpurtcGetProgramLog(program, log.data()) != GPURTC_SUCCESS) return "";
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log;
+}
+
+}  // namespace
+
+std::string cuda_include_dir() {
+  static const std::string found = [] {
+    std::vector<fs::path> candidates;
+    for (const char* variable : {"CUDA_HOME", "CUDA_PATH"})
+      if (const char* root = std::getenv(variable); root && *root)
+        candidates.push_back(fs::path(root) / "include");
+    // The toolkit NVRTC came from: lib64/../include, targets/<arch>/lib/../include, or a pip
+    // wheel's nvidia/cuda_nvrtc/lib next to nvidia/cuda_runtime/include.
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void*>(&gpurtcVersion), &info) != 0 && info.dli_fname) {
+      fs::path lib = fs::path(info.dli_fname).parent_path();
+      std::error_code error;
+      fs::path resolved = fs::canonical(info.dli_fname, error).parent_path();
+      for (const fs::path& dir : {lib, resolved}) {
+        candidates.push_back(dir / ".." / "include");
+        candidates.push_back(dir / ".." / ".." / "cuda_runtime" / "include");
+      }
+    }
+    candidates.push_back("/usr/local/cuda/include");
+    candidates.push_back("/usr/include");
+    for (const fs::path& dir : candidates)
+      if (has_fp16_headers(dir)) return dir.lexically_normal().string();
+    return std::string();
+  }();
+  TESSERA_REQUIRE(!found.empty(),
+                  "cannot find the CUDA headers cuda_fp16.h and cuda_bf16.h that generated "
+                  "kernels include (looked in $CUDA_HOME, $CUDA_PATH, next to libnvrtc, "
+                  "/usr/local/cuda/include); set CUDA_HOME to the CUDA toolkit");
+  return found;
+}
+
+std::string cuda_device_architecture(int device_index) {
+  gpuDeviceProp properties;
+  GPU_CHECK(gpuGetDeviceProperties(&properties, device_index));
+  return fmt::format("sm_{}{}", properties.major, properties.minor);
+}
+
+std::string NvrtcKernelCache::compiler_identity() {
+  static const std::string identity = [] {
+    int major = 0, minor = 0;
+    RTC_CHECK(gpurtcVersion(&major, &minor), "reading its version");
+    return fmt::format("NVRTC {}.{} {}", major, minor, joined(base_options()));
+  }();
+  return identity;
+}
+
+NvrtcKernelCache::NvrtcKernelCache(std::string cache_dir, std::string architecture,
+                                   int device_index)
+    : directory_(std::move(cache_dir) + "/cuda"),
+      target_(nvrtc_target(architecture)),
+      device_index_(device_index) {
+  std::error_code error;
+  fs::create_directories(directory_, error);
+  TESSERA_REQUIRE(!error,
+                  "cannot create the kernel cache directory {}: {} (set compilation.cache_dir)",
+                  directory_, error.message());
+}
+
+NvrtcKernelCache NvrtcKernelCache::for_device(std::string cache_dir, int device_index) {
+  return NvrtcKernelCache(std::move(cache_dir), cuda_device_architecture(device_index),
+                          device_index);
+}
+
+std::string NvrtcKernelCache::key(const std::string& source) const {
+  return fmt::format("{:016x}", fnv1a_hash(compiler_identity() + "\n" + target_ + "\n" + source));
+}
+
+std::string NvrtcKernelCache::compile(const std::string& key, const std::string& source,
+                                      const std::string& name) {
+  // The source goes to disk first, so errors (and NVRTC's log lines) name a file to open.
+  fs::path source_path = fs::path(directory_) / (key + ".cu");
+  write_atomically(source_path, source);
+  gpurtcProgram program = nullptr;
+  RTC_CHECK(gpurtcCreateProgram(&program, source.c_str(), source_path.c_str(), 0, nullptr, nullptr),
+            "creating a program");
+  std::unique_ptr<gpurtcProgram, void (*)(gpurtcProgram*)> destroy(
+      &program, [](gpurtcProgram* p) { (void)gpurtcDestroyProgram(p); });
+  std::vector<std::string> options = base_options();
+  options.push_back("--gpu-architecture=" + target_);
+  std::vector<const char*> option_pointers;
+  for (const std::string& option : options) option_pointers.push_back(option.c_str());
+  auto start = std::chrono::steady_clock::now();
+  gpurtcResult result = gpurtcCompileProgram(program, static_cast<int>(option_pointers.size()),
+                                             option_pointers.data());
+  double milliseconds =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (result != GPURTC_SUCCESS) {
+    throw Error(
+        fmt::format("compiling CUDA kernel {} failed: NVRTC reported {}\nsource: {}\n"
+                    "options: {}\n{}",
+                    name, gpurtcGetErrorString(result), source_path.string(), joined(options),
+                    program_log(program)));
+  }
+  std::string image;
+  size_t size = 0;
+  if (is_cubin_target(target_)) {
+    RTC_CHECK(gpurtcGetCodeSize(program, &size), "reading the cubin's size");
+    image.resize(size);
+    RTC_CHECK(gpurtcGetCode(program, image.data()), "reading the cubin");
+  } else {
+    RTC_CHECK(gpurtcGetPTXSize(program, &size), "reading the PTX's size");  // with its NUL
+    image.resize(size);
+    RTC_CHECK(gpurtcGetPTX(program, image.data()), "reading the PTX");
+  }
+  spdlog::debug("NVRTC compiled {} for {} in {:.0f} ms ({})", name, target_, milliseconds,
+                source_path.string());
+  write_atomically(fs::path(directory_) / (key + (is_cubin_target(target_) ? ".cubin" : ".ptx")),
+                   image);
+  ++stats_.compiled;
+  return image;
+}
+
+std::string NvrtcKernelCache::load_or_compile_image(
+    const std::string& key, const std::string& source, const std::string& name,
+    const std::function<bool(const std::string&)>& accept) {
+  bool cubin = is_cubin_target(target_);
+  fs::path path = fs::path(directory_) / (key + (cubin ? ".cubin" : ".ptx"));
+  std::string bytes;
+  if (read_file(path, &bytes)) {
+    if (valid_image(bytes, cubin) && accept(bytes)) {
+      ++stats_.disk_hits;
+      return bytes;
+    }
+    spdlog::warn("kernel cache entry {} is not a loadable {} ({} bytes); rebuilding it",
+                 path.string(), cubin ? "cubin" : "PTX", bytes.size());
+    ++stats_.rebuilt;
+  }
+  return compile(key, source, name);
+}
+
+std::string NvrtcKernelCache::image(const std::string& source, const std::string& name) {
+  std::string cache_key = key(source);
+  std::lock_guard lock(process_mutex());
+  ProcessEntry& entry = process_entries()[cache_key];
+  if (!entry.image.empty()) {
+    ++stats_.memory_hits;
+    return entry.image;
+  }
+  entry.image =
+      load_or_compile_image(cache_key, source, name, [](const std::string&) { return true; });
+  return entry.image;
+}
+
+namespace {
+
+// The image's tessera_kernel loaded through the runtime; nullptr (and `error` set) on failure.
+const void* load_kernel(const std::string& image, int device_index, std::string* error) {
+  gpu::DeviceGuard device(device_index);
+  GPU_CHECK(gpuFree(nullptr));  // the runtime's primary context exists from here on
+  gpuLibrary_t library = nullptr;
+  gpuError_t status =
+      gpuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+  gpuKernel_t kernel = nullptr;
+  if (status == gpuSuccess) status = gpuLibraryGetKernel(&kernel, library, "tessera_kernel");
+  if (status != gpuSuccess) {
+    (void)gpuGetLastError();
+    *error = fmt::format("{} ({})", gpuGetErrorString(status), gpuGetErrorName(status));
+    return nullptr;
+  }
+  return reinterpret_cast<const void*>(kernel);
+}
+
+}  // namespace
+
+const void* NvrtcKernelCache::load(const std::string& source, const std::string& name) {
+  TESSERA_CHECK(device_index_ >= 0, "NvrtcKernelCache::load for {} without a device", name);
+  std::string cache_key = key(source);
+  std::lock_guard lock(process_mutex());
+  ProcessEntry& entry = process_entries()[cache_key];
+  if (entry.function != nullptr) {
+    ++stats_.memory_hits;
+    return entry.function;
+  }
+  const void* function = nullptr;
+  std::string error;
+  if (entry.image.empty()) {
+    // A disk entry counts only when it loads; one that does not is rebuilt.
+    entry.image = load_or_compile_image(cache_key, source, name, [&](const std::string& bytes) {
+      function = load_kernel(bytes, device_index_, &error);
+      return function != nullptr;
+    });
+  } else {
+    ++stats_.memory_hits;
+  }
+  if (function == nullptr) function = load_kernel(entry.image, device_index_, &error);
+  TESSERA_REQUIRE(function != nullptr,
+                  "compiled CUDA kernel {} ({} in {}) does not load on cuda:{}: {}", name,
+                  cache_key, directory_, device_index_, error);
+  entry.function = function;
+  return function;
+}
+
+void launch_cuda_row_kernel(const CudaRowKernel& kernel, int64_t rows, void* const* buffers,
+                            Device device) {
+  TESSERA_CHECK(kernel.function != nullptr, "launching a CUDA row kernel that was never loaded");
+  if (rows == 0) return;
+  TESSERA_REQUIRE(rows > 0 && rows <= 0x7fffffff,
+                  "a fused row kernel over {} rows exceeds the CUDA grid limit (2^31 - 1 blocks)",
+                  rows);
+  gpu::LaunchScope scope(device);
+  long long row_count = rows;
+  // The buffers parameter is a struct of num_buffers pointers passed by value: its bytes are
+  // those of the host array.
+  void* arguments[] = {&row_count, const_cast<void**>(buffers)};
+  GPU_CHECK(gpuLaunchKernel(kernel.function, dim3(static_cast<unsigned int>(rows)),
+                            dim3(static_cast<unsigned int>(kernel.block_size)), arguments, 0,
+                            scope.stream()));
+}
+
+}  // namespace tessera
+
+#endif  // TESSERA_CUDA
