@@ -10,11 +10,15 @@
 #
 # Settings (environment): TESSERA_DEPS_PREFIX (/tmp/tessera-deps), TESSERA_JOBS (16),
 # TESSERA_BENCH_TIMEOUT (seconds per benchmark, 120), TESSERA_COMPARE_TIMEOUT (600),
-# TESSERA_DECODE_TIMEOUT (300). Arguments go to the configure step.
+# TESSERA_DECODE_TIMEOUT (300), TESSERA_STEPS (tests,bench,models). Arguments go to the configure
+# step.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
 prefix=${TESSERA_DEPS_PREFIX:-/tmp/tessera-deps}
+# Which stages run after the build: any of tests, bench, models (all by default), so that one
+# call can build and test and a second call on the warm machine can benchmark.
+steps=${TESSERA_STEPS:-tests,bench,models}
 jobs=${TESSERA_JOBS:-16}
 bench_timeout=${TESSERA_BENCH_TIMEOUT:-120}
 build_dir=build
@@ -98,6 +102,7 @@ bench_rows=()
 bench_failed=0
 if ((configure_status == 0)); then
   for label in gpu cpu; do
+    [[ $steps == *tests* ]] || continue
     log="$log_dir/ctest-$label.log"
     parallel=1
     [[ $label == cpu ]] && parallel=$jobs
@@ -115,6 +120,7 @@ if ((configure_status == 0)); then
   while IFS= read -r bench; do
     name=$(basename "$bench")
     [[ $name == logits_dump || $name == decode_bench ]] && continue
+    [[ $steps == *bench* ]] || continue
     say "benchmark $name" | tee -a "$bench_log"
     bench_start=$(date +%s)
     timeout "$bench_timeout" "$bench" 2>&1 | tee -a "$bench_log"
@@ -150,7 +156,7 @@ run_model_check() {
   [[ $result == ok ]] || model_failed=1
   model_rows+=("$(printf '%-24s %-28s %5d s' "$name" "$result" $(($(date +%s) - started)))")
 }
-if ((configure_status == 0)); then
+if ((configure_status == 0)) && [[ $steps == *models* ]]; then
   if [[ -x $build_dir/bench/logits_dump ]]; then
     if import_error=$(python3 -c 'import torch, transformers' 2>&1); then
       OUT="$log_dir" run_model_check compare_gpu.py "${TESSERA_COMPARE_TIMEOUT:-600}" \
