@@ -7,7 +7,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "compile/codegen/kernel_cache.h"
 #include "compile/compiled_function.h"
@@ -15,8 +14,10 @@
 #include "compile/ops/ops.h"
 #include "engine/generator.h"
 #include "kernels/check.h"
+#include "support/test_tensors.h"
 
 using namespace tessera;
+using namespace tessera::testing;
 using ::testing::HasSubstr;
 
 namespace {
@@ -25,25 +26,6 @@ std::string fresh_cache_dir(const std::string& name) {
   auto path = std::filesystem::temp_directory_path() / fmt::format("tessera_test_cache_{}_{}", name, getpid());
   std::filesystem::remove_all(path);
   return path.string();
-}
-
-Tensor random_tensor(Shape sizes, uint32_t seed, DType dtype = DType::f32) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  std::vector<float> values(static_cast<size_t>(shape_numel(sizes)));
-  for (float& v : values) v = dist(rng);
-  return Tensor::from_floats(values, std::move(sizes), dtype);
-}
-
-double relative_error(const Tensor& got, const Tensor& want) {
-  std::vector<double> a = got.to_doubles(), b = want.to_doubles();
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    diff += (a[i] - b[i]) * (a[i] - b[i]);
-    norm += b[i] * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
 CompileOptions compiled_options(const std::string& cache, std::shared_ptr<const CompiledPlan>* plan) {

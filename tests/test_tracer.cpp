@@ -2,34 +2,19 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <random>
 
 #include "compile/compiled_function.h"
 #include "compile/fake_tensor.h"
 #include "compile/ops/ops.h"
 #include "compile/tracer.h"
 #include "kernels/check.h"
+#include "support/test_tensors.h"
 
 using namespace tessera;
+using namespace tessera::testing;
 using ::testing::HasSubstr;
 
 namespace {
-
-Tensor random_tensor(Shape sizes, uint32_t seed, DType dtype = DType::f32) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  std::vector<float> values(static_cast<size_t>(shape_numel(sizes)));
-  for (float& v : values) v = dist(rng);
-  return Tensor::from_floats(values, std::move(sizes), dtype);
-}
-
-double max_abs_difference(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.sizes(), b.sizes());
-  std::vector<double> x = a.to_doubles(), y = b.to_doubles();
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
-  return worst;
-}
 
 // A small norm + gated MLP block, written once against ops::.
 std::vector<Tensor> mlp_block(std::span<const Tensor> inputs, const Tensor& norm_weight,
