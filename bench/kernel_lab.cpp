@@ -559,10 +559,16 @@ std::vector<Case> gather_cases() {
   return cases;
 }
 
-// matmul a [m, k] @ b [k, n] (or linear x [m, k] @ weight [n, k]^T + bias), bf16.
-Case gemm_case(int64_t m, int64_t k, int64_t n, bool linear) {
+// The GEMM ops the lab times: matmul a [m, k] @ b [k, n], linear x [m, k] @ weight [n, k]^T,
+// with or without a bias [n].
+enum class GemmOp { matmul, linear, linear_bias };
+
+// A bf16 GEMM; the table names it `name`.
+Case gemm_case(std::string name, GemmOp gemm_op, int64_t m, int64_t k, int64_t n) {
+  const bool linear = gemm_op != GemmOp::matmul;
+  const bool bias = gemm_op == GemmOp::linear_bias;
   Case test_case;
-  test_case.name = linear ? fmt::format("linear+bias M={}", m) : fmt::format("matmul M={}", m);
+  test_case.name = std::move(name);
   test_case.op = linear ? "linear" : "matmul";
   test_case.make = [=](Lab& lab, bool small) {
     const int64_t cols = small ? 256 : n;  // the check keeps M and K, trims N
@@ -571,7 +577,7 @@ Case gemm_case(int64_t m, int64_t k, int64_t n, bool linear) {
     problem.inputs.push_back(lab.random({rows, k}, DType::bf16));
     problem.inputs.push_back(linear ? lab.random({cols, k}, DType::bf16)
                                     : lab.random({k, cols}, DType::bf16));
-    if (linear) problem.inputs.push_back(lab.random({cols}, DType::bf16));
+    if (bias) problem.inputs.push_back(lab.random({cols}, DType::bf16));
     problem.out_sizes = {rows, cols};
     problem.out_dtype = DType::bf16;
     for (const Tensor& input : problem.inputs) problem.bytes += bytes_of(input);
@@ -582,15 +588,15 @@ Case gemm_case(int64_t m, int64_t k, int64_t n, bool linear) {
                                 linear ? k : cols, linear ? "^T" : "");
     return problem;
   };
-  test_case.reference = [linear](const Problem& problem,
-                                 const std::vector<std::vector<double>>& inputs) {
+  test_case.reference = [linear, bias](const Problem& problem,
+                                       const std::vector<std::vector<double>>& inputs) {
     const int64_t rows = problem.out_sizes[0];
     const int64_t cols = problem.out_sizes[1];
     const int64_t depth = problem.inputs[0].size(1);
     Reference reference;
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t j = 0; j < cols; ++j) {
-        double total = linear ? inputs[2][j] : 0.0;
+        double total = bias ? inputs[2][j] : 0.0;
         double magnitude = std::fabs(total);
         for (int64_t p = 0; p < depth; ++p) {
           const double b = linear ? inputs[1][j * depth + p] : inputs[1][p * cols + j];
@@ -606,9 +612,21 @@ Case gemm_case(int64_t m, int64_t k, int64_t n, bool linear) {
   return test_case;
 }
 
+// Llama 3.2 1B: hidden size 2048; its decode steps run linears of 1 to 32 rows (no bias), and
+// the lm_head projects onto the 128256-token vocabulary.
+constexpr int64_t kLlama1bHidden = 2048;
+
 std::vector<Case> gemm_cases() {
-  return {gemm_case(1, kHidden, kHidden, false), gemm_case(32, kHidden, kHidden, false),
-          gemm_case(4096, kHidden, kHidden, false), gemm_case(4096, kHidden, kHidden, true)};
+  return {
+      gemm_case("matmul M=1", GemmOp::matmul, 1, kHidden, kHidden),
+      gemm_case("matmul M=32", GemmOp::matmul, 32, kHidden, kHidden),
+      gemm_case("matmul M=4096", GemmOp::matmul, 4096, kHidden, kHidden),
+      gemm_case("linear+bias M=4096", GemmOp::linear_bias, 4096, kHidden, kHidden),
+      gemm_case("linear M=1", GemmOp::linear, 1, kLlama1bHidden, kLlama1bHidden),
+      gemm_case("linear M=32", GemmOp::linear, 32, kLlama1bHidden, kLlama1bHidden),
+      gemm_case("linear+bias M=32", GemmOp::linear_bias, 32, kLlama1bHidden, kLlama1bHidden),
+      gemm_case("lm_head M=32", GemmOp::linear, 32, kLlama1bHidden, kVocab),
+  };
 }
 
 int run_lab(int argc, char** argv) {

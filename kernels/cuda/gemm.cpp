@@ -1,15 +1,24 @@
-// GPU kernels of matmul and linear through cuBLAS (hipBLAS on ROCm): cublasGemmEx and
-// cublasGemmStridedBatchedEx with f32 accumulation (CUBLAS_COMPUTE_32F) for f32, f16 and bf16
-// operands. f32 runs as plain f32 (the default math mode never picks TF32), so f32 results stay
-// within ~1e-6 of a float64 reference; f16/bf16 accumulate in f32 and round once.
+// GPU kernels of matmul and linear through cuBLASLt (hipBLASLt on ROCm) with f32 accumulation
+// (CUBLAS_COMPUTE_32F) for f32, f16 and bf16 operands. f32 runs as plain f32 (never TF32), so f32
+// results stay within ~1e-6 of a float64 reference; f16/bf16 accumulate in f32 and round once.
 //
 // Row-major tensors are column-major matrices transposed, so row-major C = A @ B is computed as
 // column-major C^T = B^T @ A^T: the operands swap places and nothing is copied.
 //
-// Later: cublasLt with a per-shape algorithm choice (cached heuristics) and its bias epilogue.
+// Each problem (shape, strides, pointer alignments, epilogue) gets a plan once per device: its
+// matmul descriptor, matrix layouts and the best algorithm of cublasLtMatmulAlgoGetHeuristic, so
+// later calls skip the heuristic. linear's bias rides in the BIAS epilogue, added in f32 before
+// the one rounding, as on the CPU. For a problem Lt has no algorithm for, cublasGemmEx (or its
+// strided-batched form) runs instead; the bias then fills the output and beta = 1 adds onto it.
+#include <spdlog/spdlog.h>
+
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string_view>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 
 #include "kernels/check.h"
 #include "kernels/cuda/gpu_runtime.h"
@@ -23,14 +32,77 @@ namespace {
 // allocating during graph capture.
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int kMaxDevices = 64;
+// The alignment cuBLASLt assumes for its matrices unless told less.
+constexpr uint64_t kMaxAlignmentBytes = 256;
 
-// One handle per device, shared by all threads under a mutex (setting the stream and enqueueing a
-// GEMM take microseconds). Each stream gets its own workspace: GEMMs running concurrently on two
-// streams must not share scratch memory. Contexts live until the process exits.
+// Owns one BLASLt descriptor. Destroying cannot report a failure (destructors must not throw).
+template <typename Handle, auto destroy>
+class LtDescriptor {
+ public:
+  LtDescriptor() = default;
+  LtDescriptor(const LtDescriptor&) = delete;
+  LtDescriptor& operator=(const LtDescriptor&) = delete;
+  ~LtDescriptor() {
+    if (handle_ != nullptr) (void)destroy(handle_);
+  }
+  Handle* address() { return &handle_; }  // for the Create call
+  Handle get() const { return handle_; }
+
+ private:
+  Handle handle_ = nullptr;
+};
+
+using LtMatmulDesc = LtDescriptor<gpublasLtMatmulDesc_t, &gpublasLtMatmulDescDestroy>;
+using LtLayout = LtDescriptor<gpublasLtMatrixLayout_t, &gpublasLtMatrixLayoutDestroy>;
+using LtPreference = LtDescriptor<gpublasLtMatmulPreference_t, &gpublasLtMatmulPreferenceDestroy>;
+
+// Everything the heuristic's answer depends on (the device is implied: each device has its own
+// cache). Sizes are those of the row-major problem; Lt's A is b (or linear's weight), its B is a,
+// C = D is the output. Alignments are in bytes, 0 for an absent bias.
+struct LtPlanKey {
+  int64_t dtype = 0;
+  int64_t b_transposed = 0;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batches = 1;
+  int64_t ld_a = 0, ld_b = 0, ld_c = 0;              // Lt's column-major leading dims
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batches, 0 when one
+  int64_t epilogue = 0;
+  int64_t workspace_bytes = 0;
+  int64_t align_a = 0, align_b = 0, align_c = 0, align_bias = 0;
+  bool operator==(const LtPlanKey&) const = default;
+};
+
+// The key is all int64 fields, so its bytes are its value.
+static_assert(std::has_unique_object_representations_v<LtPlanKey>);
+struct LtPlanKeyHash {
+  size_t operator()(const LtPlanKey& key) const {
+    return std::hash<std::string_view>{}(
+        std::string_view(reinterpret_cast<const char*>(&key), sizeof(key)));
+  }
+};
+
+// A cached plan. The descriptors are only read by later calls, except the bias pointer, which
+// each call sets under the context's mutex.
+struct LtPlan {
+  LtMatmulDesc matmul;
+  LtLayout layout_a;
+  LtLayout layout_b;
+  LtLayout layout_c;  // C and D: the GEMM runs in place on the output
+  bool has_algorithm = false;
+  gpublasLtMatmulAlgo_t algorithm{};
+};
+
+// One cuBLAS and one cuBLASLt handle per device, shared by all threads under a mutex (binding the
+// stream, looking up the plan and enqueueing a GEMM take microseconds). Each stream gets its own
+// workspace: GEMMs running concurrently on two streams must not share scratch memory; the two
+// libraries share it, their calls on one stream being ordered. Contexts live until the process
+// exits.
 struct BlasContext {
   std::mutex mutex;
   gpublasHandle_t handle = nullptr;
+  gpublasLtHandle_t lt_handle = nullptr;
   std::unordered_map<gpuStream_t, void*> workspaces;
+  std::unordered_map<LtPlanKey, std::unique_ptr<LtPlan>, LtPlanKeyHash> lt_plans;
 };
 
 BlasContext& blas_context(int device_index) {
@@ -42,27 +114,46 @@ BlasContext& blas_context(int device_index) {
     DeviceGuard device(device_index);
     GPUBLAS_CHECK(gpublasCreate(&context->handle));
     GPUBLAS_CHECK(gpublasSetMathMode(context->handle, GPUBLAS_DEFAULT_MATH));
+    GPUBLAS_CHECK(gpublasLtCreate(&context->lt_handle));
     contexts[device_index] = context.release();  // never destroyed: see above
   });
   return *contexts[device_index];
 }
 
-// Locks the device's handle, bound to the current stream and that stream's workspace.
+// Locks the device's BLAS context for one GEMM on `stream`, with that stream's workspace.
 class BlasCall {
  public:
   BlasCall(Device device, gpuStream_t stream)
-      : context_(blas_context(device.index)), lock_(context_.mutex) {
-    GPUBLAS_CHECK(gpublasSetStream(context_.handle, stream));
+      : context_(blas_context(device.index)), lock_(context_.mutex), stream_(stream) {
     void*& workspace = context_.workspaces[stream];
     if (workspace == nullptr)
       workspace = backend(device).allocator(device.index).allocate(kWorkspaceBytes);
-    GPUBLAS_CHECK(gpublasSetWorkspace(context_.handle, workspace, kWorkspaceBytes));
+    workspace_ = workspace;
   }
-  gpublasHandle_t handle() const { return context_.handle; }
+
+  // The cuBLAS handle, bound to this call's stream and workspace.
+  gpublasHandle_t blas_handle() const {
+    GPUBLAS_CHECK(gpublasSetStream(context_.handle, stream_));
+    GPUBLAS_CHECK(gpublasSetWorkspace(context_.handle, workspace_, kWorkspaceBytes));
+    return context_.handle;
+  }
+  gpublasLtHandle_t lt_handle() const { return context_.lt_handle; }
+  gpuStream_t stream() const { return stream_; }
+  void* workspace() const { return workspace_; }
+
+  // The plan cached for `key`, made by `make` (returning std::unique_ptr<LtPlan>) the first time.
+  template <typename MakePlan>
+  LtPlan& lt_plan(const LtPlanKey& key, MakePlan&& make) {
+    auto found = context_.lt_plans.find(key);
+    if (found == context_.lt_plans.end()) found = context_.lt_plans.emplace(key, make()).first;
+    return *found->second;
+  }
 
  private:
   BlasContext& context_;
   std::lock_guard<std::mutex> lock_;
+  gpuStream_t stream_;
+  void* workspace_ = nullptr;
 };
 
 gpuDataType blas_type(const char* op, DType dtype) {
@@ -105,22 +196,184 @@ int64_t leading_numel(const Tensor& tensor) {
   return count;
 }
 
-// Row-major out[m, n] (+)= a[m, k] @ op(b), in `batches` strided batches. b is [k, n] row-major
-// (b_transposed = false) or [n, k] row-major read transposed (linear's weight). With
+// Row-major out[m, n] (+)= a[m, k] @ op(b) (+ bias), in `batches` strided batches. b is [k, n]
+// row-major (b_transposed = false) or [n, k] row-major read transposed (linear's weight). With
 // accumulate, out already holds the bias rows and beta = 1 adds the product to them, so the sum
-// is rounded once, as on the CPU.
+// is rounded once, as on the CPU. A bias pointer instead asks Lt's BIAS epilogue to add bias[n] to
+// every row (run_lt_gemm only; never together with accumulate).
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0;
   int64_t batches = 1;
   const void* a = nullptr;
   const void* b = nullptr;
   void* out = nullptr;
+  const void* bias = nullptr;
   bool b_transposed = false;
   bool accumulate = false;
   DType dtype = DType::f32;
 };
 
-void run_gemm(const char* op, Device device, const GemmProblem& problem) {
+// The alignment Lt may assume for a matrix: the largest power of two up to 256 dividing its
+// address and, in strided batches, the byte distance to the next matrix.
+int64_t lt_alignment(const void* pointer, int64_t batch_stride_bytes) {
+  const uint64_t bits = reinterpret_cast<uintptr_t>(pointer) |
+                        static_cast<uint64_t>(batch_stride_bytes) | kMaxAlignmentBytes;
+  return static_cast<int64_t>(bits & (~bits + 1));  // the lowest set bit
+}
+
+LtPlanKey lt_plan_key(const char* op, const GemmProblem& problem) {
+  LtPlanKey key;
+  key.dtype = static_cast<int64_t>(problem.dtype);
+  key.b_transposed = problem.b_transposed ? 1 : 0;
+  key.m = blas_int(op, "M (output rows)", problem.m);
+  key.n = blas_int(op, "N (output columns)", problem.n);
+  key.k = blas_int(op, "K", problem.k);
+  key.batches = blas_int(op, "the batch count", problem.batches);
+  key.ld_a = problem.b_transposed ? key.k : key.n;
+  key.ld_b = key.k;
+  key.ld_c = key.n;
+  if (key.batches > 1) {
+    key.stride_a = key.k * key.n;
+    key.stride_b = key.m * key.k;
+    key.stride_c = key.m * key.n;
+  }
+  key.epilogue = problem.bias != nullptr ? GPUBLASLT_EPILOGUE_BIAS : GPUBLASLT_EPILOGUE_DEFAULT;
+  key.workspace_bytes = static_cast<int64_t>(kWorkspaceBytes);
+  const auto element = static_cast<int64_t>(element_size(problem.dtype));
+  key.align_a = lt_alignment(problem.b, key.stride_a * element);
+  key.align_b = lt_alignment(problem.a, key.stride_b * element);
+  key.align_c = lt_alignment(problem.out, key.stride_c * element);
+  key.align_bias = problem.bias != nullptr ? lt_alignment(problem.bias, 0) : 0;
+  return key;
+}
+
+// Builds the descriptors of `key` and asks the heuristic for its best algorithm, once. `bias` is
+// the first call's bias pointer: the heuristic reads its alignment from it.
+std::unique_ptr<LtPlan> make_lt_plan(const char* op, gpublasLtHandle_t handle, const LtPlanKey& key,
+                                     const void* bias) {
+  const gpuDataType type = blas_type(op, static_cast<DType>(key.dtype));
+  auto plan = std::make_unique<LtPlan>();
+  GPUBLAS_CHECK(gpublasLtMatmulDescCreate(plan->matmul.address(), GPUBLAS_COMPUTE_32F, GPU_R_32F));
+  gpublasLtMatmulDesc_t matmul = plan->matmul.get();
+  const gpublasOperation_t transpose_a = key.b_transposed != 0 ? GPUBLAS_OP_T : GPUBLAS_OP_N;
+  const gpublasOperation_t transpose_b = GPUBLAS_OP_N;
+  GPUBLAS_CHECK(gpublasLtMatmulDescSetAttribute(matmul, GPUBLASLT_MATMUL_DESC_TRANSA, &transpose_a,
+                                                sizeof(transpose_a)));
+  GPUBLAS_CHECK(gpublasLtMatmulDescSetAttribute(matmul, GPUBLASLT_MATMUL_DESC_TRANSB, &transpose_b,
+                                                sizeof(transpose_b)));
+  const auto epilogue = static_cast<gpublasLtEpilogue_t>(key.epilogue);
+  GPUBLAS_CHECK(gpublasLtMatmulDescSetAttribute(matmul, GPUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                sizeof(epilogue)));
+  if (epilogue == GPUBLASLT_EPILOGUE_BIAS) {
+    // The bias has the output's dtype (Lt's default; stated because hipBLASLt's may differ).
+    const auto bias_type = static_cast<int32_t>(type);
+    GPUBLAS_CHECK(gpublasLtMatmulDescSetAttribute(matmul, GPUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                  &bias_type, sizeof(bias_type)));
+    GPUBLAS_CHECK(gpublasLtMatmulDescSetAttribute(matmul, GPUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                  sizeof(bias)));
+  }
+
+  // Column-major: A is [k, n] read transposed (the weight) or [n, k]; B is [k, m]; C is [n, m].
+  const auto rows_a = static_cast<uint64_t>(key.b_transposed != 0 ? key.k : key.n);
+  const auto cols_a = static_cast<uint64_t>(key.b_transposed != 0 ? key.n : key.k);
+  const auto k = static_cast<uint64_t>(key.k);
+  const auto m = static_cast<uint64_t>(key.m);
+  const auto n = static_cast<uint64_t>(key.n);
+  GPUBLAS_CHECK(
+      gpublasLtMatrixLayoutCreate(plan->layout_a.address(), type, rows_a, cols_a, key.ld_a));
+  GPUBLAS_CHECK(gpublasLtMatrixLayoutCreate(plan->layout_b.address(), type, k, m, key.ld_b));
+  GPUBLAS_CHECK(gpublasLtMatrixLayoutCreate(plan->layout_c.address(), type, n, m, key.ld_c));
+  if (key.batches > 1) {
+    const auto batches = static_cast<int32_t>(key.batches);
+    const std::pair<gpublasLtMatrixLayout_t, int64_t> strided[] = {
+        {plan->layout_a.get(), key.stride_a},
+        {plan->layout_b.get(), key.stride_b},
+        {plan->layout_c.get(), key.stride_c}};
+    for (const auto& [layout, stride] : strided) {
+      GPUBLAS_CHECK(gpublasLtMatrixLayoutSetAttribute(layout, GPUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                      &batches, sizeof(batches)));
+      GPUBLAS_CHECK(gpublasLtMatrixLayoutSetAttribute(
+          layout, GPUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+    }
+  }
+
+  LtPreference preference;
+  GPUBLAS_CHECK(gpublasLtMatmulPreferenceCreate(preference.address()));
+  const auto workspace_bytes = static_cast<uint64_t>(key.workspace_bytes);
+  GPUBLAS_CHECK(gpublasLtMatmulPreferenceSetAttribute(preference.get(),
+                                                      GPUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &workspace_bytes, sizeof(workspace_bytes)));
+#if GPUBLASLT_HAS_PREFERENCE_FILTERS
+  // Split-K partial sums stay in f32 (the in-place and output-type schemes would round them to
+  // f16/bf16 on the way), and algorithms needing more alignment than the operands have are out.
+  const uint32_t reduction_schemes = GPUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  GPUBLAS_CHECK(gpublasLtMatmulPreferenceSetAttribute(
+      preference.get(), GPUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction_schemes,
+      sizeof(reduction_schemes)));
+  const auto align_a = static_cast<uint32_t>(key.align_a);
+  const auto align_b = static_cast<uint32_t>(key.align_b);
+  const auto align_c = static_cast<uint32_t>(key.align_c);
+  GPUBLAS_CHECK(gpublasLtMatmulPreferenceSetAttribute(
+      preference.get(), GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
+  GPUBLAS_CHECK(gpublasLtMatmulPreferenceSetAttribute(
+      preference.get(), GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
+  GPUBLAS_CHECK(gpublasLtMatmulPreferenceSetAttribute(
+      preference.get(), GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c)));
+  GPUBLAS_CHECK(gpublasLtMatmulPreferenceSetAttribute(
+      preference.get(), GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c)));
+#endif
+
+  gpublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const gpublasStatus_t status = gpublasLtMatmulAlgoGetHeuristic(
+      handle, matmul, plan->layout_a.get(), plan->layout_b.get(), plan->layout_c.get(),
+      plan->layout_c.get(), preference.get(), 1, &result, &found);
+  // NOT_SUPPORTED means no algorithm for this configuration; anything else is an error.
+  if (status != GPUBLAS_STATUS_SUCCESS && status != GPUBLAS_STATUS_NOT_SUPPORTED)
+    throw_blas_error("gpublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__, status);
+  plan->has_algorithm =
+      status == GPUBLAS_STATUS_SUCCESS && found > 0 && result.state == GPUBLAS_STATUS_SUCCESS;
+  if (plan->has_algorithm) {
+    plan->algorithm = result.algo;
+  } else {
+    spdlog::debug(
+        "{}: {} BLASLt has no algorithm for {} M={} N={} K={} batches={}{} (alignments {}/{}/{}); "
+        "using GemmEx for this shape",
+        op, runtime_name(), dtype_name(static_cast<DType>(key.dtype)), key.m, key.n, key.k,
+        key.batches, epilogue == GPUBLASLT_EPILOGUE_BIAS ? " with the bias epilogue" : "",
+        key.align_a, key.align_b, key.align_c);
+  }
+  return plan;
+}
+
+// Enqueues the GEMM through BLASLt with the shape's cached plan. Returns false, having enqueued
+// nothing, when Lt has no algorithm for the problem.
+bool run_lt_gemm(const char* op, Device device, const GemmProblem& problem) {
+  TESSERA_CHECK(problem.bias == nullptr || !problem.accumulate,
+                "{}: a GEMM takes its bias from the epilogue or from the output, not both", op);
+  const LtPlanKey key = lt_plan_key(op, problem);
+  LaunchScope scope(device);
+  BlasCall call(device, scope.stream());
+  const LtPlan& plan =
+      call.lt_plan(key, [&] { return make_lt_plan(op, call.lt_handle(), key, problem.bias); });
+  if (!plan.has_algorithm) return false;
+  if (problem.bias != nullptr) {
+    GPUBLAS_CHECK(gpublasLtMatmulDescSetAttribute(plan.matmul.get(),
+                                                  GPUBLASLT_MATMUL_DESC_BIAS_POINTER, &problem.bias,
+                                                  sizeof(problem.bias)));
+  }
+  const float alpha = 1.0f;
+  const float beta = problem.accumulate ? 1.0f : 0.0f;
+  GPUBLAS_CHECK(gpublasLtMatmul(call.lt_handle(), plan.matmul.get(), &alpha, problem.b,
+                                plan.layout_a.get(), problem.a, plan.layout_b.get(), &beta,
+                                problem.out, plan.layout_c.get(), problem.out, plan.layout_c.get(),
+                                &plan.algorithm, call.workspace(), kWorkspaceBytes, call.stream()));
+  return true;
+}
+
+// The fallback: cublasGemmEx / cublasGemmStridedBatchedEx with the library's default heuristic.
+void run_blas_gemm(const char* op, Device device, const GemmProblem& problem) {
+  TESSERA_CHECK(problem.bias == nullptr, "{}: GemmEx has no bias epilogue", op);
   const gpuDataType type = blas_type(op, problem.dtype);
   // Column-major view: C^T [n, m] = op(B)^T [n, k] @ A^T [k, m].
   const int m = blas_int(op, "N (output columns)", problem.n);
@@ -133,24 +386,43 @@ void run_gemm(const char* op, Device device, const GemmProblem& problem) {
   const float beta = problem.accumulate ? 1.0f : 0.0f;
   LaunchScope scope(device);
   BlasCall call(device, scope.stream());
+  gpublasHandle_t handle = call.blas_handle();
   const auto op_b = problem.b_transposed ? GPUBLAS_OP_T : GPUBLAS_OP_N;
   if (problem.batches == 1) {
-    GPUBLAS_CHECK(gpublasGemmEx(call.handle(), op_b, GPUBLAS_OP_N, m, n, k, &alpha, problem.b, type,
-                                ld_b, problem.a, type, ld_a, &beta, problem.out, type, ld_c,
+    GPUBLAS_CHECK(gpublasGemmEx(handle, op_b, GPUBLAS_OP_N, m, n, k, &alpha, problem.b, type, ld_b,
+                                problem.a, type, ld_a, &beta, problem.out, type, ld_c,
                                 GPUBLAS_COMPUTE_32F, GPUBLAS_GEMM_DEFAULT));
   } else {
     GPUBLAS_CHECK(gpublasGemmStridedBatchedEx(
-        call.handle(), op_b, GPUBLAS_OP_N, m, n, k, &alpha, problem.b, type, ld_b,
-        problem.k * problem.n, problem.a, type, ld_a, problem.m * problem.k, &beta, problem.out,
-        type, ld_c, problem.m * problem.n, blas_int(op, "the batch count", problem.batches),
+        handle, op_b, GPUBLAS_OP_N, m, n, k, &alpha, problem.b, type, ld_b, problem.k * problem.n,
+        problem.a, type, ld_a, problem.m * problem.k, &beta, problem.out, type, ld_c,
+        problem.m * problem.n, blas_int(op, "the batch count", problem.batches),
         GPUBLAS_COMPUTE_32F, GPUBLAS_GEMM_DEFAULT));
   }
+}
+
+void run_gemm(const char* op, Device device, const GemmProblem& problem) {
+  if (!run_lt_gemm(op, device, problem)) run_blas_gemm(op, device, problem);
+}
+
+// Whether Lt's BIAS epilogue can add this bias to this output: our descriptors give the bias the
+// output's dtype, which Lt allows for f32, f16 and bf16 outputs.
+bool lt_bias_epilogue_allowed(DType bias_dtype, DType out_dtype) {
+  return bias_dtype == out_dtype;
 }
 
 // A product with K = 0 is all zeros (or just the bias); BLAS is not asked to decide that.
 void fill_zeros(const Tensor& out) {
   LaunchScope scope(out.device());
   GPU_CHECK(gpuMemsetAsync(out.data_ptr(), 0, out.nbytes(), scope.stream()));
+}
+
+// Every row of out [rows, n] becomes the bias (a stride-0 broadcast copy).
+void fill_bias_rows(const Tensor& bias, const Tensor& out, int64_t rows, int64_t n) {
+  const Tensor bias_rows = bias.view({1, n}).expand({rows, n});
+  Tensor out_rows = out.view({rows, n});
+  run_kernel("copy", kGpuDeviceType,
+             KernelArgs{std::span(&bias_rows, 1), Attributes{}, std::span(&out_rows, 1)});
 }
 
 void matmul_entry(const KernelArgs& args) {
@@ -223,16 +495,9 @@ void linear_entry(const KernelArgs& args) {
   require_sizes("linear", "output", out, expected);
   if (out.numel() == 0) return;
   const int64_t rows = leading_numel(x);
-  if (bias != nullptr) {
-    // Every output row starts as the bias (a stride-0 broadcast copy); the GEMM adds onto it.
-    const Tensor bias_rows = bias->view({1, n}).expand({rows, n});
-    Tensor out_rows = out.view({rows, n});
-    run_kernel("copy", kGpuDeviceType,
-               KernelArgs{std::span(&bias_rows, 1), Attributes{}, std::span(&out_rows, 1)});
-  }
   if (k == 0) {
-    if (bias == nullptr) fill_zeros(out);
-    return;
+    if (bias != nullptr) return fill_bias_rows(*bias, out, rows, n);
+    return fill_zeros(out);
   }
   GemmProblem problem;
   problem.m = rows;
@@ -242,8 +507,16 @@ void linear_entry(const KernelArgs& args) {
   problem.b = weight.data_ptr();
   problem.out = out.data_ptr();
   problem.b_transposed = true;
-  problem.accumulate = bias != nullptr;
   problem.dtype = x.dtype();
+  if (bias != nullptr && lt_bias_epilogue_allowed(bias->dtype(), out.dtype())) {
+    problem.bias = bias->data_ptr();
+    if (run_lt_gemm("linear", out.device(), problem)) return;
+    problem.bias = nullptr;  // no algorithm with the epilogue: the bias goes through beta below
+  }
+  if (bias != nullptr) {
+    fill_bias_rows(*bias, out, rows, n);
+    problem.accumulate = true;
+  }
   run_gemm("linear", out.device(), problem);
 }
 

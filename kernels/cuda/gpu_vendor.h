@@ -100,6 +100,43 @@
 #define GPU_R_32F HIP_R_32F
 #define GPU_R_16F HIP_R_16F
 #define GPU_R_16BF HIP_R_16BF
+#define gpublasOperation_t hipblasOperation_t
+#define GPUBLAS_STATUS_NOT_SUPPORTED HIPBLAS_STATUS_NOT_SUPPORTED
+
+// ---- BLASLt: matmul descriptors, layouts, heuristics, epilogues (hipBLASLt)
+#include <hipblaslt/hipblaslt.h>
+#define gpublasLtHandle_t hipblasLtHandle_t
+#define gpublasLtCreate hipblasLtCreate
+#define gpublasLtDestroy hipblasLtDestroy
+#define gpublasLtMatmul hipblasLtMatmul
+#define gpublasLtMatmulAlgo_t hipblasLtMatmulAlgo_t
+#define gpublasLtMatmulAlgoGetHeuristic hipblasLtMatmulAlgoGetHeuristic
+#define gpublasLtMatmulHeuristicResult_t hipblasLtMatmulHeuristicResult_t
+#define gpublasLtMatmulDesc_t hipblasLtMatmulDesc_t
+#define gpublasLtMatmulDescCreate hipblasLtMatmulDescCreate
+#define gpublasLtMatmulDescDestroy hipblasLtMatmulDescDestroy
+#define gpublasLtMatmulDescSetAttribute hipblasLtMatmulDescSetAttribute
+#define GPUBLASLT_MATMUL_DESC_TRANSA HIPBLASLT_MATMUL_DESC_TRANSA
+#define GPUBLASLT_MATMUL_DESC_TRANSB HIPBLASLT_MATMUL_DESC_TRANSB
+#define GPUBLASLT_MATMUL_DESC_EPILOGUE HIPBLASLT_MATMUL_DESC_EPILOGUE
+#define GPUBLASLT_MATMUL_DESC_BIAS_POINTER HIPBLASLT_MATMUL_DESC_BIAS_POINTER
+#define GPUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE HIPBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
+#define gpublasLtEpilogue_t hipblasLtEpilogue_t
+#define GPUBLASLT_EPILOGUE_DEFAULT HIPBLASLT_EPILOGUE_DEFAULT
+#define GPUBLASLT_EPILOGUE_BIAS HIPBLASLT_EPILOGUE_BIAS
+#define gpublasLtMatrixLayout_t hipblasLtMatrixLayout_t
+#define gpublasLtMatrixLayoutCreate hipblasLtMatrixLayoutCreate
+#define gpublasLtMatrixLayoutDestroy hipblasLtMatrixLayoutDestroy
+#define gpublasLtMatrixLayoutSetAttribute hipblasLtMatrixLayoutSetAttribute
+#define GPUBLASLT_MATRIX_LAYOUT_BATCH_COUNT HIPBLASLT_MATRIX_LAYOUT_BATCH_COUNT
+#define GPUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET HIPBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET
+#define gpublasLtMatmulPreference_t hipblasLtMatmulPreference_t
+#define gpublasLtMatmulPreferenceCreate hipblasLtMatmulPreferenceCreate
+#define gpublasLtMatmulPreferenceDestroy hipblasLtMatmulPreferenceDestroy
+#define gpublasLtMatmulPreferenceSetAttribute hipblasLtMatmulPreferenceSetAttribute
+#define GPUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
+// hipBLASLt's preferences have no minimum-alignment or reduction-scheme filters.
+#define GPUBLASLT_HAS_PREFERENCE_FILTERS 0
 
 // ---- device code: 16-bit float types and warp shuffles (wavefronts are 64 lanes on CDNA)
 using gpu_bfloat16 = hip_bfloat16;
@@ -212,6 +249,48 @@ inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
 #define GPU_R_32F CUDA_R_32F
 #define GPU_R_16F CUDA_R_16F
 #define GPU_R_16BF CUDA_R_16BF
+#define gpublasOperation_t cublasOperation_t
+#define GPUBLAS_STATUS_NOT_SUPPORTED CUBLAS_STATUS_NOT_SUPPORTED
+
+// ---- BLASLt: matmul descriptors, layouts, heuristics, epilogues (cuBLASLt)
+#include <cublasLt.h>
+#define gpublasLtHandle_t cublasLtHandle_t
+#define gpublasLtCreate cublasLtCreate
+#define gpublasLtDestroy cublasLtDestroy
+#define gpublasLtMatmul cublasLtMatmul
+#define gpublasLtMatmulAlgo_t cublasLtMatmulAlgo_t
+#define gpublasLtMatmulAlgoGetHeuristic cublasLtMatmulAlgoGetHeuristic
+#define gpublasLtMatmulHeuristicResult_t cublasLtMatmulHeuristicResult_t
+#define gpublasLtMatmulDesc_t cublasLtMatmulDesc_t
+#define gpublasLtMatmulDescCreate cublasLtMatmulDescCreate
+#define gpublasLtMatmulDescDestroy cublasLtMatmulDescDestroy
+#define gpublasLtMatmulDescSetAttribute cublasLtMatmulDescSetAttribute
+#define GPUBLASLT_MATMUL_DESC_TRANSA CUBLASLT_MATMUL_DESC_TRANSA
+#define GPUBLASLT_MATMUL_DESC_TRANSB CUBLASLT_MATMUL_DESC_TRANSB
+#define GPUBLASLT_MATMUL_DESC_EPILOGUE CUBLASLT_MATMUL_DESC_EPILOGUE
+#define GPUBLASLT_MATMUL_DESC_BIAS_POINTER CUBLASLT_MATMUL_DESC_BIAS_POINTER
+#define GPUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
+#define gpublasLtEpilogue_t cublasLtEpilogue_t
+#define GPUBLASLT_EPILOGUE_DEFAULT CUBLASLT_EPILOGUE_DEFAULT
+#define GPUBLASLT_EPILOGUE_BIAS CUBLASLT_EPILOGUE_BIAS
+#define gpublasLtMatrixLayout_t cublasLtMatrixLayout_t
+#define gpublasLtMatrixLayoutCreate cublasLtMatrixLayoutCreate
+#define gpublasLtMatrixLayoutDestroy cublasLtMatrixLayoutDestroy
+#define gpublasLtMatrixLayoutSetAttribute cublasLtMatrixLayoutSetAttribute
+#define GPUBLASLT_MATRIX_LAYOUT_BATCH_COUNT CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT
+#define GPUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET
+#define gpublasLtMatmulPreference_t cublasLtMatmulPreference_t
+#define gpublasLtMatmulPreferenceCreate cublasLtMatmulPreferenceCreate
+#define gpublasLtMatmulPreferenceDestroy cublasLtMatmulPreferenceDestroy
+#define gpublasLtMatmulPreferenceSetAttribute cublasLtMatmulPreferenceSetAttribute
+#define GPUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
+#define GPUBLASLT_HAS_PREFERENCE_FILTERS 1
+#define GPUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK
+#define GPUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+#define GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES
+#define GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES
+#define GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES
+#define GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES
 
 // ---- device code: 16-bit float types and warp shuffles
 using gpu_bfloat16 = __nv_bfloat16;
