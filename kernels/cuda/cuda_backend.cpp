@@ -277,7 +277,14 @@ struct DeviceState {
   }
   CachingAllocator allocator;
   std::unique_ptr<GpuStream> default_stream;
+  // Pinned bounce buffer for large copies to and from pageable host memory: the DMA engine
+  // reads pinned pages at full speed, where pageable copies go through the driver's slow path.
+  std::mutex staging_mutex;
+  void* staging = nullptr;
 };
+
+constexpr size_t kStagingBytes = size_t{16} << 20;   // the pinned buffer, per device
+constexpr size_t kStagingThreshold = size_t{1} << 20;  // smaller copies go direct
 
 constexpr int kMaxDevices = 64;
 thread_local std::array<Stream*, kMaxDevices> current_streams{};
@@ -356,6 +363,28 @@ class GpuBackend final : public DeviceBackend {
     GPU_CHECK(gpuDeviceSynchronize());
   }
 
+  // Host <-> device through the device's pinned buffer, a chunk at a time; synchronous.
+  void copy_through_staging(void* dst, const void* src, size_t bytes, bool to_host, int index,
+                            gpuStream_t handle) {
+    DeviceState& device_state = state(index);
+    std::lock_guard lock(device_state.staging_mutex);
+    if (device_state.staging == nullptr) GPU_CHECK(gpuHostMalloc(&device_state.staging, kStagingBytes));
+    auto* host = static_cast<char*>(to_host ? dst : const_cast<void*>(src));
+    auto* device = static_cast<char*>(to_host ? const_cast<void*>(src) : dst);
+    for (size_t done = 0; done < bytes; done += kStagingBytes) {
+      size_t chunk = std::min(kStagingBytes, bytes - done);
+      if (to_host) {
+        GPU_CHECK(gpuMemcpyAsync(device_state.staging, device + done, chunk, gpuMemcpyDeviceToHost, handle));
+        GPU_CHECK(gpuStreamSynchronize(handle));
+        std::memcpy(host + done, device_state.staging, chunk);
+      } else {
+        std::memcpy(device_state.staging, host + done, chunk);
+        GPU_CHECK(gpuMemcpyAsync(device + done, device_state.staging, chunk, gpuMemcpyHostToDevice, handle));
+        GPU_CHECK(gpuStreamSynchronize(handle));
+      }
+    }
+  }
+
   void copy(void* dst, Device dst_device, const void* src, Device src_device,
             size_t bytes) override {
     if (bytes == 0) return;
@@ -377,6 +406,9 @@ class GpuBackend final : public DeviceBackend {
     gpuStream_t handle = stream_handle(stream);
     if (!dst_host && !src_host && dst_device.index != src_device.index) {
       GPU_CHECK(gpuMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes, handle));
+    } else if (dst_host && bytes >= kStagingThreshold) {  // logits and other readbacks
+      copy_through_staging(dst, src, bytes, /*to_host=*/true, index, handle);
+      return;
     } else {
       gpuMemcpyKind kind = dst_host   ? gpuMemcpyDeviceToHost
                            : src_host ? gpuMemcpyHostToDevice

@@ -43,6 +43,8 @@
 #define gpuFree hipFree
 #define gpuMemGetInfo hipMemGetInfo
 #define gpuMemcpyAsync hipMemcpyAsync
+#define gpuHostMalloc(pointer, bytes) hipHostMalloc(pointer, bytes, 0)
+#define gpuFreeHost hipHostFree
 #define gpuMemcpyPeerAsync hipMemcpyPeerAsync
 #define gpuMemsetAsync hipMemsetAsync
 #define gpuMemcpyKind hipMemcpyKind
@@ -192,6 +194,8 @@ inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
 #define gpuFree cudaFree
 #define gpuMemGetInfo cudaMemGetInfo
 #define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuHostMalloc(pointer, bytes) cudaMallocHost(pointer, bytes)
+#define gpuFreeHost cudaFreeHost
 #define gpuMemcpyPeerAsync cudaMemcpyPeerAsync
 #define gpuMemsetAsync cudaMemsetAsync
 #define gpuMemcpyKind cudaMemcpyKind
