@@ -11,7 +11,9 @@
 #include <fstream>
 #include <random>
 
+#include "compile/codegen/cpp_codegen.h"
 #include "compile/codegen/cuda_codegen.h"
+#include "compile/codegen/kernel_cache.h"
 #include "compile/codegen/nvrtc_cache.h"
 #include "compile/compiled_function.h"
 #include "compile/compiler.h"
@@ -186,6 +188,105 @@ CompiledPlan fused_plan(const RowCase& row_case) {
   return plan;
 }
 
+// rms_norm and silu_and_mul over rows of `width` outputs: the vector path needs width to be a
+// multiple of 16 bytes of the output dtype (2048), the scalar path takes the rest (33).
+RowCase rms_norm_of_width(int64_t width, DType dtype, Device device) {
+  Tensor weight = random_tensor({width}, 6, dtype, device);
+  return {fmt::format("rms_norm_{}", width),
+          [=](std::span<const Tensor> in) {
+            return std::vector<Tensor>{ops::rms_norm(in[0], weight, 1e-6)};
+          },
+          [=](int64_t tokens) {
+            return std::vector<Tensor>{
+                random_tensor({tokens, width}, 200 + static_cast<uint32_t>(tokens), dtype, device)};
+          }};
+}
+
+RowCase silu_and_mul_of_width(int64_t width, DType dtype, Device device) {
+  return {fmt::format("silu_and_mul_{}", width),
+          [](std::span<const Tensor> in) { return std::vector<Tensor>{ops::silu_and_mul(in[0])}; },
+          [=](int64_t tokens) {
+            return std::vector<Tensor>{random_tensor(
+                {tokens, 2 * width}, 300 + static_cast<uint32_t>(tokens), dtype, device)};
+          }};
+}
+
+// Reads of x the vectorizer must leave scalar (an unaligned slice start, a transpose: stride 32)
+// next to a read of y it vectorizes.
+std::vector<RowCase> strided_row_cases(DType dtype, Device device) {
+  std::vector<RowCase> cases;
+  auto x_and_y = [=](int64_t x_width, uint32_t seed) {
+    return [=](int64_t tokens) {
+      uint32_t token_seed = seed + static_cast<uint32_t>(tokens);
+      return std::vector<Tensor>{random_tensor({tokens, x_width}, token_seed, dtype, device),
+                                 random_tensor({tokens, 512}, token_seed + 50, dtype, device)};
+    };
+  };
+  cases.push_back({"slice_from_3",
+                   [](std::span<const Tensor> in) {
+                     Tensor x = ops::slice(in[0], 1, 3, 3 + 512);
+                     return std::vector<Tensor>{ops::mul(ops::silu(x), in[1])};
+                   },
+                   x_and_y(520, 400)});
+  cases.push_back({"transpose",
+                   [](std::span<const Tensor> in) {
+                     Tensor heads = ops::reshape(in[0], {-1, 16, 32});
+                     Tensor swapped = ops::reshape(ops::transpose(heads, 1, 2), {-1, 512});
+                     return std::vector<Tensor>{ops::add(ops::mul_scalar(swapped, 3.0), in[1])};
+                   },
+                   x_and_y(512, 500)});
+  return cases;
+}
+
+// The tensors a fused kernel reads: the plan's placeholders and constants.
+std::vector<Tensor> kernel_inputs(const CompiledPlan& plan, const FusedKernel& kernel,
+                                  const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> tensors;
+  for (int id : kernel.inputs) {
+    const Node& node = plan.graph.nodes()[plan.graph.value(id).producer];
+    if (node.kind == NodeKind::placeholder) {
+      tensors.push_back(inputs[node.input_index].contiguous());
+    } else {
+      TESSERA_CHECK(node.kind == NodeKind::constant, "{} reads value {}, computed outside it",
+                    kernel.name, id);
+      tensors.push_back(node.constant.contiguous());
+    }
+  }
+  return tensors;
+}
+
+// A C++ kernel computing each output element both ways: from its scalar expression and from its
+// vector form as the CUDA vector loop would (the group's lanes loaded from the first lane's
+// offset, which must be a multiple of the lanes), NaN where they differ.
+std::string vector_form_check_kernel(RowKernelBody body) {
+  for (RowOutput& out : body.outputs) {
+    if (out.vector.lanes == 0) continue;
+    std::string lambda = "([&](int64_t tsr_first, int64_t tsr_lane) -> float {\n";
+    for (const RowVectorLoad& load : out.vector.loads)
+      lambda += fmt::format("  float {}[{}];\n", load.array, out.vector.lanes);
+    lambda += "  {\n    const int64_t i = tsr_first;\n";
+    for (const RowVectorLoad& load : out.vector.loads)
+      lambda += fmt::format("    tsr_ldv(in{}, {}, {});\n", load.input, load.offset, load.array);
+    lambda += "  }\n  const int64_t i = tsr_first + tsr_lane;\n  (void)i;\n";
+    lambda += fmt::format("  return {0};\n}})(i - i % {1}, i % {1})", out.vector.element,
+                          out.vector.lanes);
+    out.element = fmt::format("tsr_same({}, {})", out.element, lambda);
+  }
+  std::string source = generate_cpp_kernel(body, "vector_form_check");
+  const std::string helpers = R"(
+template <typename T, int kLanes>
+static inline void tsr_ldv(const T* p, int64_t i, float (&v)[kLanes]) {
+  for (int lane = 0; lane < kLanes; ++lane) v[lane] = i % kLanes == 0 ? tsr_ld(p, i + lane) : NAN;
+}
+static inline float tsr_same(float scalar, float vector) {
+  return std::fabs(scalar - vector) <= 1e-6f * std::fmax(1.0f, std::fabs(scalar)) ? scalar : NAN;
+}
+)";
+  size_t kernel = source.find("extern \"C\"");
+  TESSERA_CHECK(kernel != std::string::npos, "no kernel in the generated C++");
+  source.insert(kernel, helpers);
+  return source;
+}
 }  // namespace
 
 // ---- The generated source (no NVRTC needed) ----
@@ -214,6 +315,150 @@ TEST(CudaCodegen, OneBlockPerRowWithSharedReductions) {
   EXPECT_THAT(per_head, HasSubstr("__shared__ float r0[8];"));
   EXPECT_THAT(per_head, HasSubstr("for (int g = warp; g < 8; g += TSR_WARPS)"));
   EXPECT_THAT(per_head, HasSubstr("tsr_warp_sum(acc)"));
+}
+
+TEST(CudaCodegen, VectorAccessWhereTheRowAllows) {
+#ifdef TESSERA_CUDA
+  NvrtcKernelCache cubins(fresh_cache_dir("vector_cubins"), "sm_90");
+  // An architecture past NVRTC's newest compiles to PTX, where the accesses' widths show.
+  NvrtcKernelCache ptx(fresh_cache_dir("vector_ptx"), "sm_999");
+  ASSERT_EQ(ptx.target().rfind("compute_", 0), 0u) << ptx.target();
+#endif
+  for (DType dtype : {DType::bf16, DType::f32}) {
+    const int64_t lanes = dtype == DType::bf16 ? 8 : 4;  // 16 bytes of outputs
+    for (int64_t width : {2048, 33}) {
+      for (const RowCase& row_case :
+           {rms_norm_of_width(width, dtype, kCPU), silu_and_mul_of_width(width, dtype, kCPU)}) {
+        SCOPED_TRACE(fmt::format("{} {}", row_case.name, dtype_name(dtype)));
+        CompiledPlan plan = fused_plan(row_case);
+        ASSERT_EQ(plan.kernels.size(), 1u) << plan.explain();
+        RowKernelBody body = build_row_kernel_body(plan.graph, plan.kernels[0]);
+        ASSERT_EQ(body.outputs.size(), 1u);
+        const RowVectorForm& vector = body.outputs[0].vector;
+        std::string source = generate_cuda_kernel(body);
+#ifdef TESSERA_CUDA
+        std::string cubin = cubins.image(source, row_case.name);
+        EXPECT_EQ(cubin.compare(0, 4,
+                                "\x7f"
+                                "ELF"),
+                  0);
+        std::string assembly = ptx.image(source, row_case.name);
+        // 16-byte stores and loads (ld.global.nc.v4 for sm_90, ld.global.v4 for newer targets).
+        EXPECT_EQ(assembly.find("st.global.v4.") != std::string::npos, width == 2048);
+        EXPECT_EQ(assembly.find("ld.global.v4.") != std::string::npos ||
+                      assembly.find("ld.global.nc.v4.") != std::string::npos,
+                  width == 2048);
+#endif
+        if (width == 33) {
+          EXPECT_EQ(vector.lanes, 0);
+          EXPECT_THAT(source, ::testing::Not(HasSubstr("tsr_stv(out0")));
+          EXPECT_THAT(source, ::testing::Not(HasSubstr("tsr_ldv(in")));
+          EXPECT_THAT(source, HasSubstr("for (int i = threadIdx.x; i < 33; i += TSR_BLOCK)"));
+          continue;
+        }
+        EXPECT_EQ(vector.lanes, lanes);
+        // rms_norm reads x and the weight, silu_and_mul both halves of its input, each as vectors.
+        ASSERT_EQ(vector.loads.size(), 2u) << vector.element;
+        EXPECT_NE(vector.loads[0].offset, vector.loads[1].offset);
+        EXPECT_THAT(vector.element, ::testing::Not(HasSubstr("tsr_ld(")));
+        EXPECT_THAT(source, HasSubstr(fmt::format(
+                                "for (int tsr_first = {0} * threadIdx.x; tsr_first < 2048; "
+                                "tsr_first += {0} * TSR_BLOCK)",
+                                lanes)));
+        EXPECT_THAT(source,
+                    HasSubstr("tsr_stv(out0, row * 2048 + tsr_first, tsr_out, tsr_aligned);"));
+        EXPECT_THAT(source, HasSubstr(fmt::format("tsr_ldv(in{}, ", vector.loads[0].input)));
+        // Buffers that fail the run-time alignment test are accessed element by element.
+        EXPECT_THAT(source, HasSubstr("const bool tsr_aligned = (((unsigned long long)out0 & 15)"));
+        EXPECT_THAT(source, ::testing::Not(HasSubstr("for (int i = threadIdx.x; i < 2048;")));
+      }
+    }
+  }
+  // Reads that are not unit-stride from an aligned offset stay scalar next to vector reads.
+  for (const RowCase& row_case : strided_row_cases(DType::bf16, kCPU)) {
+    SCOPED_TRACE(row_case.name);
+    CompiledPlan plan = fused_plan(row_case);
+    ASSERT_EQ(plan.kernels.size(), 1u) << plan.explain();
+    RowKernelBody body = build_row_kernel_body(plan.graph, plan.kernels[0]);
+    const RowVectorForm& vector = body.outputs[0].vector;
+    EXPECT_EQ(vector.lanes, 8);
+    ASSERT_EQ(vector.loads.size(), 1u) << vector.element;
+    int strided_input = 1 - vector.loads[0].input;  // the other of the kernel's two inputs
+    EXPECT_THAT(vector.element, HasSubstr(fmt::format("tsr_ld(in{}, ", strided_input)));
+  }
+  // rope reads its inputs in cat branches: no read is vectorized, so no output is.
+  for (const RowCase& row_case : row_cases(DType::bf16, kCPU)) {
+    if (row_case.name != "rope_neox" && row_case.name != "rope_gptj") continue;
+    SCOPED_TRACE(row_case.name);
+    CompiledPlan plan = fused_plan(row_case);
+    for (const FusedKernel& kernel : plan.kernels) {
+      for (const RowOutput& out : build_row_kernel_body(plan.graph, kernel).outputs)
+        EXPECT_EQ(out.vector.lanes, 0) << out.vector.element;
+    }
+  }
+}
+
+// The vector forms of every row case, run on the CPU as the CUDA vector loop runs them: each
+// output element equals its scalar expression, and every vector load starts at a multiple of the
+// lanes (the CUDA alignment the vector path relies on).
+TEST(CudaCodegen, VectorFormsComputeTheScalarElements) {
+  CpuKernelCache cache(fresh_cache_dir("vector_forms"));
+  size_t vector_outputs = 0, vector_loads = 0;
+  for (DType dtype : {DType::bf16, DType::f32}) {
+    std::vector<RowCase> cases = row_cases(dtype, kCPU);
+    for (RowCase& extra : strided_row_cases(dtype, kCPU)) cases.push_back(std::move(extra));
+    cases.push_back(silu_and_mul_of_width(2048, dtype, kCPU));
+    for (const RowCase& row_case : cases) {
+      SCOPED_TRACE(fmt::format("{} {}", row_case.name, dtype_name(dtype)));
+      CompiledPlan plan = fused_plan(row_case);
+      std::vector<Tensor> inputs = row_case.inputs(3);
+      for (const FusedKernel& kernel : plan.kernels) {
+        RowKernelBody body = build_row_kernel_body(plan.graph, kernel);
+        for (const RowOutput& out : body.outputs) {
+          vector_outputs += out.vector.lanes > 0;
+          vector_loads += out.vector.loads.size();
+        }
+        auto function = reinterpret_cast<CpuKernelFunction>(
+            cache.load(vector_form_check_kernel(body), kernel.name));
+        std::vector<Tensor> tensors = kernel_inputs(plan, kernel, inputs);
+        std::vector<void*> buffers;
+        for (const Tensor& t : tensors) buffers.push_back(t.data_ptr());
+        std::vector<Tensor> outputs;
+        for (int id : kernel.outputs) {
+          const TensorMeta& meta = plan.graph.value(id).meta;
+          Shape sizes{3};
+          for (size_t d = 1; d < meta.shape.size(); ++d) sizes.push_back(meta.shape[d].constant());
+          outputs.push_back(Tensor::empty(sizes, meta.dtype, kCPU));
+          buffers.push_back(outputs.back().data_ptr());
+        }
+        function(0, 3, buffers.data());
+        for (size_t o = 0; o < outputs.size(); ++o) {
+          std::vector<double> values = outputs[o].to_doubles();
+          size_t mismatches = 0;
+          for (double v : values) mismatches += std::isnan(v);
+          EXPECT_EQ(mismatches, 0u) << kernel.name << " output " << o << " of " << values.size()
+                                    << " elements: " << body.outputs[o].vector.element;
+        }
+      }
+    }
+  }
+  EXPECT_GE(vector_outputs, 20u);
+  EXPECT_GE(vector_loads, 30u);
+
+  // The check itself: a vector form whose loads start one element late is caught.
+  CompiledPlan plan = fused_plan(silu_and_mul_of_width(2048, DType::f32, kCPU));
+  RowKernelBody body = build_row_kernel_body(plan.graph, plan.kernels[0]);
+  ASSERT_FALSE(body.outputs[0].vector.loads.empty());
+  body.outputs[0].vector.loads[0].offset += " + 4";  // still aligned, the wrong elements
+  auto function = reinterpret_cast<CpuKernelFunction>(
+      cache.load(vector_form_check_kernel(body), "shifted_vector_load"));
+  std::vector<Tensor> inputs = silu_and_mul_of_width(2048, DType::f32, kCPU).inputs(3);
+  Tensor out = Tensor::empty({3, 2048}, DType::f32, kCPU);
+  std::vector<void*> buffers{inputs[0].data_ptr(), out.data_ptr()};
+  function(0, 3, buffers.data());
+  size_t mismatches = 0;
+  for (double v : out.to_doubles()) mismatches += std::isnan(v);
+  EXPECT_GT(mismatches, 3000u);
 }
 
 // ---- NVRTC on any machine: compile the kernels of real graphs for sm_90 ----
@@ -384,6 +629,51 @@ TEST(GpuCompiledMode, FusedRowKernelsMatchEager) {
         EXPECT_THAT(kernel.source, HasSubstr("__global__")) << kernel.name;
       }
       EXPECT_EQ(plan->kernels_compiled + plan->kernels_from_cache, plan->kernels.size());
+    }
+  }
+}
+
+// The vector loop (rows of 2048: 16-byte loads and stores) and the scalar loop (rows of 33), in
+// f32 and bf16, and the vector loop's element-by-element path for inputs that are not aligned
+// (a view one element into its buffer).
+TEST(GpuCompiledMode, VectorAndScalarRowLoopsMatchEager) {
+  Device gpu;
+  if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda)
+    GTEST_SKIP() << "no CUDA device available (needs a CUDA build and a device)";
+  std::string cache = fresh_cache_dir("gpu_vector");
+  auto unaligned_copy = [](const Tensor& t) {
+    Tensor buffer = Tensor::empty({t.numel() + 1}, t.dtype(), t.device());
+    Tensor view = buffer.slice(0, 1, t.numel() + 1).view(t.sizes());
+    view.copy_from(t);
+    return view;
+  };
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (int64_t width : {2048, 33}) {
+      for (const RowCase& row_case :
+           {rms_norm_of_width(width, dtype, gpu), silu_and_mul_of_width(width, dtype, gpu)}) {
+        SCOPED_TRACE(fmt::format("{} {}", row_case.name, dtype_name(dtype)));
+        std::shared_ptr<const CompiledPlan> plan;
+        CompiledFunction compiled(row_case.function, gpu_compiled_options(cache, 1, &plan));
+        for (int64_t tokens : {1, 7, 64}) {
+          for (bool aligned : {true, false}) {
+            std::vector<Tensor> inputs = row_case.inputs(tokens);
+            if (!aligned) inputs[0] = unaligned_copy(inputs[0]);
+            ASSERT_EQ(reinterpret_cast<uintptr_t>(inputs[0].data_ptr()) % 16 == 0, aligned);
+            std::vector<Tensor> got = compiled(inputs), want = row_case.function(inputs);
+            ASSERT_EQ(got.size(), 1u);
+            EXPECT_LT(relative_error(got[0], want[0]), tolerance(dtype))
+                << tokens << " tokens, " << (aligned ? "aligned" : "unaligned") << " input";
+          }
+        }
+        ASSERT_NE(plan, nullptr);
+        ASSERT_EQ(plan->kernels.size(), 1u) << plan->explain();
+        EXPECT_NE(plan->kernels[0].compiled, nullptr);
+        if (width == 2048) {
+          EXPECT_THAT(plan->kernels[0].source, HasSubstr("tsr_stv(out0, row * 2048 + tsr_first"));
+        } else {
+          EXPECT_THAT(plan->kernels[0].source, ::testing::Not(HasSubstr("tsr_stv(out0")));
+        }
+      }
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 
 #include "kernels/check.h"
 
@@ -40,6 +41,45 @@ static __device__ __forceinline__ void tsr_st(tsr_bf16* p, int64_t i, float v) {
 }
 static __device__ __forceinline__ void tsr_st(tsr_f16* p, int64_t i, float v) {
   p[i] = __float2half_rn(v);
+}
+// Vector access: kCount consecutive elements as one aligned access (16 bytes at most).
+template <typename T, int kCount>
+struct alignas(sizeof(T) * kCount) tsr_vec {
+  T lanes[kCount];
+};
+// v[lane] = p[i + lane]. When `vector`, p + i is aligned to min(16, sizeof(T) * kLanes) bytes
+// and read in accesses of that size; else element by element (a buffer that is not aligned).
+template <typename T, int kLanes>
+static __device__ __forceinline__ void tsr_ldv(const T* p, int64_t i, float (&v)[kLanes],
+                                               bool vector) {
+  constexpr int kChunk = sizeof(T) * kLanes < 16 ? kLanes : int(16 / sizeof(T));
+  if (!vector) {
+#pragma unroll
+    for (int lane = 0; lane < kLanes; ++lane) v[lane] = tsr_ld(p, i + lane);
+    return;
+  }
+#pragma unroll
+  for (int c = 0; c < kLanes; c += kChunk) {
+    const tsr_vec<T, kChunk> chunk = *reinterpret_cast<const tsr_vec<T, kChunk>*>(p + i + c);
+#pragma unroll
+    for (int lane = 0; lane < kChunk; ++lane) v[c + lane] = tsr_ld(chunk.lanes, lane);
+  }
+}
+// p[i + lane] = v[lane]: one 16-byte store when `vector` (p + i 16-byte aligned), else
+// element by element.
+template <typename T, int kLanes>
+static __device__ __forceinline__ void tsr_stv(T* p, int64_t i, const float (&v)[kLanes],
+                                               bool vector) {
+  static_assert(sizeof(T) * kLanes == 16, "a vector store is 16 bytes");
+  if (!vector) {
+#pragma unroll
+    for (int lane = 0; lane < kLanes; ++lane) tsr_st(p, i + lane, v[lane]);
+    return;
+  }
+  tsr_vec<T, kLanes> packed;
+#pragma unroll
+  for (int lane = 0; lane < kLanes; ++lane) tsr_st(packed.lanes, lane, v[lane]);
+  *reinterpret_cast<tsr_vec<T, kLanes>*>(p + i) = packed;
 }
 static __device__ __forceinline__ float tsr_round_bf16(float v) {
   return __bfloat162float(__float2bfloat16_rn(v));
@@ -140,6 +180,63 @@ std::string reduction_source(const RowReduction& r, int block_size) {
   return source;
 }
 
+// Bytes of each access of a vector load of `lanes` elements of `dtype` (tsr_ldv's chunks).
+int64_t vector_load_access_bytes(DType dtype, int64_t lanes) {
+  return std::min<int64_t>(kVectorBytes, static_cast<int64_t>(element_size(dtype)) * lanes);
+}
+
+// True at run time when output `o` and the inputs it loads as vectors are aligned to their
+// accesses. Their offsets are multiples of the lanes, so aligned bases keep every group aligned.
+std::string vector_alignment_test(const RowKernelBody& body, size_t o) {
+  const RowOutput& out = body.outputs[o];
+  std::string test = fmt::format("(((unsigned long long)out{} & {})", o, kVectorBytes - 1);
+  std::set<int> inputs;
+  for (const RowVectorLoad& load : out.vector.loads) inputs.insert(load.input);
+  for (int input : inputs) {
+    int64_t bytes = vector_load_access_bytes(body.input_dtypes[input], out.vector.lanes);
+    test += fmt::format(" | ((unsigned long long)in{} & {})", input, bytes - 1);
+  }
+  return test + ") == 0";
+}
+
+// Each thread computes groups of `lanes` consecutive elements: the vector loads once per group,
+// the element expression per lane (unrolled), one 16-byte store.
+std::string vector_loop(const RowKernelBody& body, size_t o) {
+  const RowOutput& out = body.outputs[o];
+  const int lanes = checked_int(out.vector.lanes, "vector lanes");
+  const int elements = checked_int(out.row_elements, "output row");
+  TESSERA_CHECK(lanes > 1 && elements % lanes == 0 &&
+                    static_cast<int64_t>(element_size(out.dtype)) * lanes == kVectorBytes,
+                "output {} of {} elements has a malformed vector form of {} lanes", o, elements,
+                lanes);
+  // Most rows take one group per thread: unrolling the group loop would only add code.
+  std::string source = "#pragma unroll 1\n";
+  source += fmt::format(
+      "    for (int tsr_first = {0} * threadIdx.x; tsr_first < {1}; tsr_first += {0} * TSR_BLOCK) "
+      "{{\n",
+      lanes, elements);
+  if (!out.vector.loads.empty()) {
+    for (const RowVectorLoad& load : out.vector.loads)
+      source += fmt::format("      float {}[{}];\n", load.array, lanes);
+    source += "      {\n        const int i = tsr_first;\n";
+    for (const RowVectorLoad& load : out.vector.loads)
+      source += fmt::format("        tsr_ldv(in{}, {}, {}, tsr_aligned);\n", load.input,
+                            load.offset, load.array);
+    source += "      }\n";
+  }
+  source += fmt::format("      float tsr_out[{}];\n", lanes);
+  source += "#pragma unroll\n";
+  source += fmt::format("      for (int tsr_lane = 0; tsr_lane < {}; ++tsr_lane) {{\n", lanes);
+  // Vector loads often cover every read of `i`.
+  source += "        const int i = tsr_first + tsr_lane;\n        (void)i;\n";
+  source += fmt::format("        tsr_out[tsr_lane] = {};\n", out.vector.element);
+  source += "      }\n";
+  source += fmt::format("      tsr_stv(out{}, row * {} + tsr_first, tsr_out, tsr_aligned);\n", o,
+                        elements);
+  source += "    }\n";
+  return source;
+}
+
 }  // namespace
 
 int cuda_block_size(const RowKernelBody& body) {
@@ -191,8 +288,17 @@ std::string generate_cuda_kernel(const RowKernelBody& body) {
   for (size_t o = 0; o < body.outputs.size(); ++o) {
     const RowOutput& out = body.outputs[o];
     const int elements = checked_int(out.row_elements, "output row");
-    source += fmt::format("  for (int i = threadIdx.x; i < {}; i += TSR_BLOCK) {{\n", elements);
-    source += fmt::format("    tsr_st(out{}, row * {} + i, {});\n", o, elements, out.element);
+    if (out.vector.lanes == 0) {
+      source += fmt::format("  for (int i = threadIdx.x; i < {}; i += TSR_BLOCK) {{\n", elements);
+      source += fmt::format("    tsr_st(out{}, row * {} + i, {});\n", o, elements, out.element);
+      source += "  }\n";
+      continue;
+    }
+    // Buffers that are not aligned to the vector accesses (views into other tensors) are read
+    // and written element by element; the arena's buffers always are aligned.
+    source += "  {\n";
+    source += fmt::format("    const bool tsr_aligned = {};\n", vector_alignment_test(body, o));
+    source += vector_loop(body, o);
     source += "  }\n";
   }
   source += "}\n";

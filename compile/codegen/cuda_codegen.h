@@ -1,7 +1,10 @@
 // CUDA code generation: a fused row kernel as CUDA C source, compiled at run time by NVRTC (see
 // nvrtc_cache.h). One block per row, so one compiled kernel serves every token count: the grid is
 // the row count, passed at launch. Reductions go through warp shuffles and shared memory; their
-// per-row results live in shared arrays every thread of the block reads.
+// per-row results live in shared arrays every thread of the block reads. Outputs with a vector
+// form (row_kernel.h) are computed 16 bytes per thread at a time: unit-stride inputs read with
+// 16-byte loads and the results written with one 16-byte store, element by element instead when
+// a buffer turns out not to be aligned at run time; the other outputs one element per thread.
 #pragma once
 
 #include <string>
