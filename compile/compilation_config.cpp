@@ -4,7 +4,8 @@
 
 namespace tessera {
 
-std::vector<int64_t> CompilationConfig::resolved_capture_sizes(int64_t max_num_batched_tokens) const {
+std::vector<int64_t> CompilationConfig::resolved_capture_sizes(
+    int64_t max_num_batched_tokens) const {
   int64_t limit = std::min(max_cudagraph_capture_size, max_num_batched_tokens);
   std::vector<int64_t> sizes = cudagraph_capture_sizes;
   if (sizes.empty()) {

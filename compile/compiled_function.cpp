@@ -30,7 +30,8 @@ std::vector<Tensor> CompiledFunction::operator()(std::span<const Tensor> inputs)
     fell_back_to_eager_ = true;
     return function_(inputs);
   }
-  if (!entries_.empty()) spdlog::info("recompiling (entry {}): {}", entries_.size() + 1, last_miss_reason_);
+  if (!entries_.empty())
+    spdlog::info("recompiling (entry {}): {}", entries_.size() + 1, last_miss_reason_);
   TraceOptions trace_options{options_.dynamic_dims, options_.custom_ops, options_.input_names};
   Entry entry;
   entry.trace = trace(function_, inputs, trace_options);

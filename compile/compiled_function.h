@@ -14,7 +14,7 @@
 namespace tessera {
 
 struct CompileOptions {
-  std::string backend = "traced";  // or "eager", or a registered backend's name
+  std::string backend = "traced";   // or "eager", or a registered backend's name
   CompileBackend backend_function;  // when set, used instead of looking `backend` up
   std::vector<DynamicDim> dynamic_dims;
   CustomOpConfig custom_ops;

@@ -31,35 +31,44 @@ std::string CompiledPlan::explain() const {
       const FusedKernel& kernel = kernels[step.kernel];
       std::vector<std::string> ops;
       for (int n : kernel.nodes) ops.push_back(graph.nodes()[n].op->name);
-      out += fmt::format("  fused {} [{} ops: {}] rows {}\n", kernel.name, ops.size(), fmt::join(ops, " "),
-                         kernel.rows.str());
+      out += fmt::format("  fused {} [{} ops: {}] rows {}\n", kernel.name, ops.size(),
+                         fmt::join(ops, " "), kernel.rows.str());
       unique_sources.insert(kernel.source);
-      piece_signature += kernel.source.empty() ? fmt::format("{}", fmt::join(ops, " ")) : kernel.source;
+      piece_signature +=
+          kernel.source.empty() ? fmt::format("{}", fmt::join(ops, " ")) : kernel.source;
     } else {
       const Node& node = graph.nodes()[step.node];
-      const char* kind = step.kind == StepKind::view ? "view" : step.kind == StepKind::library ? "library" : "split";
+      const char* kind = step.kind == StepKind::view      ? "view"
+                         : step.kind == StepKind::library ? "library"
+                                                          : "split";
       if (step.kind == StepKind::splitting) {
         close_piece();
         current = -1;
-        out += fmt::format("-- split: {} (layer {})\n", node.op->name, node.attributes.get_int("layer", -1));
+        out += fmt::format("-- split: {} (layer {})\n", node.op->name,
+                           node.attributes.get_int("layer", -1));
         continue;
       }
-      out += fmt::format("  {} {} -> {}\n", kind, node.op->name, graph.value(node.outputs[0]).meta.str());
-      piece_signature += fmt::format("{}{};", node.op->name, graph.value(node.outputs[0]).meta.str());
+      out += fmt::format("  {} {} -> {}\n", kind, node.op->name,
+                         graph.value(node.outputs[0]).meta.str());
+      piece_signature +=
+          fmt::format("{}{};", node.op->name, graph.value(node.outputs[0]).meta.str());
     }
   }
   close_piece();
   size_t launches = 0;
   for (const Step& step : steps) launches += step.kind != StepKind::view;
-  out += fmt::format("fused kernels: {} ({} unique sources); unique pieces: {} of {}\n", kernels.size(),
-                     unique_sources.size(), unique_pieces.size(), num_pieces);
+  out += fmt::format("fused kernels: {} ({} unique sources); unique pieces: {} of {}\n",
+                     kernels.size(), unique_sources.size(), unique_pieces.size(), num_pieces);
   size_t graph_ops = 0;
   for (const Node& node : graph.nodes())
     graph_ops += node.kind == NodeKind::call && node.op->eager == nullptr;
-  out += fmt::format("launches per forward: {} (op by op: {}); arena {:.2f} MiB ({:.2f} MiB without reuse)\n", launches,
-                     graph_ops, memory.arena_bytes / 1048576.0, memory.unplanned_bytes / 1048576.0);
-  out += fmt::format("kernels compiled: {}, from cache: {}\n", kernels_compiled, kernels_from_cache);
-  for (const PassTiming& timing : timings) out += fmt::format("  {:<12} {:8.1f} ms\n", timing.pass, timing.milliseconds);
+  out += fmt::format(
+      "launches per forward: {} (op by op: {}); arena {:.2f} MiB ({:.2f} MiB without reuse)\n",
+      launches, graph_ops, memory.arena_bytes / 1048576.0, memory.unplanned_bytes / 1048576.0);
+  out +=
+      fmt::format("kernels compiled: {}, from cache: {}\n", kernels_compiled, kernels_from_cache);
+  for (const PassTiming& timing : timings)
+    out += fmt::format("  {:<12} {:8.1f} ms\n", timing.pass, timing.milliseconds);
   return out;
 }
 

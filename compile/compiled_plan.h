@@ -17,12 +17,12 @@ namespace tessera {
 // A connected run of fusible nodes compiled into one generated kernel: one row of `rows` per
 // program instance, intermediates in registers, only `outputs` written to memory.
 struct FusedKernel {
-  std::string name;            // "fused_3_rms_norm"
-  std::vector<int> nodes;      // graph node indices, in order
-  std::vector<int> inputs;     // value ids read from memory (graph inputs, constants, step outputs)
-  std::vector<int> outputs;    // value ids written to memory
-  SymInt rows;                 // dim 0 shared by every output
-  std::string source;          // generated source (target language)
+  std::string name;          // "fused_3_rms_norm"
+  std::vector<int> nodes;    // graph node indices, in order
+  std::vector<int> inputs;   // value ids read from memory (graph inputs, constants, step outputs)
+  std::vector<int> outputs;  // value ids written to memory
+  SymInt rows;               // dim 0 shared by every output
+  std::string source;        // generated source (target language)
   std::shared_ptr<void> compiled;  // the target's loaded kernel (see codegen)
 };
 
@@ -60,9 +60,9 @@ struct CompiledPlan {
   Bindings max_sizes;  // the largest value of each symbol the plan is sized for
   int num_pieces = 0;
   std::vector<PassTiming> timings;
-  size_t kernels_compiled = 0;   // sources compiled in this process by this plan
-  size_t kernels_from_cache = 0; // loaded from the on-disk cache or shared with a twin piece
-  std::string explain() const;   // pieces, splitting ops, ops and fused kernels per piece
+  size_t kernels_compiled = 0;    // sources compiled in this process by this plan
+  size_t kernels_from_cache = 0;  // loaded from the on-disk cache or shared with a twin piece
+  std::string explain() const;    // pieces, splitting ops, ops and fused kernels per piece
 };
 
 }  // namespace tessera

@@ -26,7 +26,9 @@ std::string steps_text(const CompiledPlan& plan) {
       continue;
     }
     const Node& node = plan.graph.nodes()[step.node];
-    const char* kind = step.kind == StepKind::view ? "view" : step.kind == StepKind::library ? "library" : "SPLIT";
+    const char* kind = step.kind == StepKind::view      ? "view"
+                       : step.kind == StepKind::library ? "library"
+                                                        : "SPLIT";
     out += fmt::format("piece {}: {} {} -> {}\n", step.piece, kind, node.op->name,
                        plan.graph.value(node.outputs[0]).meta.str());
   }
@@ -66,7 +68,9 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
   dump(config, "00_traced.txt", graph.str());
   timed("cleanup", [&] { cleanup(plan->graph, config.pass_config); });
   dump(config, "01_cleanup.txt", plan->graph.str());
-  timed("split", [&] { plan->steps = split_into_pieces(plan->graph, config.splitting_ops, &plan->num_pieces); });
+  timed("split", [&] {
+    plan->steps = split_into_pieces(plan->graph, config.splitting_ops, &plan->num_pieces);
+  });
   dump(config, "02_split.txt", steps_text(*plan));
   timed("fuse", [&] { fuse(*plan, config.pass_config.enable_fusion); });
   dump(config, "03_fuse.txt", steps_text(*plan));
@@ -119,8 +123,8 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
   return plan;
 }
 
-CompileBackend make_compiled_backend(CompilerOptions options,
-                                     std::function<void(std::shared_ptr<const CompiledPlan>)> on_plan) {
+CompileBackend make_compiled_backend(
+    CompilerOptions options, std::function<void(std::shared_ptr<const CompiledPlan>)> on_plan) {
   return [options, on_plan](const Graph& graph, std::span<const Tensor>) -> CompiledCallable {
     std::shared_ptr<const CompiledPlan> plan = compile_graph(graph, options);
     if (on_plan) on_plan(plan);

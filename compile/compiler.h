@@ -23,7 +23,6 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
 // A backend for CompiledFunction. Each compiled plan is also handed to `on_plan`, when given
 // (`tessera explain`, tests and logs read it).
 CompileBackend make_compiled_backend(
-    CompilerOptions options,
-    std::function<void(std::shared_ptr<const CompiledPlan>)> on_plan = {});
+    CompilerOptions options, std::function<void(std::shared_ptr<const CompiledPlan>)> on_plan = {});
 
 }  // namespace tessera

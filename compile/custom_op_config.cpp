@@ -22,7 +22,8 @@ bool contains(const std::vector<std::string>& list, const std::string& name) {
 
 }  // namespace
 
-CustomOpConfig CustomOpConfig::parse(const std::vector<std::string>& entries, bool default_enabled) {
+CustomOpConfig CustomOpConfig::parse(const std::vector<std::string>& entries,
+                                     bool default_enabled) {
   CustomOpConfig config;
   config.all_enabled_ = default_enabled;
   bool saw_all = false, saw_none = false;

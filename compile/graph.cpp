@@ -114,12 +114,13 @@ std::string print_graph(const Graph& graph, const std::vector<std::string>* name
       case NodeKind::placeholder:
         out += fmt::format("  {} = placeholder[{}]\n", lhs, node.input_index);
         break;
-      case NodeKind::constant: out += fmt::format("  {} = constant\n", lhs); break;
+      case NodeKind::constant:
+        out += fmt::format("  {} = constant\n", lhs);
+        break;
       case NodeKind::call:
-        out += fmt::format("  {} = {}({}{}{})\n", lhs, node.op->name,
-                           join_values(graph, node.inputs, names),
-                           node.attributes.empty() || node.inputs.empty() ? "" : ", ",
-                           node.attributes.str());
+        out += fmt::format(
+            "  {} = {}({}{}{})\n", lhs, node.op->name, join_values(graph, node.inputs, names),
+            node.attributes.empty() || node.inputs.empty() ? "" : ", ", node.attributes.str());
         break;
       case NodeKind::output:
         out += fmt::format("  return ({})\n", join_values(graph, node.inputs, names));
@@ -131,7 +132,9 @@ std::string print_graph(const Graph& graph, const std::vector<std::string>* name
 
 }  // namespace
 
-std::string Graph::str() const { return print_graph(*this, nullptr); }
+std::string Graph::str() const {
+  return print_graph(*this, nullptr);
+}
 
 std::string Graph::structural_text() const {
   std::vector<std::string> names(values_.size());
@@ -139,6 +142,8 @@ std::string Graph::structural_text() const {
   return print_graph(*this, &names);
 }
 
-uint64_t Graph::hash() const { return fnv1a_hash(structural_text()); }
+uint64_t Graph::hash() const {
+  return fnv1a_hash(structural_text());
+}
 
 }  // namespace tessera

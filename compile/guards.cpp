@@ -60,17 +60,31 @@ ShapeEnvScope::ShapeEnvScope(ShapeEnv& env) : previous_(current_symbolic_decider
   set_current_symbolic_decider(&env);
 }
 
-ShapeEnvScope::~ShapeEnvScope() { set_current_symbolic_decider(previous_); }
+ShapeEnvScope::~ShapeEnvScope() {
+  set_current_symbolic_decider(previous_);
+}
 
 SymBool negate(const SymBool& condition) {
   SymCompare opposite = SymCompare::eq;
   switch (condition.op()) {
-    case SymCompare::eq: opposite = SymCompare::ne; break;
-    case SymCompare::ne: opposite = SymCompare::eq; break;
-    case SymCompare::lt: opposite = SymCompare::ge; break;
-    case SymCompare::le: opposite = SymCompare::gt; break;
-    case SymCompare::gt: opposite = SymCompare::le; break;
-    case SymCompare::ge: opposite = SymCompare::lt; break;
+    case SymCompare::eq:
+      opposite = SymCompare::ne;
+      break;
+    case SymCompare::ne:
+      opposite = SymCompare::eq;
+      break;
+    case SymCompare::lt:
+      opposite = SymCompare::ge;
+      break;
+    case SymCompare::le:
+      opposite = SymCompare::gt;
+      break;
+    case SymCompare::gt:
+      opposite = SymCompare::le;
+      break;
+    case SymCompare::ge:
+      opposite = SymCompare::lt;
+      break;
   }
   return SymBool(condition.lhs(), opposite, condition.rhs(), condition.where());
 }

@@ -11,11 +11,14 @@ std::vector<Tensor> interpret_graph(const Graph& graph, std::span<const Tensor> 
   for (const Node& node : graph.nodes()) {
     switch (node.kind) {
       case NodeKind::placeholder:
-        TESSERA_CHECK(node.input_index >= 0 && static_cast<size_t>(node.input_index) < inputs.size(),
-                      "placeholder {} has no input", node.input_index);
+        TESSERA_CHECK(
+            node.input_index >= 0 && static_cast<size_t>(node.input_index) < inputs.size(),
+            "placeholder {} has no input", node.input_index);
         values[node.outputs[0]] = inputs[node.input_index];
         break;
-      case NodeKind::constant: values[node.outputs[0]] = node.constant; break;
+      case NodeKind::constant:
+        values[node.outputs[0]] = node.constant;
+        break;
       case NodeKind::call: {
         arguments.clear();
         for (int id : node.inputs) arguments.push_back(values[id]);

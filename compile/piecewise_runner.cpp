@@ -11,14 +11,16 @@
 
 namespace tessera {
 
-PiecewiseRunner::PiecewiseRunner(std::shared_ptr<const CompiledPlan> plan) : plan_(std::move(plan)) {
+PiecewiseRunner::PiecewiseRunner(std::shared_ptr<const CompiledPlan> plan)
+    : plan_(std::move(plan)) {
   std::vector<int> placeholders = plan_->graph.placeholders();
   device_ = placeholders.empty() ? kCPU : plan_->graph.value(placeholders[0]).meta.device;
   size_t words = (plan_->memory.arena_bytes + 3) / 4;
   arena_ = Tensor::empty({static_cast<int64_t>(std::max<size_t>(words, 1))}, DType::i32, device_);
   for (const FusedKernel& kernel : plan_->kernels) {
     if (!kernel.compiled) {
-      spdlog::warn("no code generator for {}: fused kernels run their ops one by one", device_.str());
+      spdlog::warn("no code generator for {}: fused kernels run their ops one by one",
+                   device_.str());
       break;
     }
   }
@@ -60,7 +62,8 @@ void PiecewiseRunner::run_fused(const FusedKernel& kernel, std::vector<Tensor>& 
   std::vector<Tensor> keep_alive;
   std::vector<void*> buffers;
   for (int id : kernel.inputs) {
-    TESSERA_CHECK(values[id].defined(), "fused kernel {} input {} was never computed", kernel.name, id);
+    TESSERA_CHECK(values[id].defined(), "fused kernel {} input {} was never computed", kernel.name,
+                  id);
     keep_alive.push_back(values[id].contiguous());
     buffers.push_back(keep_alive.back().data_ptr());
   }

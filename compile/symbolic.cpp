@@ -36,7 +36,9 @@ int64_t floor_div(int64_t a, int64_t b) {
   return q;
 }
 
-int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+int64_t floor_mod(int64_t a, int64_t b) {
+  return a - floor_div(a, b) * b;
+}
 
 std::string term_text(const SymExpr::Term& term) {
   std::string atoms;
@@ -54,16 +56,21 @@ std::string term_text(const SymExpr::Term& term) {
 struct SymExprBuilder {
   static SymInt make(SymExpr expr) {
     for (auto it = expr.terms.begin(); it != expr.terms.end();) {
-      if (it->second.coefficient == 0) it = expr.terms.erase(it);
-      else ++it;
+      if (it->second.coefficient == 0)
+        it = expr.terms.erase(it);
+      else
+        ++it;
     }
     if (expr.terms.empty()) return SymInt(expr.constant);
     std::string text;
     for (const auto& [key, term] : expr.terms) {
       std::string piece = term_text(term);
-      if (text.empty()) text = piece;
-      else if (piece[0] == '-') text += " - " + piece.substr(1);
-      else text += " + " + piece;
+      if (text.empty())
+        text = piece;
+      else if (piece[0] == '-')
+        text += " - " + piece.substr(1);
+      else
+        text += " + " + piece;
     }
     if (expr.constant > 0) text += fmt::format(" + {}", expr.constant);
     if (expr.constant < 0) text += fmt::format(" - {}", -expr.constant);
@@ -93,11 +100,20 @@ struct SymExprBuilder {
     atom->a = a;
     atom->b = b;
     switch (kind) {
-      case SymAtom::Kind::floordiv: atom->name = fmt::format("({})//{}", a.str(), wrap(b)); break;
-      case SymAtom::Kind::mod: atom->name = fmt::format("({})%{}", a.str(), wrap(b)); break;
-      case SymAtom::Kind::min: atom->name = fmt::format("min({}, {})", a.str(), b.str()); break;
-      case SymAtom::Kind::max: atom->name = fmt::format("max({}, {})", a.str(), b.str()); break;
-      case SymAtom::Kind::symbol: break;
+      case SymAtom::Kind::floordiv:
+        atom->name = fmt::format("({})//{}", a.str(), wrap(b));
+        break;
+      case SymAtom::Kind::mod:
+        atom->name = fmt::format("({})%{}", a.str(), wrap(b));
+        break;
+      case SymAtom::Kind::min:
+        atom->name = fmt::format("min({}, {})", a.str(), b.str());
+        break;
+      case SymAtom::Kind::max:
+        atom->name = fmt::format("max({}, {})", a.str(), b.str());
+        break;
+      case SymAtom::Kind::symbol:
+        break;
     }
     return SymExprBuilder::atom(atom);
   }
@@ -116,7 +132,9 @@ SymInt SymInt::symbol(const std::string& name) {
   return SymExprBuilder::atom(atom);
 }
 
-bool SymInt::is_constant() const { return expr_ == nullptr; }
+bool SymInt::is_constant() const {
+  return expr_ == nullptr;
+}
 
 int64_t SymInt::constant() const {
   TESSERA_REQUIRE(is_constant(), "symbolic size {} has no constant value here", str());
@@ -176,8 +194,12 @@ int64_t SymInt::evaluate(const Bindings& bindings) const {
   return total;
 }
 
-std::string SymInt::str() const { return expr_ ? expr_->text : std::to_string(constant_); }
-size_t SymInt::hash() const { return std::hash<std::string>()(str()); }
+std::string SymInt::str() const {
+  return expr_ ? expr_->text : std::to_string(constant_);
+}
+size_t SymInt::hash() const {
+  return std::hash<std::string>()(str());
+}
 
 bool SymInt::same_as(const SymInt& other) const {
   if (!expr_ && !other.expr_) return constant_ == other.constant_;
@@ -188,9 +210,8 @@ bool SymInt::same_as(const SymInt& other) const {
 int64_t SymInt::guard_int(const char* why, const std::source_location& where) const {
   if (is_constant()) return constant_;
   SymbolicDecider* decider = current_symbolic_decider();
-  TESSERA_REQUIRE(decider != nullptr,
-                  "symbolic size {} was made concrete outside of tracing{}{}", str(),
-                  why ? ": " : "", why ? why : "");
+  TESSERA_REQUIRE(decider != nullptr, "symbolic size {} was made concrete outside of tracing{}{}",
+                  str(), why ? ": " : "", why ? why : "");
   return decider->decide_int(*this, why, where);
 }
 
@@ -234,7 +255,8 @@ SymInt operator*(const SymInt& a, const SymInt& b) {
     }
   }
   if (left.constant != 0)
-    for (const auto& [key, term] : right.terms) add_term({term.atoms, term.coefficient * left.constant});
+    for (const auto& [key, term] : right.terms)
+      add_term({term.atoms, term.coefficient * left.constant});
   return SymExprBuilder::make(std::move(product));
 }
 
@@ -258,7 +280,6 @@ SymInt divide_exactly(const SymInt& value, int64_t divisor) {
 
 }  // namespace
 
-
 namespace {
 
 // Bounds of an expression from the one fact we assume of every symbol: it is a size, so >= 0.
@@ -275,7 +296,8 @@ SymBounds bounds_of(const SymInt& value) {
   SymExpr expr = SymExprBuilder::expand(value);
   bool all_symbols = true, all_nonnegative = true, all_nonpositive = true;
   for (const auto& [key, term] : expr.terms) {
-    for (const auto& atom : term.atoms) all_symbols = all_symbols && atom->kind == SymAtom::Kind::symbol;
+    for (const auto& atom : term.atoms)
+      all_symbols = all_symbols && atom->kind == SymAtom::Kind::symbol;
     all_nonnegative = all_nonnegative && term.coefficient >= 0;
     all_nonpositive = all_nonpositive && term.coefficient <= 0;
   }
@@ -331,24 +353,36 @@ namespace {
 
 bool compare(int64_t difference, SymCompare op) {
   switch (op) {
-    case SymCompare::eq: return difference == 0;
-    case SymCompare::ne: return difference != 0;
-    case SymCompare::lt: return difference < 0;
-    case SymCompare::le: return difference <= 0;
-    case SymCompare::gt: return difference > 0;
-    case SymCompare::ge: return difference >= 0;
+    case SymCompare::eq:
+      return difference == 0;
+    case SymCompare::ne:
+      return difference != 0;
+    case SymCompare::lt:
+      return difference < 0;
+    case SymCompare::le:
+      return difference <= 0;
+    case SymCompare::gt:
+      return difference > 0;
+    case SymCompare::ge:
+      return difference >= 0;
   }
   return false;
 }
 
 const char* compare_text(SymCompare op) {
   switch (op) {
-    case SymCompare::eq: return "==";
-    case SymCompare::ne: return "!=";
-    case SymCompare::lt: return "<";
-    case SymCompare::le: return "<=";
-    case SymCompare::gt: return ">";
-    case SymCompare::ge: return ">=";
+    case SymCompare::eq:
+      return "==";
+    case SymCompare::ne:
+      return "!=";
+    case SymCompare::lt:
+      return "<";
+    case SymCompare::le:
+      return "<=";
+    case SymCompare::gt:
+      return ">";
+    case SymCompare::ge:
+      return ">=";
   }
   return "?";
 }
@@ -365,12 +399,18 @@ int SymBool::static_value() const {
   bool at_most_zero = bounds.has_upper && bounds.upper <= 0;
   bool below_zero = bounds.has_upper && bounds.upper < 0;
   switch (op_) {
-    case SymCompare::eq: return (above_zero || below_zero) ? 0 : -1;
-    case SymCompare::ne: return (above_zero || below_zero) ? 1 : -1;
-    case SymCompare::lt: return below_zero ? 1 : at_least_zero ? 0 : -1;
-    case SymCompare::le: return at_most_zero ? 1 : above_zero ? 0 : -1;
-    case SymCompare::gt: return above_zero ? 1 : at_most_zero ? 0 : -1;
-    case SymCompare::ge: return at_least_zero ? 1 : below_zero ? 0 : -1;
+    case SymCompare::eq:
+      return (above_zero || below_zero) ? 0 : -1;
+    case SymCompare::ne:
+      return (above_zero || below_zero) ? 1 : -1;
+    case SymCompare::lt:
+      return below_zero ? 1 : at_least_zero ? 0 : -1;
+    case SymCompare::le:
+      return at_most_zero ? 1 : above_zero ? 0 : -1;
+    case SymCompare::gt:
+      return above_zero ? 1 : at_most_zero ? 0 : -1;
+    case SymCompare::ge:
+      return at_least_zero ? 1 : below_zero ? 0 : -1;
   }
   return -1;
 }
@@ -431,7 +471,11 @@ namespace {
 thread_local SymbolicDecider* active_decider = nullptr;
 }
 
-SymbolicDecider* current_symbolic_decider() { return active_decider; }
-void set_current_symbolic_decider(SymbolicDecider* decider) { active_decider = decider; }
+SymbolicDecider* current_symbolic_decider() {
+  return active_decider;
+}
+void set_current_symbolic_decider(SymbolicDecider* decider) {
+  active_decider = decider;
+}
 
 }  // namespace tessera

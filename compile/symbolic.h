@@ -12,8 +12,8 @@
 #include <map>
 #include <memory>
 #include <source_location>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace tessera {
@@ -66,9 +66,9 @@ enum class SymCompare { eq, ne, lt, le, gt, ge };
 // comparison converts to this at the caller, so a guard can name the model code that compared.
 struct SymIntAt {
   template <typename T>
-    requires std::is_convertible_v<const T&, SymInt>
-  SymIntAt(const T& value,  // NOLINT: implicit on purpose
-           const std::source_location& where = std::source_location::current())
+  requires std::is_convertible_v<const T&, SymInt> SymIntAt(
+      const T& value,  // NOLINT: implicit on purpose
+      const std::source_location& where = std::source_location::current())
       : value(value), where(where) {}
   SymInt value;
   std::source_location where;

@@ -31,7 +31,8 @@ class Tracer final : public DispatchHandler {
     env_.set_current_op("");
     std::vector<int> outputs = graph_.add_call(op, std::move(ids), std::move(attributes), metas);
     std::vector<Tensor> fakes;
-    for (size_t i = 0; i < outputs.size(); ++i) fakes.push_back(make_fake_tensor(metas[i], outputs[i]));
+    for (size_t i = 0; i < outputs.size(); ++i)
+      fakes.push_back(make_fake_tensor(metas[i], outputs[i]));
     return fakes;
   }
 
@@ -88,7 +89,8 @@ TraceResult trace(const TensorFunction& function, std::span<const Tensor> exampl
 
   std::vector<Tensor> fake_inputs;
   for (size_t i = 0; i < example_inputs.size(); ++i) {
-    std::string name = i < options.input_names.size() ? options.input_names[i] : fmt::format("x{}", i);
+    std::string name =
+        i < options.input_names.size() ? options.input_names[i] : fmt::format("x{}", i);
     int id = result.graph.add_placeholder(name, result.input_metas[i], static_cast<int>(i));
     fake_inputs.push_back(make_fake_tensor(result.input_metas[i], id));
   }
@@ -147,9 +149,10 @@ std::string check_trace_fits(const TraceResult& trace, std::span<const Tensor> i
       std::string symbol = size.symbols().front();
       auto [it, inserted] = bindings->emplace(symbol, actual);
       if (!inserted && it->second != actual)
-        return fmt::format("input {} dim {} is {} but {} = {} from an earlier input (duck-shaped "
-                           "sizes were equal when traced)",
-                           i, d, actual, symbol, it->second);
+        return fmt::format(
+            "input {} dim {} is {} but {} = {} from an earlier input (duck-shaped "
+            "sizes were equal when traced)",
+            i, d, actual, symbol, it->second);
     }
   }
   if (const Guard* failed = first_failing_guard(trace.guards, *bindings))

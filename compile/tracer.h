@@ -26,7 +26,7 @@ struct DynamicDim {
 
 struct TraceOptions {
   std::vector<DynamicDim> dynamic_dims;
-  CustomOpConfig custom_ops;  // disabled custom ops are recorded as their decompositions
+  CustomOpConfig custom_ops;             // disabled custom ops are recorded as their decompositions
   std::vector<std::string> input_names;  // placeholder names; default x0, x1, ...
 };
 

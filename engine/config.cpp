@@ -22,7 +22,9 @@ T scalar_as(const YAML::Node& node, const std::string& where, const char* type) 
   if constexpr (std::is_same_v<T, std::string>) {
     if (node.IsNull()) return "";  // `dump_dir:` or `-O compilation.dump_dir=` clears it
   }
-  if (!node.IsScalar()) throw Error(fmt::format("{}: expected {}, got a {}", where, type, node.IsSequence() ? "list" : "map"));
+  if (!node.IsScalar())
+    throw Error(
+        fmt::format("{}: expected {}, got a {}", where, type, node.IsSequence() ? "list" : "map"));
   try {
     return node.as<T>();
   } catch (const YAML::Exception&) {
@@ -46,10 +48,12 @@ template <typename Section>
 Field choice_field(Section RunConfig::*section, std::string Section::*member,
                    std::vector<std::string> choices) {
   std::string listed = fmt::format("{}", fmt::join(choices, ", "));
-  return Field{"one of: " + listed, [=](RunConfig& config, const YAML::Node& node, const std::string& where) {
+  return Field{"one of: " + listed,
+               [=](RunConfig& config, const YAML::Node& node, const std::string& where) {
                  std::string value = scalar_as<std::string>(node, where, "a string");
                  if (std::find(choices.begin(), choices.end(), value) == choices.end())
-                   throw Error(fmt::format("{}: '{}' is not valid; valid choices: {}", where, value, listed));
+                   throw Error(fmt::format("{}: '{}' is not valid; valid choices: {}", where, value,
+                                           listed));
                  (config.*section).*member = value;
                }};
 }
@@ -88,37 +92,61 @@ const Fields& fields() {
     f["engine.tokenizer"] = make_field(engine, &E::tokenizer, "a path");
     f["engine.device"] = make_field(engine, &E::device, "cpu, cuda or cuda:N");
     f["engine.dtype"] = choice_field(engine, &E::dtype, {"auto", "f32", "bf16", "f16"});
-    f["engine.max_model_len"] = make_field<E, int64_t>(engine, &E::max_model_len, "an integer >= 0", require_non_negative);
-    f["engine.max_num_batched_tokens"] = make_field<E, int64_t>(engine, &E::max_num_batched_tokens, "a positive integer", require_positive);
-    f["engine.max_num_seqs"] = make_field<E, int64_t>(engine, &E::max_num_seqs, "a positive integer", require_positive);
-    f["engine.block_size"] = make_field<E, int64_t>(engine, &E::block_size, "a positive integer", require_positive);
-    f["engine.num_kv_blocks"] = make_field<E, int64_t>(engine, &E::num_kv_blocks, "an integer >= 0", require_non_negative);
+    f["engine.max_model_len"] =
+        make_field<E, int64_t>(engine, &E::max_model_len, "an integer >= 0", require_non_negative);
+    f["engine.max_num_batched_tokens"] = make_field<E, int64_t>(
+        engine, &E::max_num_batched_tokens, "a positive integer", require_positive);
+    f["engine.max_num_seqs"] =
+        make_field<E, int64_t>(engine, &E::max_num_seqs, "a positive integer", require_positive);
+    f["engine.block_size"] =
+        make_field<E, int64_t>(engine, &E::block_size, "a positive integer", require_positive);
+    f["engine.num_kv_blocks"] =
+        make_field<E, int64_t>(engine, &E::num_kv_blocks, "an integer >= 0", require_non_negative);
     f["engine.gpu_memory_utilization"] = make_field<E, double>(
-        engine, &E::gpu_memory_utilization, "a number in (0, 1]", [](const double& v, const std::string& where) {
-          if (!(v > 0 && v <= 1)) throw Error(fmt::format("{}: must be in (0, 1], got {}", where, v));
+        engine, &E::gpu_memory_utilization, "a number in (0, 1]",
+        [](const double& v, const std::string& where) {
+          if (!(v > 0 && v <= 1))
+            throw Error(fmt::format("{}: must be in (0, 1], got {}", where, v));
         });
-    f["engine.enable_prefix_caching"] = make_field(engine, &E::enable_prefix_caching, "true or false");
+    f["engine.enable_prefix_caching"] =
+        make_field(engine, &E::enable_prefix_caching, "true or false");
     f["engine.seed"] = make_field(engine, &E::seed, "an integer");
     f["engine.host"] = make_field(engine, &E::host, "an address");
-    f["engine.port"] = make_field<E, int64_t>(engine, &E::port, "a port number", [](const int64_t& v, const std::string& where) {
-      if (v < 0 || v > 65535) throw Error(fmt::format("{}: must be in 0..65535, got {}", where, v));
-    });
+    f["engine.port"] = make_field<E, int64_t>(
+        engine, &E::port, "a port number", [](const int64_t& v, const std::string& where) {
+          if (v < 0 || v > 65535)
+            throw Error(fmt::format("{}: must be in 0..65535, got {}", where, v));
+        });
     f["compilation.mode"] = choice_field(compilation, &C::mode, {"eager", "traced", "compiled"});
-    f["compilation.custom_ops"] = list_field(compilation, &C::custom_ops, "a list of \"all\", \"none\", \"+name\", \"-name\"");
-    f["compilation.splitting_ops"] = list_field(compilation, &C::splitting_ops, "a list of op names");
-    f["compilation.cudagraph_mode"] = choice_field(compilation, &C::cudagraph_mode, {"none", "piecewise", "full", "full_and_piecewise"});
-    f["compilation.cudagraph_capture_sizes"] = list_field<C, int64_t>(compilation, &C::cudagraph_capture_sizes, "a list of positive integers", require_positive);
-    f["compilation.max_cudagraph_capture_size"] = make_field<C, int64_t>(compilation, &C::max_cudagraph_capture_size, "a positive integer", require_positive);
-    f["compilation.cudagraph_num_warmups"] = make_field<C, int64_t>(compilation, &C::cudagraph_num_warmups, "an integer >= 0", require_non_negative);
-    f["compilation.pass_config.enable_fusion"] = Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
-      c.compilation.pass_config.enable_fusion = scalar_as<bool>(n, w, "true or false"); }};
-    f["compilation.pass_config.enable_noop_elimination"] = Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
-      c.compilation.pass_config.enable_noop_elimination = scalar_as<bool>(n, w, "true or false"); }};
-    f["compilation.pass_config.enable_cse"] = Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
-      c.compilation.pass_config.enable_cse = scalar_as<bool>(n, w, "true or false"); }};
+    f["compilation.custom_ops"] = list_field(compilation, &C::custom_ops,
+                                             "a list of \"all\", \"none\", \"+name\", \"-name\"");
+    f["compilation.splitting_ops"] =
+        list_field(compilation, &C::splitting_ops, "a list of op names");
+    f["compilation.cudagraph_mode"] = choice_field(
+        compilation, &C::cudagraph_mode, {"none", "piecewise", "full", "full_and_piecewise"});
+    f["compilation.cudagraph_capture_sizes"] = list_field<C, int64_t>(
+        compilation, &C::cudagraph_capture_sizes, "a list of positive integers", require_positive);
+    f["compilation.max_cudagraph_capture_size"] = make_field<C, int64_t>(
+        compilation, &C::max_cudagraph_capture_size, "a positive integer", require_positive);
+    f["compilation.cudagraph_num_warmups"] = make_field<C, int64_t>(
+        compilation, &C::cudagraph_num_warmups, "an integer >= 0", require_non_negative);
+    f["compilation.pass_config.enable_fusion"] =
+        Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
+                c.compilation.pass_config.enable_fusion = scalar_as<bool>(n, w, "true or false");
+              }};
+    f["compilation.pass_config.enable_noop_elimination"] =
+        Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
+                c.compilation.pass_config.enable_noop_elimination =
+                    scalar_as<bool>(n, w, "true or false");
+              }};
+    f["compilation.pass_config.enable_cse"] =
+        Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
+                c.compilation.pass_config.enable_cse = scalar_as<bool>(n, w, "true or false");
+              }};
     f["compilation.cache_dir"] = make_field(compilation, &C::cache_dir, "a directory");
     f["compilation.dump_dir"] = make_field(compilation, &C::dump_dir, "a directory");
-    f["compilation.recompile_limit"] = make_field<C, int64_t>(compilation, &C::recompile_limit, "a positive integer", require_positive);
+    f["compilation.recompile_limit"] = make_field<C, int64_t>(
+        compilation, &C::recompile_limit, "a positive integer", require_positive);
     return f;
   }();
   return table;
@@ -131,13 +159,15 @@ std::string keys_under(const std::string& prefix) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-void set_key(RunConfig& config, const std::string& key, const YAML::Node& value, const std::string& origin) {
+void set_key(RunConfig& config, const std::string& key, const YAML::Node& value,
+             const std::string& origin) {
   auto it = fields().find(key);
   if (it == fields().end()) {
     auto dot = key.find('.');
     std::string section = key.substr(0, dot);
     if (section != "engine" && section != "compilation")
-      throw Error(fmt::format("{}: unknown section '{}'; valid sections: engine, compilation", origin, section));
+      throw Error(fmt::format("{}: unknown section '{}'; valid sections: engine, compilation",
+                              origin, section));
     throw Error(fmt::format("{}: unknown key '{}'; valid keys of {}: {}", origin, key, section,
                             keys_under(section + ".")));
   }
@@ -145,17 +175,21 @@ void set_key(RunConfig& config, const std::string& key, const YAML::Node& value,
 }
 
 // Walks a YAML map, setting leaves by their dotted path (pass_config nests one level further).
-void apply_map(RunConfig& config, const YAML::Node& map, const std::string& prefix, const std::string& origin) {
+void apply_map(RunConfig& config, const YAML::Node& map, const std::string& prefix,
+               const std::string& origin) {
   for (const auto& item : map) {
     std::string key = prefix + item.first.as<std::string>();
     bool nested = item.second.IsMap();
     if (nested && fields().count(key) == 0) {
       if (prefix.empty() && key != "engine" && key != "compilation")
-        throw Error(fmt::format("{}: unknown section '{}'; valid sections: engine, compilation", origin, key));
+        throw Error(fmt::format("{}: unknown section '{}'; valid sections: engine, compilation",
+                                origin, key));
       apply_map(config, item.second, key + ".", origin);
     } else if (prefix.empty()) {
-      throw Error(fmt::format("{}: top-level key '{}' must be a section (engine: or compilation:) "
-                              "holding keys", origin, key));
+      throw Error(
+          fmt::format("{}: top-level key '{}' must be a section (engine: or compilation:) "
+                      "holding keys",
+                      origin, key));
     } else {
       set_key(config, key, item.second, origin);
     }
@@ -175,24 +209,31 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
       throw Error(fmt::format("config file {} is not valid YAML: {}", path, error.what()));
     }
     if (root.IsNull())
-      throw Error(fmt::format("config file {} is empty; it needs an engine: or compilation: section "
-                              "(see configs/default.yaml)", path));
+      throw Error(
+          fmt::format("config file {} is empty; it needs an engine: or compilation: section "
+                      "(see configs/default.yaml)",
+                      path));
     if (!root.IsMap())
-      throw Error(fmt::format("config file {} must be a map with engine: and/or compilation: "
-                              "sections", path));
+      throw Error(
+          fmt::format("config file {} must be a map with engine: and/or compilation: "
+                      "sections",
+                      path));
     apply_map(config, root, "", path);
   }
   for (const std::string& override_text : overrides) {
     auto equals = override_text.find('=');
     if (equals == std::string::npos || equals == 0)
-      throw Error(fmt::format("override '{}' must look like section.key=value, e.g. "
-                              "compilation.cudagraph_mode=piecewise", override_text));
+      throw Error(
+          fmt::format("override '{}' must look like section.key=value, e.g. "
+                      "compilation.cudagraph_mode=piecewise",
+                      override_text));
     std::string key = override_text.substr(0, equals);
     YAML::Node value;
     try {
       value = YAML::Load(override_text.substr(equals + 1));
     } catch (const YAML::Exception& error) {
-      throw Error(fmt::format("override '{}': the value is not valid YAML: {}", override_text, error.what()));
+      throw Error(fmt::format("override '{}': the value is not valid YAML: {}", override_text,
+                              error.what()));
     }
     set_key(config, key, value, "override");
   }

@@ -26,7 +26,8 @@ GenerationResult generate(ModelRunner& runner, const Tokenizer& tokenizer,
   TESSERA_REQUIRE(static_cast<int64_t>(result.prompt_ids.size()) < max_length,
                   "the prompt has {} tokens; the model's maximum length is {}",
                   result.prompt_ids.size(), max_length);
-  std::vector<int32_t> stop = request.stop_token_ids.empty() ? tokenizer.eos_ids() : request.stop_token_ids;
+  std::vector<int32_t> stop =
+      request.stop_token_ids.empty() ? tokenizer.eos_ids() : request.stop_token_ids;
   Sampler sampler(request.sampling);
   StreamingDecoder decoder(tokenizer, result.prompt_ids);  // the prompt is the text's context
   std::vector<int32_t> block_table;

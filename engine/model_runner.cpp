@@ -28,14 +28,16 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, RunnerOptions 
       blocks_(options_.num_kv_blocks > 0 ? options_.num_kv_blocks
                                          : default_num_blocks(*model_, options_.block_size),
               options_.block_size) {
-  TESSERA_REQUIRE(options_.mode == "eager" || options_.mode == "traced" || options_.mode == "compiled",
-                  "compilation mode '{}' is not valid; valid choices: eager, traced, compiled",
-                  options_.mode);
+  TESSERA_REQUIRE(
+      options_.mode == "eager" || options_.mode == "traced" || options_.mode == "compiled",
+      "compilation mode '{}' is not valid; valid choices: eager, traced, compiled", options_.mode);
   const ModelConfig& config = model_->config();
-  Shape cache_shape{blocks_.num_blocks(), options_.block_size, config.num_kv_heads, config.head_dim};
+  Shape cache_shape{blocks_.num_blocks(), options_.block_size, config.num_kv_heads,
+                    config.head_dim};
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
-    kv_caches_.push_back(PagedKVCache{Tensor::empty(cache_shape, model_->dtype(), model_->device()),
-                                      Tensor::empty(cache_shape, model_->dtype(), model_->device())});
+    kv_caches_.push_back(
+        PagedKVCache{Tensor::empty(cache_shape, model_->dtype(), model_->device()),
+                     Tensor::empty(cache_shape, model_->dtype(), model_->device())});
   }
   if (options_.mode != "eager") {
     CompileOptions compile;
@@ -44,7 +46,8 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, RunnerOptions 
     if (options_.mode == "compiled") {
       CompilerOptions compiler{options_.compilation, options_.max_num_batched_tokens};
       compile.backend_function = make_compiled_backend(
-          compiler, [latest = latest_plan_](std::shared_ptr<const CompiledPlan> plan) { *latest = plan; });
+          compiler,
+          [latest = latest_plan_](std::shared_ptr<const CompiledPlan> plan) { *latest = plan; });
     }
     compile.dynamic_dims = {{0, 0}, {1, 0}};  // the token count: one symbol shared by both
     compile.custom_ops = options_.custom_ops;
@@ -92,9 +95,9 @@ AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> bat
     TESSERA_REQUIRE(seq_len <= model_->max_positions(),
                     "sequence of {} tokens exceeds the maximum model length {}", seq_len,
                     model_->max_positions());
-    TESSERA_CHECK(static_cast<int64_t>(sequence.block_table.size()) * options_.block_size >= seq_len,
-                  "block table of {} blocks cannot hold {} tokens", sequence.block_table.size(),
-                  seq_len);
+    TESSERA_CHECK(
+        static_cast<int64_t>(sequence.block_table.size()) * options_.block_size >= seq_len,
+        "block table of {} blocks cannot hold {} tokens", sequence.block_table.size(), seq_len);
     meta.max_query_len = std::max(meta.max_query_len, count);
     meta.max_seq_len = std::max(meta.max_seq_len, seq_len);
     meta.max_blocks_per_seq =
@@ -145,7 +148,8 @@ std::vector<std::vector<float>> ModelRunner::execute(std::span<const SequenceInp
   std::vector<std::vector<float>> rows;
   const float* data = logits.data<float>();
   for (size_t s = 0; s < batch.size(); ++s)
-    rows.emplace_back(data + static_cast<int64_t>(s) * vocab, data + static_cast<int64_t>(s + 1) * vocab);
+    rows.emplace_back(data + static_cast<int64_t>(s) * vocab,
+                      data + static_cast<int64_t>(s + 1) * vocab);
   return rows;
 }
 

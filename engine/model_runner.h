@@ -17,12 +17,12 @@
 namespace tessera {
 
 struct RunnerOptions {
-  std::string mode = "eager";  // eager | traced | compiled
-  CompilationConfig compilation;  // passes, cache and dump settings for `compiled`
+  std::string mode = "eager";             // eager | traced | compiled
+  CompilationConfig compilation;          // passes, cache and dump settings for `compiled`
   int64_t max_num_batched_tokens = 2048;  // the largest step; compiled plans are sized for it
-  CustomOpConfig custom_ops;   // which custom ops run as kernels (the rest decompose)
+  CustomOpConfig custom_ops;              // which custom ops run as kernels (the rest decompose)
   int64_t block_size = 16;
-  int64_t num_kv_blocks = 0;   // 0: enough for one sequence of the model's max_positions
+  int64_t num_kv_blocks = 0;  // 0: enough for one sequence of the model's max_positions
 };
 
 struct SequenceInput {
@@ -50,8 +50,7 @@ class ModelRunner {
 
  private:
   AttentionMetadata build_metadata(std::span<const SequenceInput> batch,
-                                   std::vector<int32_t>& token_ids,
-                                   std::vector<int32_t>& positions,
+                                   std::vector<int32_t>& token_ids, std::vector<int32_t>& positions,
                                    std::vector<int32_t>& last_token_rows) const;
 
   std::shared_ptr<const LlamaModel> model_;

@@ -11,9 +11,9 @@ namespace tessera {
 
 struct SamplingParams {
   double temperature = 1.0;
-  int64_t top_k = 0;    // 0: off
-  double top_p = 1.0;   // 1: off
-  double min_p = 0.0;   // 0: off
+  int64_t top_k = 0;   // 0: off
+  double top_p = 1.0;  // 1: off
+  double min_p = 0.0;  // 0: off
   std::optional<uint64_t> seed;
   int64_t max_tokens = 16;
 

@@ -7,9 +7,9 @@
 namespace tessera {
 
 struct MemoryStats {
-  size_t current_bytes = 0;   // held by live tensors
-  size_t peak_bytes = 0;      // maximum of current_bytes since the last reset_peak()
-  size_t reserved_bytes = 0;  // taken from the device, including cached free blocks
+  size_t current_bytes = 0;           // held by live tensors
+  size_t peak_bytes = 0;              // maximum of current_bytes since the last reset_peak()
+  size_t reserved_bytes = 0;          // taken from the device, including cached free blocks
   size_t num_device_allocations = 0;  // calls to the device's own allocator (cache misses)
 };
 

@@ -15,7 +15,9 @@ ForwardContext& current_forward_context() {
   return active_context;
 }
 
-bool has_forward_context() { return context_set; }
+bool has_forward_context() {
+  return context_set;
+}
 
 ForwardContextScope::ForwardContextScope(ForwardContext context)
     : previous_(active_context), had_previous_(context_set) {

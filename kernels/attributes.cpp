@@ -11,8 +11,9 @@ Attributes::Attributes(std::initializer_list<std::pair<std::string, AttributeVal
 }
 
 Attributes& Attributes::set(const std::string& name, AttributeValue value) {
-  auto it = std::lower_bound(items_.begin(), items_.end(), name,
-                             [](const auto& item, const std::string& key) { return item.first < key; });
+  auto it =
+      std::lower_bound(items_.begin(), items_.end(), name,
+                       [](const auto& item, const std::string& key) { return item.first < key; });
   if (it != items_.end() && it->first == name) {
     it->second = std::move(value);
   } else {
@@ -22,13 +23,16 @@ Attributes& Attributes::set(const std::string& name, AttributeValue value) {
 }
 
 const AttributeValue* Attributes::find(const std::string& name) const {
-  auto it = std::lower_bound(items_.begin(), items_.end(), name,
-                             [](const auto& item, const std::string& key) { return item.first < key; });
+  auto it =
+      std::lower_bound(items_.begin(), items_.end(), name,
+                       [](const auto& item, const std::string& key) { return item.first < key; });
   if (it != items_.end() && it->first == name) return &it->second;
   return nullptr;
 }
 
-bool Attributes::has(const std::string& name) const { return find(name) != nullptr; }
+bool Attributes::has(const std::string& name) const {
+  return find(name) != nullptr;
+}
 
 namespace {
 
@@ -83,12 +87,18 @@ std::string attribute_value_str(const AttributeValue& value) {
   return std::visit(
       [](const auto& v) -> std::string {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
-        else if constexpr (std::is_same_v<T, int64_t>) return std::to_string(v);
-        else if constexpr (std::is_same_v<T, double>) return fmt::format("{}", v);
-        else if constexpr (std::is_same_v<T, std::string>) return "'" + v + "'";
-        else if constexpr (std::is_same_v<T, DType>) return dtype_name(v);
-        else return fmt::format("[{}]", fmt::join(v, ", "));
+        if constexpr (std::is_same_v<T, bool>)
+          return v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, int64_t>)
+          return std::to_string(v);
+        else if constexpr (std::is_same_v<T, double>)
+          return fmt::format("{}", v);
+        else if constexpr (std::is_same_v<T, std::string>)
+          return "'" + v + "'";
+        else if constexpr (std::is_same_v<T, DType>)
+          return dtype_name(v);
+        else
+          return fmt::format("[{}]", fmt::join(v, ", "));
       },
       value);
 }

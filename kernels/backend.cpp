@@ -22,15 +22,18 @@ void register_backend(std::unique_ptr<DeviceBackend> backend) {
   slot = std::move(backend);
 }
 
-DeviceBackend* find_backend(DeviceType type) { return backends()[static_cast<size_t>(type)].get(); }
+DeviceBackend* find_backend(DeviceType type) {
+  return backends()[static_cast<size_t>(type)].get();
+}
 
 DeviceBackend& backend(Device device) {
   DeviceBackend* found = find_backend(device.type);
   if (found == nullptr) {
-    throw Error(fmt::format(
-        "device {} is not available: this build has no {} backend (configure with "
-        "-DTESSERA_{}=ON on a machine with its toolkit)",
-        device.str(), device_type_name(device.type), device.type == DeviceType::hip ? "HIP" : "CUDA"));
+    throw Error(
+        fmt::format("device {} is not available: this build has no {} backend (configure with "
+                    "-DTESSERA_{}=ON on a machine with its toolkit)",
+                    device.str(), device_type_name(device.type),
+                    device.type == DeviceType::hip ? "HIP" : "CUDA"));
   }
   int count = found->device_count();
   TESSERA_REQUIRE(device.index >= 0 && device.index < count,
@@ -59,6 +62,8 @@ StreamGuard::StreamGuard(Stream& stream)
   backend(device_).set_current_stream(device_.index, &stream);
 }
 
-StreamGuard::~StreamGuard() { backend(device_).set_current_stream(device_.index, previous_); }
+StreamGuard::~StreamGuard() {
+  backend(device_).set_current_stream(device_.index, previous_);
+}
 
 }  // namespace tessera

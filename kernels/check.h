@@ -24,15 +24,15 @@ class InternalError : public std::logic_error {
 
 }  // namespace tessera
 
-#define TESSERA_CHECK(condition, ...)                                                       \
-  do {                                                                                      \
-    if (!(condition))                                                                       \
-      ::tessera::throw_internal_error(__FILE__, __LINE__, #condition,                       \
-                                      ::fmt::format("" __VA_ARGS__));                       \
+#define TESSERA_CHECK(condition, ...)                                 \
+  do {                                                                \
+    if (!(condition))                                                 \
+      ::tessera::throw_internal_error(__FILE__, __LINE__, #condition, \
+                                      ::fmt::format("" __VA_ARGS__)); \
   } while (0)
 
 // Throws a user-facing tessera::Error with a formatted message when `condition` is false.
-#define TESSERA_REQUIRE(condition, ...)                                     \
-  do {                                                                      \
-    if (!(condition)) throw ::tessera::Error(::fmt::format(__VA_ARGS__));   \
+#define TESSERA_REQUIRE(condition, ...)                                   \
+  do {                                                                    \
+    if (!(condition)) throw ::tessera::Error(::fmt::format(__VA_ARGS__)); \
   } while (0)

@@ -8,9 +8,12 @@ namespace tessera {
 
 const char* device_type_name(DeviceType type) {
   switch (type) {
-    case DeviceType::cpu: return "cpu";
-    case DeviceType::cuda: return "cuda";
-    case DeviceType::hip: return "hip";
+    case DeviceType::cpu:
+      return "cpu";
+    case DeviceType::cuda:
+      return "cuda";
+    case DeviceType::hip:
+      return "hip";
   }
   return "?";
 }

@@ -27,25 +27,40 @@ inline bool is_floating(DType dtype) {
 template <DType D>
 struct HostType;
 template <>
-struct HostType<DType::f32> { using type = float; };
+struct HostType<DType::f32> {
+  using type = float;
+};
 template <>
-struct HostType<DType::f16> { using type = Half; };
+struct HostType<DType::f16> {
+  using type = Half;
+};
 template <>
-struct HostType<DType::bf16> { using type = BFloat16; };
+struct HostType<DType::bf16> {
+  using type = BFloat16;
+};
 template <>
-struct HostType<DType::i32> { using type = int32_t; };
+struct HostType<DType::i32> {
+  using type = int32_t;
+};
 template <>
-struct HostType<DType::i64> { using type = int64_t; };
+struct HostType<DType::i64> {
+  using type = int64_t;
+};
 
 // Calls fn(HostType{}) for the runtime dtype: visit_dtype(dt, [&]<typename T>() {...}).
 template <typename Fn>
 decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::f32: return fn.template operator()<float>();
-    case DType::f16: return fn.template operator()<Half>();
-    case DType::bf16: return fn.template operator()<BFloat16>();
-    case DType::i32: return fn.template operator()<int32_t>();
-    case DType::i64: return fn.template operator()<int64_t>();
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f16:
+      return fn.template operator()<Half>();
+    case DType::bf16:
+      return fn.template operator()<BFloat16>();
+    case DType::i32:
+      return fn.template operator()<int32_t>();
+    case DType::i64:
+      return fn.template operator()<int64_t>();
   }
   return fn.template operator()<float>();
 }

@@ -44,7 +44,7 @@ struct Half {
     uint32_t x = float_bits(value);
     uint32_t sign = (x >> 16) & 0x8000u;
     x &= 0x7fffffffu;
-    if (x > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+    if (x > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
     if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
     if (x < 0x38800000u) {  // subnormal or zero in half
       if (x < 0x33000000u) return static_cast<uint16_t>(sign);

@@ -18,7 +18,8 @@ std::map<std::pair<std::string, DeviceType>, KernelFn>& kernel_table() {
 
 bool register_kernel(const std::string& op, DeviceType device, KernelFn kernel) {
   auto [it, inserted] = kernel_table().emplace(std::make_pair(op, device), kernel);
-  TESSERA_CHECK(inserted, "kernel for op '{}' on {} registered twice", op, device_type_name(device));
+  TESSERA_CHECK(inserted, "kernel for op '{}' on {} registered twice", op,
+                device_type_name(device));
   return true;
 }
 

@@ -30,7 +30,6 @@ void run_kernel(const std::string& op, DeviceType device, const KernelArgs& args
 
 #define TESSERA_KERNEL_CONCAT_INNER(a, b) a##b
 #define TESSERA_KERNEL_CONCAT(a, b) TESSERA_KERNEL_CONCAT_INNER(a, b)
-#define TESSERA_REGISTER_KERNEL(op, device, fn)                                   \
-  [[maybe_unused]] static const bool TESSERA_KERNEL_CONCAT(kernel_registered_, \
-                                                          __COUNTER__) =       \
+#define TESSERA_REGISTER_KERNEL(op, device, fn)                                               \
+  [[maybe_unused]] static const bool TESSERA_KERNEL_CONCAT(kernel_registered_, __COUNTER__) = \
       ::tessera::register_kernel(op, device, fn)

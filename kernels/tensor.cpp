@@ -84,8 +84,10 @@ Tensor from_host_values(std::span<const Source> values, Shape sizes, DType dtype
   visit_dtype(dtype, [&]<typename T>() {
     T* out = host.data<T>();
     for (size_t i = 0; i < values.size(); ++i) {
-      if constexpr (std::is_integral_v<T>) out[i] = static_cast<T>(values[i]);
-      else out[i] = T(static_cast<float>(values[i]));
+      if constexpr (std::is_integral_v<T>)
+        out[i] = static_cast<T>(values[i]);
+      else
+        out[i] = T(static_cast<float>(values[i]));
     }
   });
   return host.to(device);
@@ -114,7 +116,9 @@ int64_t Tensor::size(int64_t dim, const std::source_location& where) const {
   int64_t wrapped = wrap_dim(dim, this->dim(), "size");
   return fake_ ? fake_->concrete_size(wrapped, where) : sizes_[wrapped];
 }
-int64_t Tensor::stride(int64_t dim) const { return strides_[wrap_dim(dim, this->dim(), "stride")]; }
+int64_t Tensor::stride(int64_t dim) const {
+  return strides_[wrap_dim(dim, this->dim(), "stride")];
+}
 
 bool Tensor::is_contiguous() const {
   if (numel() == 0) return true;  // nothing to lay out
@@ -130,7 +134,8 @@ bool Tensor::is_contiguous() const {
 void* Tensor::data_ptr() const {
   TESSERA_CHECK(!is_fake(), "data_ptr() of a fake tensor: tracing code asked for data");
   if (!storage_ || !storage_->data()) return nullptr;
-  return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(element_size(dtype_));
+  return static_cast<char*>(storage_->data()) +
+         offset_ * static_cast<int64_t>(element_size(dtype_));
 }
 
 Tensor Tensor::as_strided(Shape sizes, Shape strides, int64_t offset) const {
@@ -250,8 +255,8 @@ void Tensor::copy_from(const Tensor& source) {
       return;
     }
     Tensor out = *this;
-    run_kernel("copy", device_.type, KernelArgs{std::span(&source, 1), Attributes{},
-                                                 std::span(&out, 1)});
+    run_kernel("copy", device_.type,
+               KernelArgs{std::span(&source, 1), Attributes{}, std::span(&out, 1)});
     return;
   }
   // Across devices: bytes move contiguously; any re-striding happens on one side.
@@ -268,8 +273,10 @@ std::vector<double> Tensor::to_doubles() const {
   visit_dtype(dtype_, [&]<typename T>() {
     const T* in = host.data<T>();
     for (size_t i = 0; i < out.size(); ++i) {
-      if constexpr (std::is_integral_v<T>) out[i] = static_cast<double>(in[i]);
-      else out[i] = static_cast<double>(static_cast<float>(in[i]));
+      if constexpr (std::is_integral_v<T>)
+        out[i] = static_cast<double>(in[i]);
+      else
+        out[i] = static_cast<double>(static_cast<float>(in[i]));
     }
   });
   return out;
@@ -286,8 +293,10 @@ std::vector<int64_t> Tensor::to_ints() const {
   visit_dtype(dtype_, [&]<typename T>() {
     const T* in = host.data<T>();
     for (size_t i = 0; i < out.size(); ++i) {
-      if constexpr (std::is_integral_v<T>) out[i] = static_cast<int64_t>(in[i]);
-      else out[i] = static_cast<int64_t>(static_cast<float>(in[i]));
+      if constexpr (std::is_integral_v<T>)
+        out[i] = static_cast<int64_t>(in[i]);
+      else
+        out[i] = static_cast<int64_t>(static_cast<float>(in[i]));
     }
   });
   return out;

@@ -89,7 +89,9 @@ class Tensor {
   // Address of element 0 (storage base + offset).
   void* data_ptr() const;
   template <typename T>
-  T* data() const { return static_cast<T*>(data_ptr()); }
+  T* data() const {
+    return static_cast<T*>(data_ptr());
+  }
 
   // Views (share storage).
   Tensor view(Shape sizes) const;  // needs a compatible layout; one size may be -1
@@ -102,7 +104,7 @@ class Tensor {
   // Copies.
   Tensor contiguous() const;  // self when already contiguous
   Tensor clone() const;
-  Tensor to(Device device) const;  // self when already there
+  Tensor to(Device device) const;        // self when already there
   void copy_from(const Tensor& source);  // same sizes; any devices, any layouts, same dtype
 
   // Host readback, converted to float/int64 (copies from the device when needed).

@@ -10,7 +10,9 @@ namespace tessera {
 
 namespace {
 
-Tensor join_rows(std::vector<Tensor> parts) { return ops::cat(parts, 0); }
+Tensor join_rows(std::vector<Tensor> parts) {
+  return ops::cat(parts, 0);
+}
 
 }  // namespace
 
@@ -24,8 +26,8 @@ LlamaModel::LlamaModel(ModelWeights weights, int64_t max_positions)
   dtype_ = embed_tokens_.dtype();
   device_ = embed_tokens_.device();
   final_norm_ = weights.get("model.norm.weight", {hidden});
-  lm_head_ = c.tie_word_embeddings ? embed_tokens_
-                                   : weights.get("lm_head.weight", {c.vocab_size, hidden});
+  lm_head_ =
+      c.tie_word_embeddings ? embed_tokens_ : weights.get("lm_head.weight", {c.vocab_size, hidden});
   for (int64_t i = 0; i < c.num_layers; ++i) {
     auto name = [&](const char* suffix) { return fmt::format("model.layers.{}.{}", i, suffix); };
     Layer layer;
@@ -54,9 +56,9 @@ LlamaModel::LlamaModel(ModelWeights weights, int64_t max_positions)
   weight_bytes_ = embed_tokens_.nbytes() + final_norm_.nbytes() + cos_sin_cache_.nbytes() +
                   (c.tie_word_embeddings ? 0 : lm_head_.nbytes());
   for (const Layer& layer : layers_) {
-    for (const Tensor* t : {&layer.input_norm, &layer.post_attention_norm, &layer.qkv_proj,
-                            &layer.qkv_bias, &layer.q_norm, &layer.k_norm, &layer.o_proj,
-                            &layer.gate_up_proj, &layer.down_proj})
+    for (const Tensor* t :
+         {&layer.input_norm, &layer.post_attention_norm, &layer.qkv_proj, &layer.qkv_bias,
+          &layer.q_norm, &layer.k_norm, &layer.o_proj, &layer.gate_up_proj, &layer.down_proj})
       if (t->defined()) weight_bytes_ += t->nbytes();
   }
 }
@@ -71,17 +73,18 @@ Tensor LlamaModel::attention_block(const Layer& layer, int64_t index, const Tens
   Tensor key = ops::slice(qkv, -1, q_width, q_width + kv_width);
   Tensor value = ops::slice(qkv, -1, q_width + kv_width, q_width + 2 * kv_width);
   if (c.qk_norm) {  // Qwen3: RMS norm over each head's vector before RoPE
-    query = ops::reshape(ops::rms_norm(ops::reshape(query, {-1, c.num_heads, head}), layer.q_norm,
-                                       c.rms_norm_eps),
-                         {-1, q_width});
-    key = ops::reshape(ops::rms_norm(ops::reshape(key, {-1, c.num_kv_heads, head}), layer.k_norm,
-                                     c.rms_norm_eps),
-                       {-1, kv_width});
+    query = ops::reshape(
+        ops::rms_norm(ops::reshape(query, {-1, c.num_heads, head}), layer.q_norm, c.rms_norm_eps),
+        {-1, q_width});
+    key = ops::reshape(
+        ops::rms_norm(ops::reshape(key, {-1, c.num_kv_heads, head}), layer.k_norm, c.rms_norm_eps),
+        {-1, kv_width});
   }
   auto [rotated_query, rotated_key] =
       ops::rotary_embedding(positions, query, key, cos_sin_cache_, head, /*is_neox=*/true);
-  Tensor attended = ops::attention(rotated_query, rotated_key, value, index, c.num_heads,
-                                   c.num_kv_heads, head, 1.0 / std::sqrt(static_cast<double>(head)));
+  Tensor attended =
+      ops::attention(rotated_query, rotated_key, value, index, c.num_heads, c.num_kv_heads, head,
+                     1.0 / std::sqrt(static_cast<double>(head)));
   return ops::linear(attended, layer.o_proj);
 }
 
@@ -110,6 +113,8 @@ Tensor LlamaModel::forward(const Tensor& input_ids, const Tensor& positions) con
   return ops::fused_add_rms_norm(hidden, residual, final_norm_, c.rms_norm_eps).first;
 }
 
-Tensor LlamaModel::compute_logits(const Tensor& hidden) const { return ops::linear(hidden, lm_head_); }
+Tensor LlamaModel::compute_logits(const Tensor& hidden) const {
+  return ops::linear(hidden, lm_head_);
+}
 
 }  // namespace tessera

@@ -20,8 +20,8 @@ void ModelConfig::validate(const std::string& source) const {
   TESSERA_REQUIRE(num_heads % num_kv_heads == 0,
                   "{}: num_attention_heads ({}) must be a multiple of num_key_value_heads ({})",
                   source, num_heads, num_kv_heads);
-  TESSERA_REQUIRE(head_dim % 2 == 0, "{}: head_dim ({}) must be even for rotary embeddings",
-                  source, head_dim);
+  TESSERA_REQUIRE(head_dim % 2 == 0, "{}: head_dim ({}) must be even for rotary embeddings", source,
+                  head_dim);
   TESSERA_REQUIRE(rms_norm_eps > 0, "{}: rms_norm_eps must be positive, got {}", source,
                   rms_norm_eps);
   TESSERA_REQUIRE(rope_theta > 0, "{}: rope_theta must be positive, got {}", source, rope_theta);
@@ -37,8 +37,8 @@ std::string ModelConfig::str() const {
   return fmt::format(
       "{}: vocab {}, hidden {}, intermediate {}, layers {}, heads {}/{} (kv), head_dim {}, "
       "rope_theta {}{}, tied {}, bias {}, qk_norm {}, stored {}",
-      architecture, vocab_size, hidden_size, intermediate_size, num_layers, num_heads,
-      num_kv_heads, head_dim, rope_theta, rope_scaling.type.empty() ? "" : " (" + rope_scaling.type + ")",
+      architecture, vocab_size, hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads,
+      head_dim, rope_theta, rope_scaling.type.empty() ? "" : " (" + rope_scaling.type + ")",
       tie_word_embeddings, attention_bias, qk_norm, dtype_name(checkpoint_dtype));
 }
 

@@ -17,8 +17,8 @@ using namespace tessera;
 namespace {
 
 struct Sequence {
-  int64_t cached;     // tokens already in the cache
-  int64_t new_tokens; // tokens this step
+  int64_t cached;      // tokens already in the cache
+  int64_t new_tokens;  // tokens this step
 };
 
 struct AttentionCase {
@@ -59,18 +59,21 @@ double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t see
       free_blocks.pop_back();
     }
     tables.push_back(table);
-    meta.max_blocks_per_seq = std::max<int64_t>(meta.max_blocks_per_seq, static_cast<int64_t>(table.size()));
+    meta.max_blocks_per_seq =
+        std::max<int64_t>(meta.max_blocks_per_seq, static_cast<int64_t>(table.size()));
     meta.seq_lens.push_back(static_cast<int32_t>(total));
     meta.max_query_len = std::max(meta.max_query_len, s.new_tokens);
     meta.max_seq_len = std::max(meta.max_seq_len, total);
-    meta.query_start_loc.push_back(meta.query_start_loc.back() + static_cast<int32_t>(s.new_tokens));
+    meta.query_start_loc.push_back(meta.query_start_loc.back() +
+                                   static_cast<int32_t>(s.new_tokens));
     for (int64_t p = s.cached; p < total; ++p)
       meta.slot_mapping.push_back(table[p / c.block_size] * c.block_size + p % c.block_size);
   }
   meta.num_tokens = meta.query_start_loc.back();
   meta.block_tables.assign(static_cast<size_t>(meta.num_seqs * meta.max_blocks_per_seq), -1);
   for (size_t s = 0; s < tables.size(); ++s)
-    std::copy(tables[s].begin(), tables[s].end(), meta.block_tables.begin() + s * meta.max_blocks_per_seq);
+    std::copy(tables[s].begin(), tables[s].end(),
+              meta.block_tables.begin() + s * meta.max_blocks_per_seq);
   // The cache holds the cached prefixes; this step's tokens arrive as key/value inputs.
   Shape cache_shape{c.num_blocks, c.block_size, c.kv_heads, c.head_size};
   std::vector<float> key_cache = random_values(static_cast<size_t>(shape_numel(cache_shape)), rng);
@@ -90,7 +93,8 @@ double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t see
       }
     }
   }
-  std::vector<float> queries = rounded(random_values(static_cast<size_t>(meta.num_tokens * q_row), rng));
+  std::vector<float> queries =
+      rounded(random_values(static_cast<size_t>(meta.num_tokens * q_row), rng));
   std::vector<PagedKVCache> caches{{Tensor::from_floats(key_cache, cache_shape, dtype, device),
                                     Tensor::from_floats(value_cache, cache_shape, dtype, device)}};
   if (!device.is_cpu()) {
@@ -115,7 +119,8 @@ double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t see
   // The new keys must now be in the cache at their slots.
   std::vector<float> cache_after = caches[0].key.to_floats();
   for (size_t s = 0, token = 0; s < c.sequences.size(); ++s)
-    for (int64_t p = c.sequences[s].cached; p < c.sequences[s].cached + c.sequences[s].new_tokens; ++p, ++token)
+    for (int64_t p = c.sequences[s].cached; p < c.sequences[s].cached + c.sequences[s].new_tokens;
+         ++p, ++token)
       for (int64_t i = 0; i < kv_row; ++i)
         EXPECT_EQ(cache_after[meta.slot_mapping[token] * kv_row + i], keys[s][p * kv_row + i]);
   // float64 reference.
@@ -131,7 +136,8 @@ double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t see
         for (int64_t p = 0; p <= position; ++p) {
           double dot = 0;
           for (int64_t d = 0; d < c.head_size; ++d)
-            dot += double(queries[token * q_row + h * c.head_size + d]) * keys[s][p * kv_row + kv_head * c.head_size + d];
+            dot += double(queries[token * q_row + h * c.head_size + d]) *
+                   keys[s][p * kv_row + kv_head * c.head_size + d];
           scores.push_back(dot * scale);
           top = std::max(top, scores.back());
         }
@@ -199,7 +205,9 @@ const std::vector<AttentionCase>& gpu_cases() {
   return all;
 }
 
-double tolerance(DType dtype) { return dtype == DType::f32 ? 1e-5 : dtype == DType::f16 ? 2e-3 : 1.5e-2; }
+double tolerance(DType dtype) {
+  return dtype == DType::f32 ? 1e-5 : dtype == DType::f16 ? 2e-3 : 1.5e-2;
+}
 
 void check_device(Device device, const std::vector<AttentionCase>& case_list = cases()) {
   int index = 0;
@@ -207,16 +215,18 @@ void check_device(Device device, const std::vector<AttentionCase>& case_list = c
     for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
       double error = run_case(c, dtype, device, 100 + index++);
       EXPECT_LT(error, tolerance(dtype))
-          << "case " << index << " (heads " << c.heads << ", kv heads " << c.kv_heads << ", head size "
-          << c.head_size << ", " << c.sequences.size() << " sequences) " << dtype_name(dtype) << " on "
-          << device.str();
+          << "case " << index << " (heads " << c.heads << ", kv heads " << c.kv_heads
+          << ", head size " << c.head_size << ", " << c.sequences.size() << " sequences) "
+          << dtype_name(dtype) << " on " << device.str();
     }
   }
 }
 
 }  // namespace
 
-TEST(Attention, CpuMatchesFloat64Reference) { check_device(kCPU); }
+TEST(Attention, CpuMatchesFloat64Reference) {
+  check_device(kCPU);
+}
 
 TEST(GpuAttention, MatchesFloat64Reference) {
   Device gpu;

@@ -23,16 +23,19 @@ using ::testing::HasSubstr;
 namespace {
 
 std::string fresh_cache_dir(const std::string& name) {
-  auto path = std::filesystem::temp_directory_path() / fmt::format("tessera_test_cache_{}_{}", name, getpid());
+  auto path = std::filesystem::temp_directory_path() /
+              fmt::format("tessera_test_cache_{}_{}", name, getpid());
   std::filesystem::remove_all(path);
   return path.string();
 }
 
-CompileOptions compiled_options(const std::string& cache, std::shared_ptr<const CompiledPlan>* plan) {
+CompileOptions compiled_options(const std::string& cache,
+                                std::shared_ptr<const CompiledPlan>* plan) {
   CompilerOptions compiler;
   compiler.config.cache_dir = cache;
   compiler.max_dynamic_size = 64;
-  compiler.config.dump_dir = std::getenv("TESSERA_TEST_DUMP") ? std::getenv("TESSERA_TEST_DUMP") : "";
+  compiler.config.dump_dir =
+      std::getenv("TESSERA_TEST_DUMP") ? std::getenv("TESSERA_TEST_DUMP") : "";
   CompileOptions options;
   options.dynamic_dims = {{0, 0}};
   options.custom_ops = CustomOpConfig::parse({"none"}, false);
@@ -43,7 +46,8 @@ CompileOptions compiled_options(const std::string& cache, std::shared_ptr<const 
 }  // namespace
 
 TEST(Compiler, FusedRowKernelsMatchEager) {
-  Tensor weight = random_tensor({48}, 1), gate_up = random_tensor({40, 48}, 2), table = random_tensor({48, 48}, 3);
+  Tensor weight = random_tensor({48}, 1), gate_up = random_tensor({40, 48}, 2),
+         table = random_tensor({48, 48}, 3);
   // norm -> GEMM -> gated activation -> softmax -> a column slice/cat, with a broadcast bias
   auto function = [&](std::span<const Tensor> in) {
     Tensor h = ops::rms_norm(in[0], weight, 1e-5);
@@ -80,14 +84,17 @@ TEST(Compiler, LlamaCompiledEqualsEagerForManyTokenCounts) {
   ModelRunner compiled(model, compiled_options);
   for (int64_t tokens = 1; tokens <= 64; ++tokens) {
     std::vector<int32_t> ids;
-    for (int64_t i = 0; i < tokens; ++i) ids.push_back(static_cast<int32_t>((i * 131 + tokens) % 500 + 3));
+    for (int64_t i = 0; i < tokens; ++i)
+      ids.push_back(static_cast<int32_t>((i * 131 + tokens) % 500 + 3));
     std::vector<int32_t> table_a, table_b;
     ASSERT_TRUE(eager.blocks().ensure_capacity(table_a, tokens));
     ASSERT_TRUE(compiled.blocks().ensure_capacity(table_b, tokens));
     SequenceInput a{ids, 0, table_a}, b{ids, 0, table_b};
-    std::vector<float> want = eager.execute(std::span(&a, 1))[0], got = compiled.execute(std::span(&b, 1))[0];
+    std::vector<float> want = eager.execute(std::span(&a, 1))[0],
+                       got = compiled.execute(std::span(&b, 1))[0];
     double diff = 0, norm = 0;
-    for (size_t i = 0; i < want.size(); ++i) diff += (got[i] - want[i]) * (got[i] - want[i]), norm += want[i] * want[i];
+    for (size_t i = 0; i < want.size(); ++i)
+      diff += (got[i] - want[i]) * (got[i] - want[i]), norm += want[i] * want[i];
     EXPECT_LT(std::sqrt(diff / norm), 1e-5) << tokens << " tokens";
     eager.blocks().release(table_a);
     compiled.blocks().release(table_b);
@@ -114,7 +121,8 @@ TEST(Compiler, Stories260KTextIsIdenticalInEveryModeAndExplainShowsThePieces) {
     texts[mode] = generate(runner, *tokenizer, request).text;
     if (runner.latest_plan()) plan = runner.latest_plan();
   }
-  EXPECT_THAT(texts["eager"], ::testing::StartsWith("Once upon a time, there was a little girl named Lily."));
+  EXPECT_THAT(texts["eager"],
+              ::testing::StartsWith("Once upon a time, there was a little girl named Lily."));
   EXPECT_EQ(texts["traced"], texts["eager"]);
   EXPECT_EQ(texts["compiled"], texts["eager"]);
   ASSERT_NE(plan, nullptr);
@@ -143,7 +151,8 @@ TEST(Compiler, WarmStartCompilesNothingAndCorruptEntriesAreRebuilt) {
   CpuKernelCache fresh(cache);
   std::string source =
       "#include <cstdint>\nextern \"C\" void tessera_kernel(int64_t, int64_t, void* const*) {}\n";
-  std::string key = fmt::format("{:016x}", fnv1a_hash(CpuKernelCache::compiler_identity() + "\n" + source));
+  std::string key =
+      fmt::format("{:016x}", fnv1a_hash(CpuKernelCache::compiler_identity() + "\n" + source));
   std::ofstream(std::filesystem::path(fresh.directory()) / (key + ".so")) << "not an ELF file";
   EXPECT_NE(fresh.load(source, "empty"), nullptr);
   EXPECT_EQ(fresh.stats().rebuilt, 1u);

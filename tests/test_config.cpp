@@ -32,7 +32,8 @@ std::string error_of(const std::string& yaml, std::vector<std::string> overrides
 }  // namespace
 
 TEST(Config, PresetsLoad) {
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(TESSERA_SOURCE_DIR) + "/configs")) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(TESSERA_SOURCE_DIR) + "/configs")) {
     EXPECT_NO_THROW(load_run_config(entry.path().string())) << entry.path();
   }
   RunConfig eager = load_run_config(std::string(TESSERA_SOURCE_DIR) + "/configs/eager.yaml");
@@ -41,11 +42,12 @@ TEST(Config, PresetsLoad) {
 }
 
 TEST(Config, OverridesApplyAfterTheFile) {
-  std::string path = write_temp("overrides", "engine:\n  max_num_seqs: 8\ncompilation:\n  cudagraph_mode: full\n");
-  RunConfig config = load_run_config(path, {"compilation.cudagraph_mode=piecewise",
-                                            "compilation.cudagraph_capture_sizes=[1, 2, 4]",
-                                            "compilation.custom_ops=[none, +rms_norm]",
-                                            "compilation.pass_config.enable_fusion=false"});
+  std::string path =
+      write_temp("overrides", "engine:\n  max_num_seqs: 8\ncompilation:\n  cudagraph_mode: full\n");
+  RunConfig config = load_run_config(
+      path,
+      {"compilation.cudagraph_mode=piecewise", "compilation.cudagraph_capture_sizes=[1, 2, 4]",
+       "compilation.custom_ops=[none, +rms_norm]", "compilation.pass_config.enable_fusion=false"});
   EXPECT_EQ(config.engine.max_num_seqs, 8);
   EXPECT_EQ(config.compilation.cudagraph_mode, "piecewise");
   EXPECT_EQ(config.compilation.cudagraph_capture_sizes, (std::vector<int64_t>{1, 2, 4}));
@@ -65,21 +67,28 @@ TEST(Config, DefaultCaptureSizesFollowVllm) {
 
 TEST(Config, BadInputIsAClearError) {
   EXPECT_THAT(error_of("\n"), HasSubstr("is empty"));
-  EXPECT_THAT(error_of("engine:\n  max_num_seqs: many\n"), HasSubstr("engine.max_num_seqs: expected a positive integer, got 'many'"));
+  EXPECT_THAT(error_of("engine:\n  max_num_seqs: many\n"),
+              HasSubstr("engine.max_num_seqs: expected a positive integer, got 'many'"));
   EXPECT_THAT(error_of("engine:\n  max_num_seqs: -3\n"), HasSubstr("must be positive"));
-  EXPECT_THAT(error_of("engine:\n  max_num_seq: 3\n"), HasSubstr("unknown key 'engine.max_num_seq'"));
-  EXPECT_THAT(error_of("engine:\n  max_num_seq: 3\n"), HasSubstr("max_num_seqs"));  // lists valid keys
-  EXPECT_THAT(error_of("compilation:\n  cudagraph_mode: fulll\n"), HasSubstr("valid choices: none, piecewise, full, full_and_piecewise"));
+  EXPECT_THAT(error_of("engine:\n  max_num_seq: 3\n"),
+              HasSubstr("unknown key 'engine.max_num_seq'"));
+  EXPECT_THAT(error_of("engine:\n  max_num_seq: 3\n"),
+              HasSubstr("max_num_seqs"));  // lists valid keys
+  EXPECT_THAT(error_of("compilation:\n  cudagraph_mode: fulll\n"),
+              HasSubstr("valid choices: none, piecewise, full, full_and_piecewise"));
   EXPECT_THAT(error_of("compilaton:\n  mode: eager\n"), HasSubstr("unknown section 'compilaton'"));
   EXPECT_THAT(error_of("mode: eager\n"), HasSubstr("must be a section"));
   EXPECT_THAT(error_of("- 1\n- 2\n"), HasSubstr("must be a map"));
   EXPECT_THAT(error_of("engine: [1, 2\n"), HasSubstr("not valid YAML"));
-  EXPECT_THAT(error_of("compilation:\n  cudagraph_capture_sizes: 8\n"), HasSubstr("expected a list"));
-  EXPECT_THAT(error_of("compilation:\n  cudagraph_capture_sizes: [1, x]\n"), HasSubstr("cudagraph_capture_sizes[1]"));
+  EXPECT_THAT(error_of("compilation:\n  cudagraph_capture_sizes: 8\n"),
+              HasSubstr("expected a list"));
+  EXPECT_THAT(error_of("compilation:\n  cudagraph_capture_sizes: [1, x]\n"),
+              HasSubstr("cudagraph_capture_sizes[1]"));
   EXPECT_THAT(error_of("engine:\n  gpu_memory_utilization: 1.5\n"), HasSubstr("(0, 1]"));
   EXPECT_THAT(error_of("engine:\n  model: [a, b]\n"), HasSubstr("engine.model: expected"));
   EXPECT_THAT(error_of("", {"compilation.mode"}), HasSubstr("must look like section.key=value"));
-  EXPECT_THAT(error_of("", {"compilation.mode=jit"}), HasSubstr("valid choices: eager, traced, compiled"));
+  EXPECT_THAT(error_of("", {"compilation.mode=jit"}),
+              HasSubstr("valid choices: eager, traced, compiled"));
   EXPECT_THAT(error_of("", {"nonsense.key=1"}), HasSubstr("unknown section 'nonsense'"));
   EXPECT_THAT(error_of("", {"engine.port=99999"}), HasSubstr("0..65535"));
   try {

@@ -28,12 +28,14 @@ const std::string kStoriesGreedy =
 
 std::shared_ptr<const LlamaModel> load(const std::string& path, DType dtype = DType::f32,
                                        int64_t max_positions = 128) {
-  return std::make_shared<const LlamaModel>(load_model(path, LoadOptions{dtype, kCPU}), max_positions);
+  return std::make_shared<const LlamaModel>(load_model(path, LoadOptions{dtype, kCPU}),
+                                            max_positions);
 }
 
 // Logits of every position by feeding the tokens in the given chunk sizes (the last chunk's
 // last-token logits each step; chunks of 1 are decode steps).
-std::vector<std::vector<float>> logits_by_chunks(ModelRunner& runner, const std::vector<int32_t>& ids,
+std::vector<std::vector<float>> logits_by_chunks(ModelRunner& runner,
+                                                 const std::vector<int32_t>& ids,
                                                  const std::vector<int64_t>& chunks) {
   std::vector<int32_t> table;
   std::vector<std::vector<float>> rows;
@@ -70,7 +72,9 @@ TEST(Llama, ForwardRecordsNoGuardOnTheTokenCount) {
     TraceOptions options;
     options.dynamic_dims = {{0, 0}, {1, 0}};
     TraceResult result = trace(
-        [&](std::span<const Tensor> in) { return std::vector<Tensor>{model->forward(in[0], in[1])}; },
+        [&](std::span<const Tensor> in) {
+          return std::vector<Tensor>{model->forward(in[0], in[1])};
+        },
         inputs, options);
     EXPECT_TRUE(result.guards.empty()) << name << "\n" << result.str();
     EXPECT_EQ(result.graph.value(result.graph.outputs()[0]).meta.str(),
@@ -119,7 +123,8 @@ TEST_P(HfTinyModel, LogitsMatchTransformers) {
   EXPECT_LT(relative_error(prefill.back(), reference.back()), 1e-4) << GetParam();
   auto chunked = logits_by_chunks(runner, ids, {7, 13, 20});
   EXPECT_LT(relative_error(chunked.back(), reference.back()), 1e-4) << GetParam();
-  std::printf("%s: worst relative error %.2e over %zu positions\n", GetParam().c_str(), worst, ids.size());
+  std::printf("%s: worst relative error %.2e over %zu positions\n", GetParam().c_str(), worst,
+              ids.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transformers, HfTinyModel,
@@ -131,9 +136,10 @@ TEST(Stories260K, GreedyTextMatchesLlama2cInEveryFormat) {
   struct Case {
     std::string model, tokenizer;
   };
-  for (const Case& c : {Case{dir + "/stories260K.bin", dir + "/tok512.bin"},
-                        Case{kShared + "/models/stories260K-hf", kShared + "/models/stories260K-hf"},
-                        Case{dir + "/stories260K.gguf", dir + "/stories260K.gguf"}}) {
+  for (const Case& c :
+       {Case{dir + "/stories260K.bin", dir + "/tok512.bin"},
+        Case{kShared + "/models/stories260K-hf", kShared + "/models/stories260K-hf"},
+        Case{dir + "/stories260K.gguf", dir + "/stories260K.gguf"}}) {
     auto model = load(c.model, DType::f32, 512);
     auto tokenizer = load_tokenizer(c.tokenizer);
     ModelRunner runner(model, RunnerOptions{});

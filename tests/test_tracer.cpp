@@ -2,7 +2,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-
 #include "compile/compiled_function.h"
 #include "compile/fake_tensor.h"
 #include "compile/ops/ops.h"
@@ -29,7 +28,8 @@ std::vector<Tensor> mlp_block(std::span<const Tensor> inputs, const Tensor& norm
 TEST(Tracer, PrintsAReadableGraphWithSymbolicShapes) {
   auto function = [](std::span<const Tensor> inputs) {
     Tensor squared = ops::mul(inputs[0], inputs[0]);
-    return std::vector<Tensor>{ops::add_scalar(ops::mean(squared, true), 1e-5), ops::softmax(inputs[1])};
+    return std::vector<Tensor>{ops::add_scalar(ops::mean(squared, true), 1e-5),
+                               ops::softmax(inputs[1])};
   };
   std::vector<Tensor> inputs{random_tensor({5, 64}, 1), random_tensor({5, 3}, 2)};
   TraceOptions options;
@@ -56,9 +56,11 @@ TEST(Tracer, DuckShapingSharesSymbolsUnlessDistinct) {
   std::vector<Tensor> inputs{random_tensor({6, 4}, 1), random_tensor({6, 4}, 2)};
   TraceOptions options;
   options.dynamic_dims = {{0, 0}, {1, 0}};
-  EXPECT_TRUE(trace(function, inputs, options).input_metas[1].shape[0].same_as(SymInt::symbol("s0")));
+  EXPECT_TRUE(
+      trace(function, inputs, options).input_metas[1].shape[0].same_as(SymInt::symbol("s0")));
   options.dynamic_dims = {{0, 0}, {1, 0, /*distinct=*/true}};
-  EXPECT_TRUE(trace(function, inputs, options).input_metas[1].shape[0].same_as(SymInt::symbol("s1")));
+  EXPECT_TRUE(
+      trace(function, inputs, options).input_metas[1].shape[0].same_as(SymInt::symbol("s1")));
 }
 
 TEST(Tracer, RealTensorsBecomeConstantsOnce) {
@@ -93,8 +95,11 @@ TEST(Tracer, StructuralHashIgnoresConstantValuesAndNames) {
 }
 
 TEST(Tracer, FunctionThatDoesNotBranchRecordsNoGuardAndCompilesOnce) {
-  Tensor norm = random_tensor({8}, 1), gate_up = random_tensor({12, 8}, 2), down = random_tensor({8, 6}, 3);
-  auto function = [&](std::span<const Tensor> inputs) { return mlp_block(inputs, norm, gate_up, down); };
+  Tensor norm = random_tensor({8}, 1), gate_up = random_tensor({12, 8}, 2),
+         down = random_tensor({8, 6}, 3);
+  auto function = [&](std::span<const Tensor> inputs) {
+    return mlp_block(inputs, norm, gate_up, down);
+  };
   CompileOptions options;
   options.dynamic_dims = {{0, 0}};
   CompiledFunction compiled(function, options);
@@ -158,19 +163,25 @@ TEST(Tracer, SpecializingOnASizeRecordsAnEqualityGuard) {
 }
 
 TEST(Tracer, StaticInputSizesAreChecked) {
-  auto function = [](std::span<const Tensor> inputs) { return std::vector<Tensor>{ops::neg(inputs[0])}; };
+  auto function = [](std::span<const Tensor> inputs) {
+    return std::vector<Tensor>{ops::neg(inputs[0])};
+  };
   TraceResult result = trace(function, std::vector<Tensor>{random_tensor({4, 3}, 1)}, {});
   Bindings bindings;
   EXPECT_EQ(check_trace_fits(result, std::vector<Tensor>{random_tensor({4, 3}, 2)}, &bindings), "");
   EXPECT_THAT(check_trace_fits(result, std::vector<Tensor>{random_tensor({5, 3}, 2)}, &bindings),
               HasSubstr("static size 4"));
-  EXPECT_THAT(check_trace_fits(result, std::vector<Tensor>{random_tensor({4, 3}, 2, DType::bf16)}, &bindings),
+  EXPECT_THAT(check_trace_fits(result, std::vector<Tensor>{random_tensor({4, 3}, 2, DType::bf16)},
+                               &bindings),
               HasSubstr("bf16"));
 }
 
 TEST(Tracer, CustomOpsAreRecordedWholeOrAsTheirDecomposition) {
-  Tensor norm = random_tensor({8}, 1), gate_up = random_tensor({12, 8}, 2), down = random_tensor({8, 6}, 3);
-  auto function = [&](std::span<const Tensor> inputs) { return mlp_block(inputs, norm, gate_up, down); };
+  Tensor norm = random_tensor({8}, 1), gate_up = random_tensor({12, 8}, 2),
+         down = random_tensor({8, 6}, 3);
+  auto function = [&](std::span<const Tensor> inputs) {
+    return mlp_block(inputs, norm, gate_up, down);
+  };
   std::vector<Tensor> inputs{random_tensor({5, 8}, 4)};
   TraceOptions options;
   options.dynamic_dims = {{0, 0}};
@@ -186,8 +197,11 @@ TEST(Tracer, CustomOpsAreRecordedWholeOrAsTheirDecomposition) {
 }
 
 TEST(Tracer, CustomOpOnAndOffGiveTheSameNumbers) {
-  Tensor norm = random_tensor({8}, 1), gate_up = random_tensor({12, 8}, 2), down = random_tensor({8, 6}, 3);
-  auto function = [&](std::span<const Tensor> inputs) { return mlp_block(inputs, norm, gate_up, down); };
+  Tensor norm = random_tensor({8}, 1), gate_up = random_tensor({12, 8}, 2),
+         down = random_tensor({8, 6}, 3);
+  auto function = [&](std::span<const Tensor> inputs) {
+    return mlp_block(inputs, norm, gate_up, down);
+  };
   for (const char* config : {"all", "none", "-rms_norm"}) {
     CompileOptions options;
     options.dynamic_dims = {{0, 0}};

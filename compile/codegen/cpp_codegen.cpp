@@ -52,11 +52,14 @@ std::string generate_cpp_kernel(const RowKernelBody& body, const std::string& na
   std::string source = kPrelude;
   // The name stays out of the source: identical kernels of different layers share one artifact.
   (void)name;
-  source += "\nextern \"C\" void tessera_kernel(int64_t row_begin, int64_t row_end, void* const* buffers) {\n";
+  source +=
+      "\nextern \"C\" void tessera_kernel(int64_t row_begin, int64_t row_end, void* const* "
+      "buffers) {\n";
   size_t slot = 0;
   for (size_t i = 0; i < body.input_dtypes.size(); ++i, ++slot) {
     const char* type = prelude_type(body.input_dtypes[i]);
-    source += fmt::format("  const {0}* __restrict in{1} = (const {0}*)buffers[{2}];\n", type, i, slot);
+    source +=
+        fmt::format("  const {0}* __restrict in{1} = (const {0}*)buffers[{2}];\n", type, i, slot);
   }
   for (size_t i = 0; i < body.outputs.size(); ++i, ++slot) {
     const char* type = prelude_type(body.outputs[i].dtype);
@@ -79,7 +82,8 @@ std::string generate_cpp_kernel(const RowKernelBody& body, const std::string& na
   for (size_t o = 0; o < body.outputs.size(); ++o) {
     const RowOutput& out = body.outputs[o];
     source += fmt::format("    for (int64_t i = 0; i < {}; ++i) {{\n", out.row_elements);
-    source += fmt::format("      tsr_st(out{}, row * {} + i, {});\n", o, out.row_elements, out.element);
+    source +=
+        fmt::format("      tsr_st(out{}, row * {} + i, {});\n", o, out.row_elements, out.element);
     source += "    }\n";
   }
   source += "  }\n}\n";

@@ -58,8 +58,10 @@ void* open_kernel(const fs::path& path) {
 
 std::string resolve_cache_dir(const std::string& configured) {
   if (!configured.empty()) return configured;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/tessera";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/tessera";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/tessera";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/tessera";
   return (fs::temp_directory_path() / "tessera-cache").string();
 }
 
@@ -76,7 +78,8 @@ std::string CpuKernelCache::compiler_identity() {
 CpuKernelCache::CpuKernelCache(std::string cache_dir) : directory_(std::move(cache_dir) + "/cpu") {
   std::error_code error;
   fs::create_directories(directory_, error);
-  TESSERA_REQUIRE(!error, "cannot create the kernel cache directory {}: {} (set compilation.cache_dir)",
+  TESSERA_REQUIRE(!error,
+                  "cannot create the kernel cache directory {}: {} (set compilation.cache_dir)",
                   directory_, error.message());
 }
 
@@ -95,18 +98,21 @@ void* CpuKernelCache::load(const std::string& source, const std::string& name) {
       loaded_kernels()[key] = function;
       return function;
     }
-    spdlog::warn("kernel cache entry {} does not load ({}); rebuilding it", library.string(), dlerror());
+    spdlog::warn("kernel cache entry {} does not load ({}); rebuilding it", library.string(),
+                 dlerror());
     ++stats_.rebuilt;
   }
   std::string suffix = fmt::format(".{}.tmp", getpid());
   { std::ofstream(source_path.string() + suffix) << source; }
   fs::rename(source_path.string() + suffix, source_path);
   std::string temporary = library.string() + suffix;
-  std::string command = fmt::format("{} {} -o '{}' '{}'", compiler(), kFlags, temporary, source_path.string());
+  std::string command =
+      fmt::format("{} {} -o '{}' '{}'", compiler(), kFlags, temporary, source_path.string());
   std::string output;
   if (run_command(command, &output) != 0) {
     throw Error(fmt::format("compiling kernel {} failed: {}\nsource: {}\ncommand: {}\n{}", name,
-                            "the C++ compiler reported errors", source_path.string(), command, output));
+                            "the C++ compiler reported errors", source_path.string(), command,
+                            output));
   }
   fs::rename(temporary, library);  // atomic: readers see the old entry or the whole new one
   ++stats_.compiled;

@@ -11,10 +11,10 @@
 namespace tessera {
 
 struct KernelCacheStats {
-  size_t compiled = 0;      // compiler runs
-  size_t disk_hits = 0;     // loaded from the cache directory
-  size_t memory_hits = 0;   // shared with an identical kernel already loaded
-  size_t rebuilt = 0;       // corrupt entries replaced
+  size_t compiled = 0;     // compiler runs
+  size_t disk_hits = 0;    // loaded from the cache directory
+  size_t memory_hits = 0;  // shared with an identical kernel already loaded
+  size_t rebuilt = 0;      // corrupt entries replaced
 };
 
 // $XDG_CACHE_HOME/tessera, else ~/.cache/tessera, unless `configured` is set.

@@ -11,8 +11,10 @@ OpDef attention_op() {
   OpDef op;
   op.name = "attention";
   op.input_names = {"query", "key", "value"};
-  op.attributes = {{"layer", std::nullopt},       {"num_heads", std::nullopt},
-                   {"num_kv_heads", std::nullopt}, {"head_size", std::nullopt},
+  op.attributes = {{"layer", std::nullopt},
+                   {"num_heads", std::nullopt},
+                   {"num_kv_heads", std::nullopt},
+                   {"head_size", std::nullopt},
                    {"scale", std::nullopt}};
   op.splitting = true;
   op.doc = "paged causal attention of query [T, Hq*D] over the cached and new key/value [T, Hk*D]";
@@ -29,11 +31,12 @@ OpDef attention_op() {
       require_rank(args, i, 2);
       require_same_dtype(args, 0, i);
       if (!sizes_equal(args.input(i).shape[0], args.input(0).shape[0], "attention tokens"))
-        throw_argument_error(args, i, fmt::format("must have the tokens of 'query' ({})",
-                                                  args.input(0).str()));
+        throw_argument_error(
+            args, i, fmt::format("must have the tokens of 'query' ({})", args.input(0).str()));
       int64_t expected = (i == 0 ? heads : kv_heads) * head_size;
       if (!sizes_equal(args.input(i).shape[1], expected, "attention width"))
-        throw_argument_error(args, i, fmt::format("must have {} columns (heads x head_size)", expected));
+        throw_argument_error(args, i,
+                             fmt::format("must have {} columns (heads x head_size)", expected));
     }
     return std::vector<TensorMeta>{args.input(0)};
   };

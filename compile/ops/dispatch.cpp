@@ -95,22 +95,29 @@ std::vector<Tensor> run_eager_impl(const OpDef& op, std::span<const Tensor> inpu
   KernelFn kernel = find_kernel(op.name, device.type);
   if (kernel == nullptr) {
     if (allow_decomposition && op.decompose) return op.decompose(inputs, attributes);
-    throw Error(fmt::format("{}: no kernel for device {} and no decomposition", op.name, device.str()));
+    throw Error(
+        fmt::format("{}: no kernel for device {} and no decomposition", op.name, device.str()));
   }
   return launch_kernel(op, kernel, inputs, attributes, metas, device);
 }
 
 }  // namespace
 
-DispatchHandler* current_dispatch_handler() { return active_handler; }
+DispatchHandler* current_dispatch_handler() {
+  return active_handler;
+}
 
 DispatchHandlerGuard::DispatchHandlerGuard(DispatchHandler* handler) : previous_(active_handler) {
   active_handler = handler;
 }
 
-DispatchHandlerGuard::~DispatchHandlerGuard() { active_handler = previous_; }
+DispatchHandlerGuard::~DispatchHandlerGuard() {
+  active_handler = previous_;
+}
 
-void set_eager_custom_op_rule(CustomOpEnabledFn rule) { eager_custom_op_rule() = std::move(rule); }
+void set_eager_custom_op_rule(CustomOpEnabledFn rule) {
+  eager_custom_op_rule() = std::move(rule);
+}
 
 bool eager_custom_op_enabled(const std::string& op_name) {
   const auto& rule = eager_custom_op_rule();
@@ -163,8 +170,8 @@ std::vector<Tensor> run_eager(const OpDef& op, std::span<const Tensor> inputs,
   return run_eager_impl(op, inputs, attributes, /*allow_decomposition=*/true);
 }
 
-void run_kernel_into(const OpDef& op, std::span<const Tensor> inputs,
-                     const Attributes& attributes, std::span<Tensor> outputs) {
+void run_kernel_into(const OpDef& op, std::span<const Tensor> inputs, const Attributes& attributes,
+                     std::span<Tensor> outputs) {
   TESSERA_CHECK(!outputs.empty(), "{}: no outputs given", op.name);
   Device device = outputs[0].device();
   KernelFn kernel = find_kernel(op.name, device.type);

@@ -57,8 +57,8 @@ Attributes prepare_attributes(const OpDef& op, std::span<const Tensor> inputs,
 
 // Runs the device kernel of `op` writing into `outputs` (contiguous, allocated by the caller, e.g.
 // at arena offsets); `attributes` must be prepared. What compiled pieces use for library steps.
-void run_kernel_into(const OpDef& op, std::span<const Tensor> inputs,
-                     const Attributes& attributes, std::span<Tensor> outputs);
+void run_kernel_into(const OpDef& op, std::span<const Tensor> inputs, const Attributes& attributes,
+                     std::span<Tensor> outputs);
 
 TensorMeta meta_of(const Tensor& tensor);  // concrete tensors; fake ones via compile/fake_tensor
 std::vector<TensorMeta> compute_output_metas(const OpDef& op, std::span<const Tensor> inputs,

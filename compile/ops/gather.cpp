@@ -46,10 +46,11 @@ OpDef cat_op() {
       for (int64_t d = 0; d < first.rank(); ++d) {
         if (d == dim) continue;
         if (!sizes_equal(other.shape[d], first.shape[d], "cat size")) {
-          throw Error(fmt::format("{}: argument '{}' ({}) differs from '{}' ({}) in dim {}, which "
-                                  "is not the cat dim {}",
-                                  args.op.name, args.input_name(i), other.str(),
-                                  args.input_name(0), first.str(), d, dim));
+          throw Error(
+              fmt::format("{}: argument '{}' ({}) differs from '{}' ({}) in dim {}, which "
+                          "is not the cat dim {}",
+                          args.op.name, args.input_name(i), other.str(), args.input_name(0),
+                          first.str(), d, dim));
         }
       }
       out.shape[dim] = out.shape[dim] + other.shape[dim];

@@ -10,8 +10,8 @@ void require_inner_sizes_match(const MetaArgs& args, const SymInt& left, const S
                                const char* what) {
   if (!sizes_equal(left, right, what)) {
     throw Error(fmt::format("{}: {} of argument '{}' ({}) is {} but of argument '{}' ({}) is {}",
-                            args.op.name, what, args.input_name(0), args.input(0).str(),
-                            left.str(), args.input_name(1), args.input(1).str(), right.str()));
+                            args.op.name, what, args.input_name(0), args.input(0).str(), left.str(),
+                            args.input_name(1), args.input(1).str(), right.str()));
   }
 }
 
@@ -30,9 +30,10 @@ OpDef matmul_op() {
     require_inner_sizes_match(args, a.back(), b[b.size() - 2], "the contracted size K");
     if (b.size() > 2) {
       if (b.size() != a.size()) {
-        throw Error(fmt::format("{}: batched argument 'b' ({}) must have the rank of 'a' ({}) or "
-                                "be 2-D",
-                                args.op.name, args.input(1).str(), args.input(0).str()));
+        throw Error(
+            fmt::format("{}: batched argument 'b' ({}) must have the rank of 'a' ({}) or "
+                        "be 2-D",
+                        args.op.name, args.input(1).str(), args.input(0).str()));
       }
       for (size_t i = 0; i + 2 < a.size(); ++i)
         require_inner_sizes_match(args, a[i], b[i], "a batch size");
@@ -62,8 +63,9 @@ OpDef linear_op() {
       require_same_dtype(args, 0, 2);
       require_rank(args, 2, 1);
       if (!sizes_equal(args.input(2).shape[0], weight[0], "bias size")) {
-        throw_argument_error(args, 2, fmt::format("must have the output size {} of 'weight' ({})",
-                                                  weight[0].str(), args.input(1).str()));
+        throw_argument_error(args, 2,
+                             fmt::format("must have the output size {} of 'weight' ({})",
+                                         weight[0].str(), args.input(1).str()));
       }
     }
     TensorMeta out = args.input(0);

@@ -24,10 +24,11 @@ void require_dtype_in(const MetaArgs& args, size_t index, std::initializer_list<
 
 void require_same_dtype(const MetaArgs& args, size_t first, size_t second) {
   if (args.input(first).dtype != args.input(second).dtype) {
-    throw Error(fmt::format("{}: arguments '{}' ({}) and '{}' ({}) must have the same dtype; "
-                            "cast one of them",
-                            args.op.name, args.input_name(first), args.input(first).str(),
-                            args.input_name(second), args.input(second).str()));
+    throw Error(
+        fmt::format("{}: arguments '{}' ({}) and '{}' ({}) must have the same dtype; "
+                    "cast one of them",
+                    args.op.name, args.input_name(first), args.input(first).str(),
+                    args.input_name(second), args.input(second).str()));
   }
 }
 
@@ -50,7 +51,8 @@ SymShape broadcast_shapes(const MetaArgs& args, std::initializer_list<size_t> in
   size_t result_owner = *indices.begin();
   for (size_t index : indices) {
     const SymShape& shape = args.input(index).shape;
-    if (shape.size() > result.size()) result.insert(result.begin(), shape.size() - result.size(), SymInt(1));
+    if (shape.size() > result.size())
+      result.insert(result.begin(), shape.size() - result.size(), SymInt(1));
     size_t lead = result.size() - shape.size();
     for (size_t i = 0; i < shape.size(); ++i) {
       SymInt& current = result[lead + i];
@@ -61,11 +63,11 @@ SymShape broadcast_shapes(const MetaArgs& args, std::initializer_list<size_t> in
         continue;
       }
       if (!sizes_equal(current, size, "broadcasting")) {
-        throw Error(fmt::format("{}: cannot broadcast argument '{}' ({}) with argument '{}' ({}): "
-                                "sizes {} and {} differ and neither is 1",
-                                args.op.name, args.input_name(result_owner),
-                                args.input(result_owner).str(), args.input_name(index),
-                                args.input(index).str(), current.str(), size.str()));
+        throw Error(fmt::format(
+            "{}: cannot broadcast argument '{}' ({}) with argument '{}' ({}): "
+            "sizes {} and {} differ and neither is 1",
+            args.op.name, args.input_name(result_owner), args.input(result_owner).str(),
+            args.input_name(index), args.input(index).str(), current.str(), size.str()));
       }
     }
     result_owner = index;
@@ -121,8 +123,8 @@ SymShape infer_view_shape(const MetaArgs& args, const SymShape& shape,
   }
   if (!sizes_equal(known, numel, "reshape element count")) {
     throw Error(fmt::format("{}: shape {} is invalid for argument '{}' ({}) with {} elements",
-                            args.op.name, shape_str(sizes), args.input_name(0),
-                            args.input(0).str(), numel.str()));
+                            args.op.name, shape_str(sizes), args.input_name(0), args.input(0).str(),
+                            numel.str()));
   }
   return result;
 }

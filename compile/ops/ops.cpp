@@ -6,7 +6,8 @@
 namespace tessera::ops {
 namespace {
 
-Tensor call(const char* name, std::initializer_list<Tensor> inputs, const Attributes& attributes = {}) {
+Tensor call(const char* name, std::initializer_list<Tensor> inputs,
+            const Attributes& attributes = {}) {
   const OpDef& op = OpRegistry::global().get(name);
   std::vector<Tensor> inputs_vector(inputs);
   return call_op(op, inputs_vector, attributes).at(0);
@@ -14,44 +15,90 @@ Tensor call(const char* name, std::initializer_list<Tensor> inputs, const Attrib
 
 }  // namespace
 
-Tensor neg(const Tensor& x) { return call("neg", {x}); }
-Tensor exp(const Tensor& x) { return call("exp", {x}); }
-Tensor log(const Tensor& x) { return call("log", {x}); }
-Tensor sqrt(const Tensor& x) { return call("sqrt", {x}); }
-Tensor rsqrt(const Tensor& x) { return call("rsqrt", {x}); }
-Tensor tanh(const Tensor& x) { return call("tanh", {x}); }
-Tensor sigmoid(const Tensor& x) { return call("sigmoid", {x}); }
-Tensor silu(const Tensor& x) { return call("silu", {x}); }
+Tensor neg(const Tensor& x) {
+  return call("neg", {x});
+}
+Tensor exp(const Tensor& x) {
+  return call("exp", {x});
+}
+Tensor log(const Tensor& x) {
+  return call("log", {x});
+}
+Tensor sqrt(const Tensor& x) {
+  return call("sqrt", {x});
+}
+Tensor rsqrt(const Tensor& x) {
+  return call("rsqrt", {x});
+}
+Tensor tanh(const Tensor& x) {
+  return call("tanh", {x});
+}
+Tensor sigmoid(const Tensor& x) {
+  return call("sigmoid", {x});
+}
+Tensor silu(const Tensor& x) {
+  return call("silu", {x});
+}
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   return call("gelu", {x}, {{"approximate", approximate}});
 }
 Tensor pow_scalar(const Tensor& x, double exponent) {
   return call("pow_scalar", {x}, {{"exponent", exponent}});
 }
-Tensor add_scalar(const Tensor& x, double scalar) { return call("add_scalar", {x}, {{"scalar", scalar}}); }
-Tensor mul_scalar(const Tensor& x, double scalar) { return call("mul_scalar", {x}, {{"scalar", scalar}}); }
+Tensor add_scalar(const Tensor& x, double scalar) {
+  return call("add_scalar", {x}, {{"scalar", scalar}});
+}
+Tensor mul_scalar(const Tensor& x, double scalar) {
+  return call("mul_scalar", {x}, {{"scalar", scalar}});
+}
 
-Tensor add(const Tensor& a, const Tensor& b) { return call("add", {a, b}); }
-Tensor sub(const Tensor& a, const Tensor& b) { return call("sub", {a, b}); }
-Tensor mul(const Tensor& a, const Tensor& b) { return call("mul", {a, b}); }
-Tensor div(const Tensor& a, const Tensor& b) { return call("div", {a, b}); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return call("maximum", {a, b}); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return call("add", {a, b});
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return call("sub", {a, b});
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return call("mul", {a, b});
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return call("div", {a, b});
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return call("maximum", {a, b});
+}
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   return call("where", {condition, a, b});
 }
-Tensor cast(const Tensor& x, DType dtype) { return call("cast", {x}, {{"dtype", dtype}}); }
+Tensor cast(const Tensor& x, DType dtype) {
+  return call("cast", {x}, {{"dtype", dtype}});
+}
 
-Tensor sum(const Tensor& x, bool keepdim) { return call("sum", {x}, {{"keepdim", keepdim}}); }
-Tensor mean(const Tensor& x, bool keepdim) { return call("mean", {x}, {{"keepdim", keepdim}}); }
-Tensor max(const Tensor& x, bool keepdim) { return call("max", {x}, {{"keepdim", keepdim}}); }
-Tensor argmax(const Tensor& x, bool keepdim) { return call("argmax", {x}, {{"keepdim", keepdim}}); }
-Tensor softmax(const Tensor& x) { return call("softmax", {x}); }
+Tensor sum(const Tensor& x, bool keepdim) {
+  return call("sum", {x}, {{"keepdim", keepdim}});
+}
+Tensor mean(const Tensor& x, bool keepdim) {
+  return call("mean", {x}, {{"keepdim", keepdim}});
+}
+Tensor max(const Tensor& x, bool keepdim) {
+  return call("max", {x}, {{"keepdim", keepdim}});
+}
+Tensor argmax(const Tensor& x, bool keepdim) {
+  return call("argmax", {x}, {{"keepdim", keepdim}});
+}
+Tensor softmax(const Tensor& x) {
+  return call("softmax", {x});
+}
 
-Tensor matmul(const Tensor& a, const Tensor& b) { return call("matmul", {a, b}); }
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  return call("matmul", {a, b});
+}
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
   return bias ? call("linear", {x, weight, *bias}) : call("linear", {x, weight});
 }
-Tensor embedding(const Tensor& weight, const Tensor& ids) { return call("embedding", {weight, ids}); }
+Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  return call("embedding", {weight, ids});
+}
 
 Tensor view(const Tensor& x, std::vector<int64_t> shape) {
   return call("view", {x}, {{"shape", std::move(shape)}});
@@ -65,7 +112,9 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
   return call("transpose", {x}, {{"dim0", dim0}, {"dim1", dim1}});
 }
-Tensor contiguous(const Tensor& x) { return call("contiguous", {x}); }
+Tensor contiguous(const Tensor& x) {
+  return call("contiguous", {x});
+}
 Tensor cat(std::span<const Tensor> tensors, int64_t dim) {
   static const OpDef& op = OpRegistry::global().get("cat");
   return call_op(op, tensors, {{"dim", dim}}).at(0);
@@ -90,7 +139,9 @@ std::pair<Tensor, Tensor> rotary_embedding(const Tensor& positions, const Tensor
       call_op(op, inputs, {{"head_size", head_size}, {"is_neox", is_neox}});
   return {outputs.at(0), outputs.at(1)};
 }
-Tensor silu_and_mul(const Tensor& x) { return call("silu_and_mul", {x}); }
+Tensor silu_and_mul(const Tensor& x) {
+  return call("silu_and_mul", {x});
+}
 Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value, int64_t layer,
                  int64_t num_heads, int64_t num_kv_heads, int64_t head_size, double scale) {
   return call("attention", {query, key, value},

@@ -8,9 +8,9 @@
 #pragma once
 
 #include <optional>
-#include <utility>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/tensor.h"
@@ -60,7 +60,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 
 // Shape ops. view/reshape: one size may be -1. slice: attrs dim, start, end, step (end clamps).
-Tensor view(const Tensor& x, std::vector<int64_t> shape);  // needs a contiguous input
+Tensor view(const Tensor& x, std::vector<int64_t> shape);     // needs a contiguous input
 Tensor reshape(const Tensor& x, std::vector<int64_t> shape);  // a view when possible, else a copy
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);

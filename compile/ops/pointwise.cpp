@@ -17,8 +17,10 @@ OpDef unary_op(const std::string& name, bool allows_ints, std::vector<AttributeS
   op.strided_inputs = true;
   op.doc = doc;
   op.meta = [allows_ints](const MetaArgs& args) {
-    if (allows_ints) require_dtype_in(args, 0, kNumericDTypes);
-    else require_float(args, 0);
+    if (allows_ints)
+      require_dtype_in(args, 0, kNumericDTypes);
+    else
+      require_float(args, 0);
     return std::vector<TensorMeta>{args.input(0)};
   };
   return op;
@@ -32,8 +34,10 @@ OpDef binary_op(const std::string& name, bool allows_ints, const std::string& do
   op.doc = doc;
   op.meta = [allows_ints](const MetaArgs& args) {
     for (size_t i = 0; i < 2; ++i) {
-      if (allows_ints) require_dtype_in(args, i, kNumericDTypes);
-      else require_float(args, i);
+      if (allows_ints)
+        require_dtype_in(args, i, kNumericDTypes);
+      else
+        require_float(args, i);
     }
     require_same_dtype(args, 0, 1);
     TensorMeta out = args.input(0);

@@ -17,8 +17,10 @@ OpDef reduction_op(const std::string& name, bool index_output, const std::string
     if (!(out.shape.back() > SymInt(0)).guard_bool("reduction over an empty dim")) {
       throw_argument_error(args, 0, "has an empty last dim; there is nothing to reduce");
     }
-    if (args.attributes.get_bool("keepdim", false)) out.shape.back() = SymInt(1);
-    else out.shape.pop_back();
+    if (args.attributes.get_bool("keepdim", false))
+      out.shape.back() = SymInt(1);
+    else
+      out.shape.pop_back();
     if (index_output) out.dtype = DType::i64;
     return std::vector<TensorMeta>{out};
   };

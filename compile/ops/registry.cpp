@@ -49,7 +49,8 @@ const OpDef& OpRegistry::get(const std::string& name) const {
 std::vector<const OpDef*> OpRegistry::all() const {
   std::vector<const OpDef*> out;
   for (const auto& op : ops_) out.push_back(op.get());
-  std::sort(out.begin(), out.end(), [](const OpDef* a, const OpDef* b) { return a->name < b->name; });
+  std::sort(out.begin(), out.end(),
+            [](const OpDef* a, const OpDef* b) { return a->name < b->name; });
   return out;
 }
 

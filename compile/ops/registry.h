@@ -54,7 +54,7 @@ struct OpDef {
   std::string name;
   std::vector<std::string> input_names;  // with `variadic`, the last name takes 0..n tensors
   bool variadic = false;
-  size_t min_inputs = 0;  // with variadic: the fewest tensors accepted in all
+  size_t min_inputs = 0;                     // with variadic: the fewest tensors accepted in all
   std::vector<std::string> optional_inputs;  // trailing inputs that may be left out ("bias")
   std::vector<AttributeSpec> attributes;
   MetaFn meta;
@@ -65,7 +65,8 @@ struct OpDef {
   std::function<void(std::span<const TensorMeta>, Attributes&)> canonicalize;
   bool custom = false;     // enabled/disabled by the compilation config's custom_ops
   bool splitting = false;  // the compiled graph is split around it
-  bool strided_inputs = false;  // its kernels read any strides; otherwise inputs are made contiguous
+  bool strided_inputs =
+      false;  // its kernels read any strides; otherwise inputs are made contiguous
   std::string doc;
 };
 
@@ -93,6 +94,6 @@ void check_input_count(const OpDef& op, size_t count);
 #define TESSERA_OP_CONCAT_INNER(a, b) a##b
 #define TESSERA_OP_CONCAT(a, b) TESSERA_OP_CONCAT_INNER(a, b)
 // Registers an op at load time: TESSERA_REGISTER_OP(make_add_op());
-#define TESSERA_REGISTER_OP(op_def)                                                    \
+#define TESSERA_REGISTER_OP(op_def)                                                   \
   [[maybe_unused]] static const bool TESSERA_OP_CONCAT(op_registered_, __COUNTER__) = \
       ::tessera::OpRegistry::global().add(op_def)

@@ -8,7 +8,9 @@
 namespace tessera {
 namespace {
 
-std::vector<Tensor> one(Tensor tensor) { return {std::move(tensor)}; }
+std::vector<Tensor> one(Tensor tensor) {
+  return {std::move(tensor)};
+}
 
 OpDef view_op(const std::string& name, bool copies_when_needed) {
   OpDef op;
@@ -22,7 +24,8 @@ OpDef view_op(const std::string& name, bool copies_when_needed) {
     out.shape = infer_view_shape(args, args.input(0).shape, args.attributes.get_ints("shape"));
     return std::vector<TensorMeta>{out};
   };
-  op.eager = [copies_when_needed, name](std::span<const Tensor> inputs, const Attributes& attributes) {
+  op.eager = [copies_when_needed, name](std::span<const Tensor> inputs,
+                                        const Attributes& attributes) {
     const Tensor& x = inputs[0];
     TESSERA_REQUIRE(copies_when_needed || x.is_contiguous(),
                     "{}: argument 'x' ({}, strides {}) is not contiguous; use reshape or "
@@ -39,8 +42,8 @@ OpDef slice_op() {
   OpDef op;
   op.name = "slice";
   op.input_names = {"x"};
-  op.attributes = {{"dim", std::nullopt}, {"start", int64_t{0}}, {"end", kSliceToEnd},
-                   {"step", int64_t{1}}};
+  op.attributes = {
+      {"dim", std::nullopt}, {"start", int64_t{0}}, {"end", kSliceToEnd}, {"step", int64_t{1}}};
   op.doc = "x[start:end:step] along dim (negative indices count from the end; end clamps)";
   op.canonicalize = wrap_dim_attributes({"dim"});
   op.meta = [](const MetaArgs& args) {

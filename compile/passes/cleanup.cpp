@@ -42,7 +42,8 @@ void cleanup(Graph& graph, const PassConfig& config) {
   std::vector<bool> live_node(graph.nodes().size(), false);
   for (size_t i = graph.nodes().size(); i-- > 0;) {
     const Node& node = graph.nodes()[i];
-    bool live = node.kind == NodeKind::output || (node.kind == NodeKind::call && node.op->splitting) ||
+    bool live = node.kind == NodeKind::output ||
+                (node.kind == NodeKind::call && node.op->splitting) ||
                 node.kind == NodeKind::placeholder;
     for (int id : node.outputs) live = live || live_value[id];
     if (!live) continue;
@@ -63,12 +64,15 @@ void cleanup(Graph& graph, const PassConfig& config) {
     }
     switch (node.kind) {
       case NodeKind::placeholder:
-        remap[node.outputs[0]] = rebuilt.add_placeholder(graph.value(node.outputs[0]).name,
-                                                         graph.value(node.outputs[0]).meta,
-                                                         node.input_index);
+        remap[node.outputs[0]] = rebuilt.add_placeholder(
+            graph.value(node.outputs[0]).name, graph.value(node.outputs[0]).meta, node.input_index);
         break;
-      case NodeKind::constant: remap[node.outputs[0]] = rebuilt.add_constant(node.constant); break;
-      case NodeKind::output: rebuilt.set_outputs(inputs); break;
+      case NodeKind::constant:
+        remap[node.outputs[0]] = rebuilt.add_constant(node.constant);
+        break;
+      case NodeKind::output:
+        rebuilt.set_outputs(inputs);
+        break;
       case NodeKind::call: {
         if (config.enable_noop_elimination && is_noop(graph, node)) {
           remap[node.outputs[0]] = inputs[0];
@@ -76,7 +80,8 @@ void cleanup(Graph& graph, const PassConfig& config) {
         }
         std::string key;
         if (config.enable_cse && !node.op->splitting) {
-          key = fmt::format("{}({})[{}]", node.op->name, fmt::join(inputs, ","), node.attributes.str());
+          key = fmt::format("{}({})[{}]", node.op->name, fmt::join(inputs, ","),
+                            node.attributes.str());
           auto it = seen.find(key);
           if (it != seen.end()) {
             for (size_t o = 0; o < node.outputs.size(); ++o) remap[node.outputs[o]] = it->second[o];

@@ -12,8 +12,9 @@ namespace {
 
 const std::set<std::string>& pointwise_ops() {
   static const std::set<std::string> ops = {
-      "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "pow_scalar",
-      "add_scalar", "mul_scalar", "add", "sub", "mul", "div", "maximum", "where", "cast"};
+      "neg",  "exp",  "log",        "sqrt",       "rsqrt",      "tanh", "sigmoid",
+      "silu", "gelu", "pow_scalar", "add_scalar", "mul_scalar", "add",  "sub",
+      "mul",  "div",  "maximum",    "where",      "cast"};
   return ops;
 }
 
@@ -87,7 +88,8 @@ void close_run(CompiledPlan& plan, std::vector<int>& run_steps, std::vector<Step
   const std::vector<int>& graph_outputs = graph.outputs();
   for (int s : run_steps) {
     for (int id : graph.nodes()[plan.steps[s].node].outputs) {
-      bool needed = std::find(graph_outputs.begin(), graph_outputs.end(), id) != graph_outputs.end();
+      bool needed =
+          std::find(graph_outputs.begin(), graph_outputs.end(), id) != graph_outputs.end();
       for (int consumer : consumers[id]) needed = needed || !members.count(consumer);
       if (needed) kernel.outputs.push_back(id);
     }

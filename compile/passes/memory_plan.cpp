@@ -62,7 +62,8 @@ void plan_memory(CompiledPlan& plan) {
     // Lowest offset not overlapping any placed block alive at the same time.
     std::vector<std::pair<size_t, size_t>> busy;
     for (const Placed& p : placed)
-      if (!(p.death < birth[id] || death[id] < p.birth)) busy.push_back({p.offset, p.offset + p.bytes});
+      if (!(p.death < birth[id] || death[id] < p.birth))
+        busy.push_back({p.offset, p.offset + p.bytes});
     std::sort(busy.begin(), busy.end());
     size_t offset = 0;
     for (const auto& [start, stop] : busy) {

@@ -14,8 +14,8 @@ namespace tessera {
 // Dead code, no-op reshapes/casts/slices/contiguous, and common subexpressions.
 void cleanup(Graph& graph, const PassConfig& config);
 // Orders the nodes into steps: views, library kernels, splitting ops (piece boundaries).
-std::vector<Step> split_into_pieces(const Graph& graph, const std::vector<std::string>& splitting_ops,
-                                    int* num_pieces);
+std::vector<Step> split_into_pieces(const Graph& graph,
+                                    const std::vector<std::string>& splitting_ops, int* num_pieces);
 // Groups runs of fusible nodes within each piece into fused kernels.
 void fuse(CompiledPlan& plan, bool enable_fusion);
 // Arena offsets for every materialized value, by liveness, at the largest sizes.

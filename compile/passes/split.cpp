@@ -14,7 +14,8 @@ bool is_view_op(const std::string& op_name) {
          op_name == "transpose" || op_name == "contiguous";
 }
 
-std::vector<Step> split_into_pieces(const Graph& graph, const std::vector<std::string>& splitting_ops,
+std::vector<Step> split_into_pieces(const Graph& graph,
+                                    const std::vector<std::string>& splitting_ops,
                                     int* num_pieces) {
   for (const std::string& name : splitting_ops) {
     const OpDef* op = OpRegistry::global().find(name);

@@ -23,11 +23,16 @@ int run_explain(const std::vector<std::string>& args) {
       return args[++i];
     };
     const std::string& flag = args[i];
-    if (flag == "--model" || flag == "-m") overrides.push_back("engine.model=" + value());
-    else if (flag == "--dump-dir") overrides.push_back("compilation.dump_dir=" + value());
-    else if (flag == "-c" || flag == "--config") config_path = value();
-    else if (flag == "-O") overrides.push_back(value());
-    else throw UsageError(fmt::format("explain: unknown option '{}'", flag));
+    if (flag == "--model" || flag == "-m")
+      overrides.push_back("engine.model=" + value());
+    else if (flag == "--dump-dir")
+      overrides.push_back("compilation.dump_dir=" + value());
+    else if (flag == "-c" || flag == "--config")
+      config_path = value();
+    else if (flag == "-O")
+      overrides.push_back(value());
+    else
+      throw UsageError(fmt::format("explain: unknown option '{}'", flag));
   }
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
@@ -37,7 +42,8 @@ int run_explain(const std::vector<std::string>& args) {
                                               : parse_dtype(config.engine.dtype);
   ModelWeights weights = load_model(config.engine.model, LoadOptions{dtype, device});
   int64_t max_positions = weights.config.max_position_embeddings;
-  if (config.engine.max_model_len > 0) max_positions = std::min(max_positions, config.engine.max_model_len);
+  if (config.engine.max_model_len > 0)
+    max_positions = std::min(max_positions, config.engine.max_model_len);
   auto model = std::make_shared<const LlamaModel>(std::move(weights), max_positions);
   double load_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   RunnerOptions options;
@@ -66,7 +72,8 @@ int run_explain(const std::vector<std::string>& args) {
              trace.graph.num_calls(), trace.guards.empty() ? "none" : "");
   for (const Guard& guard : trace.guards) fmt::print("  {}\n", guard.str());
   fmt::print("{}", plan->explain());
-  fmt::print("load {:.2f} s; trace + compile + first step {:.2f} s\n", load_seconds, compile_seconds);
+  fmt::print("load {:.2f} s; trace + compile + first step {:.2f} s\n", load_seconds,
+             compile_seconds);
   if (!config.compilation.dump_dir.empty())
     fmt::print("pass graphs and kernel sources written to {}\n", config.compilation.dump_dir);
   return 0;
@@ -80,8 +87,8 @@ const char* kUsage =
     "guards, launches per forward, the arena, and time per stage. --dump-dir writes every pass's\n"
     "graph and every generated kernel source there.\n";
 
-TESSERA_REGISTER_COMMAND((Command{"explain", "show how the compiler splits and fuses a model", kUsage,
-                                  run_explain}));
+TESSERA_REGISTER_COMMAND((Command{"explain", "show how the compiler splits and fuses a model",
+                                  kUsage, run_explain}));
 
 }  // namespace
 }  // namespace tessera::cli

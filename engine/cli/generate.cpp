@@ -46,24 +46,43 @@ GenerateOptions parse(const std::vector<std::string>& args) {
       return args[++i];
     };
     // Flags that are config keys become overrides, applied after the config file.
-    auto key = [&](const char* name) { options.overrides.push_back(fmt::format("{}={}", name, value())); };
-    if (flag == "--model" || flag == "-m") key("engine.model");
-    else if (flag == "--tokenizer") key("engine.tokenizer");
-    else if (flag == "--device") key("engine.device");
-    else if (flag == "--dtype") key("engine.dtype");
-    else if (flag == "--max-model-len") key("engine.max_model_len");
-    else if (flag == "--mode") key("compilation.mode");
-    else if (flag == "-c" || flag == "--config") options.config_path = value();
-    else if (flag == "-O") options.overrides.push_back(value());
-    else if (flag == "--prompt" || flag == "-p") options.prompt = value();
-    else if (flag == "--max-tokens" || flag == "-n") options.sampling.max_tokens = parse_number<int64_t>(flag, value());
-    else if (flag == "--temperature") options.sampling.temperature = parse_number<double>(flag, value());
-    else if (flag == "--top-k") options.sampling.top_k = parse_number<int64_t>(flag, value());
-    else if (flag == "--top-p") options.sampling.top_p = parse_number<double>(flag, value());
-    else if (flag == "--min-p") options.sampling.min_p = parse_number<double>(flag, value());
-    else if (flag == "--seed") options.sampling.seed = parse_number<uint64_t>(flag, value());
-    else if (flag == "--quiet" || flag == "-q") options.quiet = true;
-    else throw UsageError(fmt::format("generate: unknown option '{}'", flag));
+    auto key = [&](const char* name) {
+      options.overrides.push_back(fmt::format("{}={}", name, value()));
+    };
+    if (flag == "--model" || flag == "-m")
+      key("engine.model");
+    else if (flag == "--tokenizer")
+      key("engine.tokenizer");
+    else if (flag == "--device")
+      key("engine.device");
+    else if (flag == "--dtype")
+      key("engine.dtype");
+    else if (flag == "--max-model-len")
+      key("engine.max_model_len");
+    else if (flag == "--mode")
+      key("compilation.mode");
+    else if (flag == "-c" || flag == "--config")
+      options.config_path = value();
+    else if (flag == "-O")
+      options.overrides.push_back(value());
+    else if (flag == "--prompt" || flag == "-p")
+      options.prompt = value();
+    else if (flag == "--max-tokens" || flag == "-n")
+      options.sampling.max_tokens = parse_number<int64_t>(flag, value());
+    else if (flag == "--temperature")
+      options.sampling.temperature = parse_number<double>(flag, value());
+    else if (flag == "--top-k")
+      options.sampling.top_k = parse_number<int64_t>(flag, value());
+    else if (flag == "--top-p")
+      options.sampling.top_p = parse_number<double>(flag, value());
+    else if (flag == "--min-p")
+      options.sampling.min_p = parse_number<double>(flag, value());
+    else if (flag == "--seed")
+      options.sampling.seed = parse_number<uint64_t>(flag, value());
+    else if (flag == "--quiet" || flag == "-q")
+      options.quiet = true;
+    else
+      throw UsageError(fmt::format("generate: unknown option '{}'", flag));
   }
   options.sampling.validate();
   return options;
@@ -84,15 +103,20 @@ std::unique_ptr<Tokenizer> tokenizer_for(const EngineConfig& engine) {
 
 int run_generate(const std::vector<std::string>& args) {
   GenerateOptions options = parse(args);
-  bool model_given = !options.config_path.empty() || std::any_of(options.overrides.begin(), options.overrides.end(),
-      [](const std::string& o) { return o.starts_with("engine.model="); });
+  bool model_given =
+      !options.config_path.empty() ||
+      std::any_of(options.overrides.begin(), options.overrides.end(),
+                  [](const std::string& o) { return o.starts_with("engine.model="); });
   RunConfig config = load_run_config(options.config_path, options.overrides);
   const EngineConfig& engine = config.engine;
   if (!model_given)
-    fmt::print(stderr, "no --model given: running the embedded default {} (random weights, byte "
-                       "tokenizer; its text is noise)\n", engine.model);
+    fmt::print(stderr,
+               "no --model given: running the embedded default {} (random weights, byte "
+               "tokenizer; its text is noise)\n",
+               engine.model);
   Device device = parse_device(engine.device);
-  DType dtype = engine.dtype == "auto" ? (device.is_cpu() ? DType::f32 : DType::bf16) : parse_dtype(engine.dtype);
+  DType dtype = engine.dtype == "auto" ? (device.is_cpu() ? DType::f32 : DType::bf16)
+                                       : parse_dtype(engine.dtype);
   auto tokenizer = tokenizer_for(engine);
   ModelWeights weights = load_model(engine.model, LoadOptions{dtype, device});
   int64_t max_positions = weights.config.max_position_embeddings;
@@ -100,8 +124,8 @@ int run_generate(const std::vector<std::string>& args) {
   auto model = std::make_shared<const LlamaModel>(std::move(weights), max_positions);
   RunnerOptions runner_options;
   runner_options.mode = config.compilation.mode;
-  runner_options.custom_ops = CustomOpConfig::parse(config.compilation.custom_ops,
-                                                    config.compilation.custom_ops_default_enabled());
+  runner_options.custom_ops = CustomOpConfig::parse(
+      config.compilation.custom_ops, config.compilation.custom_ops_default_enabled());
   runner_options.compilation = config.compilation;
   runner_options.max_num_batched_tokens = engine.max_num_batched_tokens;
   runner_options.block_size = engine.block_size;
@@ -109,7 +133,8 @@ int run_generate(const std::vector<std::string>& args) {
   ModelRunner runner(model, runner_options);
   spdlog::info("model {} ({}), {} on {}, weights {:.1f} MiB, KV cache {:.1f} MiB, mode {}",
                engine.model, model->config().architecture, dtype_name(dtype), device.str(),
-               model->weight_bytes() / 1048576.0, runner.kv_cache_bytes() / 1048576.0, runner_options.mode);
+               model->weight_bytes() / 1048576.0, runner.kv_cache_bytes() / 1048576.0,
+               runner_options.mode);
   GenerateRequest request{options.prompt, options.sampling, {}};
   if (!options.quiet) fmt::print("{}", options.prompt);
   std::fflush(stdout);

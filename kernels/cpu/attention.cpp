@@ -44,9 +44,11 @@ void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& 
   // Work items: (token, head); each finds its sequence by the query start offsets.
   std::vector<int64_t> sequence_of(static_cast<size_t>(meta.num_tokens));
   for (int64_t s = 0; s < meta.num_seqs; ++s)
-    for (int64_t t = meta.query_start_loc[s]; t < meta.query_start_loc[s + 1]; ++t) sequence_of[t] = s;
+    for (int64_t t = meta.query_start_loc[s]; t < meta.query_start_loc[s + 1]; ++t)
+      sequence_of[t] = s;
   cpu::parallel_for(meta.num_tokens * heads, 4, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores, q(static_cast<size_t>(head_size)), acc(static_cast<size_t>(head_size));
+    std::vector<float> scores, q(static_cast<size_t>(head_size)),
+        acc(static_cast<size_t>(head_size));
     for (int64_t item = begin; item < end; ++item) {
       int64_t token = item / heads, head = item % heads, kv_head = head / group;
       int64_t s = sequence_of[token];
@@ -112,7 +114,8 @@ void attention_cpu(const KernelArgs& args) {
   TESSERA_CHECK(context.kv_caches && layer < static_cast<int64_t>(context.kv_caches->size()),
                 "no KV cache for layer {}", layer);
   PagedKVCache& cache = (*context.kv_caches)[layer];
-  AttentionShape shape{args.attributes.get_int("num_heads"), args.attributes.get_int("num_kv_heads"),
+  AttentionShape shape{args.attributes.get_int("num_heads"),
+                       args.attributes.get_int("num_kv_heads"),
                        args.attributes.get_int("head_size"), cache.block_size(),
                        static_cast<float>(args.attributes.get_float("scale"))};
   const Tensor &query = args.inputs[0], &key = args.inputs[1], &value = args.inputs[2];

@@ -283,7 +283,7 @@ struct DeviceState {
   void* staging = nullptr;
 };
 
-constexpr size_t kStagingBytes = size_t{16} << 20;   // the pinned buffer, per device
+constexpr size_t kStagingBytes = size_t{16} << 20;     // the pinned buffer, per device
 constexpr size_t kStagingThreshold = size_t{1} << 20;  // smaller copies go direct
 
 constexpr int kMaxDevices = 64;
@@ -368,18 +368,21 @@ class GpuBackend final : public DeviceBackend {
                             gpuStream_t handle) {
     DeviceState& device_state = state(index);
     std::lock_guard lock(device_state.staging_mutex);
-    if (device_state.staging == nullptr) GPU_CHECK(gpuHostMalloc(&device_state.staging, kStagingBytes));
+    if (device_state.staging == nullptr)
+      GPU_CHECK(gpuHostMalloc(&device_state.staging, kStagingBytes));
     auto* host = static_cast<char*>(to_host ? dst : const_cast<void*>(src));
     auto* device = static_cast<char*>(to_host ? const_cast<void*>(src) : dst);
     for (size_t done = 0; done < bytes; done += kStagingBytes) {
       size_t chunk = std::min(kStagingBytes, bytes - done);
       if (to_host) {
-        GPU_CHECK(gpuMemcpyAsync(device_state.staging, device + done, chunk, gpuMemcpyDeviceToHost, handle));
+        GPU_CHECK(gpuMemcpyAsync(device_state.staging, device + done, chunk, gpuMemcpyDeviceToHost,
+                                 handle));
         GPU_CHECK(gpuStreamSynchronize(handle));
         std::memcpy(host + done, device_state.staging, chunk);
       } else {
         std::memcpy(device_state.staging, host + done, chunk);
-        GPU_CHECK(gpuMemcpyAsync(device + done, device_state.staging, chunk, gpuMemcpyHostToDevice, handle));
+        GPU_CHECK(gpuMemcpyAsync(device + done, device_state.staging, chunk, gpuMemcpyHostToDevice,
+                                 handle));
         GPU_CHECK(gpuStreamSynchronize(handle));
       }
     }

@@ -124,8 +124,8 @@ RopeScaling parse_rope_scaling(const ConfigFields& fields) {
   const char* key = rope_key(fields);
   if (!fields.has(key)) return scaling;
   const json& object = fields.raw(key);
-  TESSERA_REQUIRE(object.is_object(), "{}: '{}' must be an object or null, got {}",
-                  fields.file(), key, object.dump());
+  TESSERA_REQUIRE(object.is_object(), "{}: '{}' must be an object or null, got {}", fields.file(),
+                  key, object.dump());
   ConfigFields rope(object, fields.file() + " " + key);
   scaling.type = rope.text("rope_type", rope.text("type", ""));
   if (scaling.type == "default") scaling.type.clear();  // transformers' name for "none"

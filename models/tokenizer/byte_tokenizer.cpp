@@ -16,8 +16,10 @@ class ByteTokenizer final : public Tokenizer {
   std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
     std::string text;
     for (int32_t id : ids) {
-      if (id >= kFirstByte && id < kFirstByte + 256) text += static_cast<char>(id - kFirstByte);
-      else if (!skip_special) text += id == kBos ? "<s>" : id == kEos ? "</s>" : "<unk>";
+      if (id >= kFirstByte && id < kFirstByte + 256)
+        text += static_cast<char>(id - kFirstByte);
+      else if (!skip_special)
+        text += id == kBos ? "<s>" : id == kEos ? "</s>" : "<unk>";
     }
     return text;
   }
@@ -29,6 +31,8 @@ class ByteTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
+std::unique_ptr<Tokenizer> make_byte_tokenizer() {
+  return std::make_unique<ByteTokenizer>();
+}
 
 }  // namespace tessera

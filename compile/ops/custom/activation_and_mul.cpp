@@ -1,8 +1,8 @@
 // silu_and_mul and gelu_and_mul: act(x[..., :d]) * x[..., d:] for the gated MLP.
+#include "compile/fake_tensor.h"
 #include "compile/ops/meta_helpers.h"
 #include "compile/ops/ops.h"
 #include "kernels/check.h"
-#include "compile/fake_tensor.h"
 
 namespace tessera {
 namespace {
@@ -36,14 +36,15 @@ OpDef activation_and_mul_op(const std::string& name, std::vector<AttributeSpec> 
   return op;
 }
 
-TESSERA_REGISTER_OP(activation_and_mul_op("silu_and_mul", {}, [](const Tensor& x, const Attributes&) {
-  return ops::silu(x);
-}));
-TESSERA_REGISTER_OP(activation_and_mul_op(
-    "gelu_and_mul", {{"approximate", std::string("none")}},
-    [](const Tensor& x, const Attributes& attributes) {
-      return ops::gelu(x, attributes.get_string("approximate"));
-    }));
+TESSERA_REGISTER_OP(activation_and_mul_op("silu_and_mul", {},
+                                          [](const Tensor& x, const Attributes&) {
+                                            return ops::silu(x);
+                                          }));
+TESSERA_REGISTER_OP(activation_and_mul_op("gelu_and_mul", {{"approximate", std::string("none")}},
+                                          [](const Tensor& x, const Attributes& attributes) {
+                                            return ops::gelu(x,
+                                                             attributes.get_string("approximate"));
+                                          }));
 
 }  // namespace
 }  // namespace tessera

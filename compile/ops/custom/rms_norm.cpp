@@ -40,8 +40,8 @@ OpDef rms_norm_op() {
   };
   op.decompose = [](std::span<const Tensor> inputs, const Attributes& attributes) {
     const Tensor& x = inputs[0];
-    return std::vector<Tensor>{normalize_f32(ops::cast(x, DType::f32), inputs[1],
-                                             attributes.get_float("eps"), x.dtype())};
+    return std::vector<Tensor>{
+        normalize_f32(ops::cast(x, DType::f32), inputs[1], attributes.get_float("eps"), x.dtype())};
   };
   return op;
 }
@@ -59,8 +59,11 @@ OpDef fused_add_rms_norm_op() {
     const SymShape& x = args.input(0).shape;
     const SymShape& residual = args.input(1).shape;
     bool same = x.size() == residual.size();
-    for (size_t i = 0; same && i < x.size(); ++i) same = sizes_equal(x[i], residual[i], "residual shape");
-    if (!same) throw_argument_error(args, 1, fmt::format("must have the shape of 'x' ({})", args.input(0).str()));
+    for (size_t i = 0; same && i < x.size(); ++i)
+      same = sizes_equal(x[i], residual[i], "residual shape");
+    if (!same)
+      throw_argument_error(args, 1,
+                           fmt::format("must have the shape of 'x' ({})", args.input(0).str()));
     return std::vector<TensorMeta>{args.input(0), args.input(0)};
   };
   op.decompose = [](std::span<const Tensor> inputs, const Attributes& attributes) {

@@ -14,8 +14,8 @@ void check_heads(const MetaArgs& args, size_t index, int64_t head_size) {
   require_rank(args, index, 2);
   const SymInt& width = args.input(index).shape[1];
   if (!sizes_equal(mod(width, head_size), 0, "head size divides the width")) {
-    throw_argument_error(args, index, fmt::format("must have a last size divisible by head_size {}",
-                                                  head_size));
+    throw_argument_error(args, index,
+                         fmt::format("must have a last size divisible by head_size {}", head_size));
   }
 }
 
@@ -41,13 +41,17 @@ OpDef rotary_embedding_op() {
     const SymInt& rot_dim = args.input(3).shape[1];
     if (!(sizes_equal(mod(rot_dim, 2), 0, "rotary dims even") &&
           (rot_dim <= SymInt(head_size)).guard_bool("rotary dims fit the head"))) {
-      throw_argument_error(args, 3, fmt::format("must have an even number of rotary dims <= "
-                                                "head_size {}", head_size));
+      throw_argument_error(args, 3,
+                           fmt::format("must have an even number of rotary dims <= "
+                                       "head_size {}",
+                                       head_size));
     }
     for (size_t index : {size_t{1}, size_t{2}}) {
       if (!sizes_equal(args.input(index).shape[0], args.input(0).shape[0], "tokens match")) {
-        throw_argument_error(args, index, fmt::format("must have one row per position of "
-                                                      "'positions' ({})", args.input(0).str()));
+        throw_argument_error(args, index,
+                             fmt::format("must have one row per position of "
+                                         "'positions' ({})",
+                                         args.input(0).str()));
       }
     }
     return std::vector<TensorMeta>{args.input(1), args.input(2)};
@@ -61,7 +65,8 @@ OpDef rotary_embedding_op() {
     DType dtype = inputs[1].dtype();
     Tensor cos_sin = ops::embedding(cache, inputs[0]);  // [T, rot_dim]
     Tensor cos = ops::cast(ops::reshape(ops::slice(cos_sin, -1, 0, half), {-1, 1, half}), dtype);
-    Tensor sin = ops::cast(ops::reshape(ops::slice(cos_sin, -1, half, rot_dim), {-1, 1, half}), dtype);
+    Tensor sin =
+        ops::cast(ops::reshape(ops::slice(cos_sin, -1, half, rot_dim), {-1, 1, half}), dtype);
     auto rotate = [&](const Tensor& flat) {
       int64_t heads = sym_size(flat, 1).guard_int("heads") / head_size;
       Tensor x = ops::reshape(flat, {-1, heads, head_size});
