@@ -28,6 +28,7 @@
 
 #include "engine/config.h"
 #include "engine/model_runner.h"
+#include "engine/run_setup.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "models/llama.h"
@@ -264,8 +265,8 @@ int run(const Options& options) {
   } else if (!first_gpu(&device)) {
     device = kCPU;
   }
-  DType dtype = options.dtype == "auto" ? (device.is_cpu() ? DType::f32 : DType::bf16)
-                                        : parse_dtype(options.dtype);
+  config.engine.dtype = options.dtype;
+  DType dtype = run_dtype(config.engine, device);
 
   const int64_t largest_batch = *std::max_element(options.batches.begin(), options.batches.end());
   const int64_t token_budget = config.engine.max_num_batched_tokens;
@@ -279,13 +280,11 @@ int run(const Options& options) {
   fmt::print("device {}: copy bandwidth {:.0f} GB/s (read + write, {} MiB Tensor::copy_from)\n",
              device.str(), copy_gb_per_s, device.is_cpu() ? 256 : 1024);
 
-  ModelWeights weights = load_model(options.model, LoadOptions{dtype, device});
-  const int64_t length = options.context + options.warmup + options.steps;
-  TESSERA_REQUIRE(length <= weights.config.max_position_embeddings,
-                  "--context + --warmup + --steps = {} exceeds the model's "
-                  "max_position_embeddings {}",
-                  length, weights.config.max_position_embeddings);
-  auto model = std::make_shared<const LlamaModel>(std::move(weights), length);
+  config.engine.model = options.model;
+  config.engine.device = device.str();
+  config.engine.dtype = dtype_name(dtype);
+  const int64_t length = options.context + options.warmup + options.steps;  // per sequence
+  auto model = load_run_model(config.engine, length);
   fmt::print("model {}: {}, {} on {}, weights {:.1f} MiB; context {}, {} timed steps\n",
              options.model, model->config().str(), dtype_name(dtype), device.str(),
              model->weight_bytes() / 1048576.0, options.context, options.steps);
@@ -295,14 +294,9 @@ int run(const Options& options) {
 
   std::vector<Row> rows;
   for (const std::string& mode : options.modes) {
-    RunnerOptions runner_options;
-    runner_options.mode = mode;
-    runner_options.compilation = config.compilation;
-    runner_options.compilation.mode = mode;
-    runner_options.custom_ops = CustomOpConfig::parse(
-        config.compilation.custom_ops, runner_options.compilation.custom_ops_default_enabled());
-    runner_options.max_num_batched_tokens = token_budget;
-    runner_options.block_size = config.engine.block_size;
+    RunConfig mode_config = config;
+    mode_config.compilation.mode = mode;
+    RunnerOptions runner_options = make_runner_options(mode_config);
     runner_options.num_kv_blocks = largest_batch * blocks_per_sequence;
     ModelRunner runner(model, runner_options);  // one per mode: its KV cache is freed after
     for (int64_t batch : options.batches)

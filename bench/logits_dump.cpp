@@ -28,6 +28,7 @@
 
 #include "engine/config.h"
 #include "engine/model_runner.h"
+#include "engine/run_setup.h"
 #include "kernels/check.h"
 #include "models/llama.h"
 #include "models/model_weights.h"
@@ -164,26 +165,14 @@ int run(const Options& options) {
   if (!options.device.empty()) config.engine.device = options.device;
   if (!options.dtype.empty()) config.engine.dtype = options.dtype;
   if (!options.mode.empty()) config.compilation.mode = options.mode;
-  Device device = parse_device(config.engine.device);
-  DType dtype = config.engine.dtype == "auto" ? (device.is_cpu() ? DType::f32 : DType::bf16)
-                                              : parse_dtype(config.engine.dtype);
-
-  ModelWeights weights = load_model(options.model, LoadOptions{dtype, device});
-  const int64_t num_ids = static_cast<int64_t>(options.ids.size());
-  TESSERA_REQUIRE(num_ids <= weights.config.max_position_embeddings,
-                  "{} ids exceed the model's max_position_embeddings {}", num_ids,
-                  weights.config.max_position_embeddings);
+  config.engine.model = options.model;
+  Device device = run_device(config.engine);
+  DType dtype = run_dtype(config.engine, device);
   // The RoPE table and KV cache only need to hold this sequence.
-  auto model = std::make_shared<const LlamaModel>(std::move(weights), num_ids);
-
-  RunnerOptions runner_options;
-  runner_options.mode = config.compilation.mode;
-  runner_options.compilation = config.compilation;
-  runner_options.custom_ops = CustomOpConfig::parse(
-      config.compilation.custom_ops, config.compilation.custom_ops_default_enabled());
+  auto model = load_run_model(config.engine, static_cast<int64_t>(options.ids.size()));
+  RunnerOptions runner_options = make_runner_options(config);
   runner_options.max_num_batched_tokens =
       std::max(config.engine.max_num_batched_tokens, options.prefill);
-  runner_options.block_size = config.engine.block_size;
   ModelRunner runner(model, runner_options);
 
   std::vector<std::vector<float>> rows = run_steps(runner, options.ids, options.prefill);

@@ -9,6 +9,7 @@
 #include "engine/cli/command.h"
 #include "engine/config.h"
 #include "engine/model_runner.h"
+#include "engine/run_setup.h"
 #include "kernels/check.h"
 
 namespace tessera::cli {
@@ -37,22 +38,9 @@ int run_explain(const std::vector<std::string>& args) {
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
   RunConfig config = load_run_config(config_path, overrides);
-  Device device = parse_device(config.engine.device);
-  DType dtype = config.engine.dtype == "auto" ? (device.is_cpu() ? DType::f32 : DType::bf16)
-                                              : parse_dtype(config.engine.dtype);
-  ModelWeights weights = load_model(config.engine.model, LoadOptions{dtype, device});
-  int64_t max_positions = weights.config.max_position_embeddings;
-  if (config.engine.max_model_len > 0)
-    max_positions = std::min(max_positions, config.engine.max_model_len);
-  auto model = std::make_shared<const LlamaModel>(std::move(weights), max_positions);
+  auto model = load_run_model(config.engine);
   double load_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  RunnerOptions options;
-  options.mode = config.compilation.mode;
-  options.compilation = config.compilation;
-  options.custom_ops = CustomOpConfig::parse(config.compilation.custom_ops,
-                                             config.compilation.custom_ops_default_enabled());
-  options.max_num_batched_tokens = config.engine.max_num_batched_tokens;
-  options.block_size = config.engine.block_size;
+  RunnerOptions options = make_runner_options(config);
   ModelRunner runner(model, options);
   // One step of a few tokens traces and compiles the forward.
   std::vector<int32_t> ids{1, 2, 3, 4};

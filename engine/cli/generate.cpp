@@ -11,6 +11,7 @@
 #include "engine/cli/command.h"
 #include "engine/config.h"
 #include "engine/generator.h"
+#include "engine/run_setup.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "models/tokenizer/byte_tokenizer.h"
@@ -114,27 +115,14 @@ int run_generate(const std::vector<std::string>& args) {
                "no --model given: running the embedded default {} (random weights, byte "
                "tokenizer; its text is noise)\n",
                engine.model);
-  Device device = parse_device(engine.device);
-  DType dtype = engine.dtype == "auto" ? (device.is_cpu() ? DType::f32 : DType::bf16)
-                                       : parse_dtype(engine.dtype);
   auto tokenizer = tokenizer_for(engine);
-  ModelWeights weights = load_model(engine.model, LoadOptions{dtype, device});
-  int64_t max_positions = weights.config.max_position_embeddings;
-  if (engine.max_model_len > 0) max_positions = std::min(max_positions, engine.max_model_len);
-  auto model = std::make_shared<const LlamaModel>(std::move(weights), max_positions);
-  RunnerOptions runner_options;
-  runner_options.mode = config.compilation.mode;
-  runner_options.custom_ops = CustomOpConfig::parse(
-      config.compilation.custom_ops, config.compilation.custom_ops_default_enabled());
-  runner_options.compilation = config.compilation;
-  runner_options.max_num_batched_tokens = engine.max_num_batched_tokens;
-  runner_options.block_size = engine.block_size;
-  runner_options.num_kv_blocks = engine.num_kv_blocks;
+  auto model = load_run_model(engine);
+  RunnerOptions runner_options = make_runner_options(config);
   ModelRunner runner(model, runner_options);
   spdlog::info("model {} ({}), {} on {}, weights {:.1f} MiB, KV cache {:.1f} MiB, mode {}",
-               engine.model, model->config().architecture, dtype_name(dtype), device.str(),
-               model->weight_bytes() / 1048576.0, runner.kv_cache_bytes() / 1048576.0,
-               runner_options.mode);
+               engine.model, model->config().architecture, dtype_name(model->dtype()),
+               model->device().str(), model->weight_bytes() / 1048576.0,
+               runner.kv_cache_bytes() / 1048576.0, runner_options.mode);
   GenerateRequest request{options.prompt, options.sampling, {}};
   if (!options.quiet) fmt::print("{}", options.prompt);
   std::fflush(stdout);

@@ -1,0 +1,44 @@
+#include "engine/run_setup.h"
+
+#include <algorithm>
+
+#include "kernels/check.h"
+
+namespace tessera {
+
+Device run_device(const EngineConfig& engine) {
+  return parse_device(engine.device);
+}
+
+DType run_dtype(const EngineConfig& engine, Device device) {
+  if (engine.dtype == "auto") return device.is_cpu() ? DType::f32 : DType::bf16;
+  return parse_dtype(engine.dtype);
+}
+
+std::shared_ptr<const LlamaModel> load_run_model(const EngineConfig& engine,
+                                                 int64_t max_positions) {
+  Device device = run_device(engine);
+  ModelWeights weights = load_model(engine.model, LoadOptions{run_dtype(engine, device), device});
+  const int64_t limit = weights.config.max_position_embeddings;
+  int64_t positions = max_positions > 0          ? max_positions
+                      : engine.max_model_len > 0 ? std::min(engine.max_model_len, limit)
+                                                 : limit;
+  TESSERA_REQUIRE(positions <= limit,
+                  "{} positions were asked for but {} serves at most max_position_embeddings = {}",
+                  positions, engine.model, limit);
+  return std::make_shared<const LlamaModel>(std::move(weights), positions);
+}
+
+RunnerOptions make_runner_options(const RunConfig& config) {
+  RunnerOptions options;
+  options.mode = config.compilation.mode;
+  options.compilation = config.compilation;
+  options.custom_ops = CustomOpConfig::parse(config.compilation.custom_ops,
+                                             config.compilation.custom_ops_default_enabled());
+  options.max_num_batched_tokens = config.engine.max_num_batched_tokens;
+  options.block_size = config.engine.block_size;
+  options.num_kv_blocks = config.engine.num_kv_blocks;
+  return options;
+}
+
+}  // namespace tessera
