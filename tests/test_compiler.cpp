@@ -22,13 +22,6 @@ using ::testing::HasSubstr;
 
 namespace {
 
-std::string fresh_cache_dir(const std::string& name) {
-  auto path = std::filesystem::temp_directory_path() /
-              fmt::format("tessera_test_cache_{}_{}", name, getpid());
-  std::filesystem::remove_all(path);
-  return path.string();
-}
-
 CompileOptions compiled_options(const std::string& cache,
                                 std::shared_ptr<const CompiledPlan>* plan) {
   CompilerOptions compiler;
@@ -58,7 +51,7 @@ TEST(Compiler, FusedRowKernelsMatchEager) {
     return std::vector<Tensor>{ops::cat(parts, -1), ops::add(h, g), ops::max(a, true)};
   };
   std::shared_ptr<const CompiledPlan> plan;
-  CompiledFunction compiled(function, compiled_options(fresh_cache_dir("rows"), &plan));
+  CompiledFunction compiled(function, compiled_options(fresh_temp_dir("cache_rows"), &plan));
   for (int64_t rows : {1, 5, 17, 64}) {
     std::vector<Tensor> inputs{random_tensor({rows, 48}, static_cast<uint32_t>(rows))};
     std::vector<Tensor> got = compiled(inputs), want = function(inputs);
@@ -78,7 +71,7 @@ TEST(Compiler, LlamaCompiledEqualsEagerForManyTokenCounts) {
   ModelRunner eager(model, eager_options);
   RunnerOptions compiled_options;
   compiled_options.mode = "compiled";
-  compiled_options.compilation.cache_dir = fresh_cache_dir("llama");
+  compiled_options.compilation.cache_dir = fresh_temp_dir("cache_llama");
   compiled_options.max_num_batched_tokens = 64;
   compiled_options.custom_ops = CustomOpConfig::parse({"none"}, false);  // everything fuses
   ModelRunner compiled(model, compiled_options);
@@ -106,7 +99,7 @@ TEST(Compiler, Stories260KTextIsIdenticalInEveryModeAndExplainShowsThePieces) {
   std::string dir = std::string(TESSERA_SHARED_DIR) + "/models/stories260K";
   auto tokenizer = load_tokenizer(dir + "/tok512.bin");
   auto model = std::make_shared<const LlamaModel>(load_model(dir + "/stories260K.bin", {}), 512);
-  std::string cache = fresh_cache_dir("stories");
+  std::string cache = fresh_temp_dir("cache_stories");
   std::map<std::string, std::string> texts;
   std::shared_ptr<const CompiledPlan> plan;
   for (const char* mode : {"eager", "traced", "compiled"}) {
@@ -133,7 +126,7 @@ TEST(Compiler, Stories260KTextIsIdenticalInEveryModeAndExplainShowsThePieces) {
 }
 
 TEST(Compiler, WarmStartCompilesNothingAndCorruptEntriesAreRebuilt) {
-  std::string cache = fresh_cache_dir("warm");
+  std::string cache = fresh_temp_dir("cache_warm");
   auto function = [](std::span<const Tensor> in) {
     return std::vector<Tensor>{ops::softmax(ops::add_scalar(ops::mul(in[0], in[0]), 0.25))};
   };
@@ -160,7 +153,7 @@ TEST(Compiler, WarmStartCompilesNothingAndCorruptEntriesAreRebuilt) {
 }
 
 TEST(Compiler, CompilerErrorsNameTheSource) {
-  CpuKernelCache cache(fresh_cache_dir("broken"));
+  CpuKernelCache cache(fresh_temp_dir("cache_broken"));
   try {
     cache.load("this is not C++", "broken_kernel");
     FAIL() << "expected an error";

@@ -22,43 +22,18 @@
 #include "engine/generator.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
+#include "support/test_tensors.h"
 
 using namespace tessera;
+using namespace tessera::testing;
 using ::testing::HasSubstr;
 
 namespace {
-
-std::string fresh_cache_dir(const std::string& name) {
-  auto path = std::filesystem::temp_directory_path() /
-              fmt::format("tessera_test_cuda_cache_{}_{}", name, getpid());
-  std::filesystem::remove_all(path);
-  return path.string();
-}
-
-Tensor random_tensor(Shape sizes, uint32_t seed, DType dtype, Device device) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  std::vector<float> values(static_cast<size_t>(shape_numel(sizes)));
-  for (float& v : values) v = dist(rng);
-  return Tensor::from_floats(values, std::move(sizes), dtype).to(device);
-}
 
 Tensor token_ids(int64_t tokens, int64_t limit, Device device) {
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < tokens; ++i) ids.push_back((i * 37 + tokens * 11 + 5) % limit);
   return Tensor::from_ints(ids, {tokens}).to(device);
-}
-
-double relative_error(const Tensor& got, const Tensor& want) {
-  std::vector<double> a = got.to_doubles(), b = want.to_doubles();
-  if (a.size() != b.size()) return INFINITY;
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    diff += (a[i] - b[i]) * (a[i] - b[i]);
-    norm += b[i] * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
 double tolerance(DType dtype) {
@@ -319,9 +294,9 @@ TEST(CudaCodegen, OneBlockPerRowWithSharedReductions) {
 
 TEST(CudaCodegen, VectorAccessWhereTheRowAllows) {
 #ifdef TESSERA_CUDA
-  NvrtcKernelCache cubins(fresh_cache_dir("vector_cubins"), "sm_90");
+  NvrtcKernelCache cubins(fresh_temp_dir("cuda_cache_vector_cubins"), "sm_90");
   // An architecture past NVRTC's newest compiles to PTX, where the accesses' widths show.
-  NvrtcKernelCache ptx(fresh_cache_dir("vector_ptx"), "sm_999");
+  NvrtcKernelCache ptx(fresh_temp_dir("cuda_cache_vector_ptx"), "sm_999");
   ASSERT_EQ(ptx.target().rfind("compute_", 0), 0u) << ptx.target();
 #endif
   for (DType dtype : {DType::bf16, DType::f32}) {
@@ -402,7 +377,7 @@ TEST(CudaCodegen, VectorAccessWhereTheRowAllows) {
 // output element equals its scalar expression, and every vector load starts at a multiple of the
 // lanes (the CUDA alignment the vector path relies on).
 TEST(CudaCodegen, VectorFormsComputeTheScalarElements) {
-  CpuKernelCache cache(fresh_cache_dir("vector_forms"));
+  CpuKernelCache cache(fresh_temp_dir("cuda_cache_vector_forms"));
   size_t vector_outputs = 0, vector_loads = 0;
   for (DType dtype : {DType::bf16, DType::f32}) {
     std::vector<RowCase> cases = row_cases(dtype, kCPU);
@@ -467,7 +442,7 @@ TEST(CudaCodegen, NvrtcCompilesTheFusedKernelsOfTracedGraphs) {
 #ifndef TESSERA_CUDA
   GTEST_SKIP() << "built without CUDA (TESSERA_CUDA=OFF): NVRTC is not linked";
 #else
-  NvrtcKernelCache cache(fresh_cache_dir("sm90"), "sm_90");
+  NvrtcKernelCache cache(fresh_temp_dir("cuda_cache_sm90"), "sm_90");
   ASSERT_EQ(cache.target(), "sm_90") << "this NVRTC cannot emit sm_90 cubins";
   std::printf("%s, include dir %s\n", NvrtcKernelCache::compiler_identity().c_str(),
               cuda_include_dir().c_str());
@@ -513,7 +488,7 @@ TEST(CudaCodegen, NvrtcCacheSharesReusesAndRebuildsEntries) {
 #ifndef TESSERA_CUDA
   GTEST_SKIP() << "built without CUDA (TESSERA_CUDA=OFF): NVRTC is not linked";
 #else
-  std::string dir = fresh_cache_dir("entries");
+  std::string dir = fresh_temp_dir("cuda_cache_entries");
   CompiledPlan plan = fused_plan(row_cases(DType::f32, kCPU)[5]);  // silu_and_mul
   ASSERT_EQ(plan.kernels.size(), 1u) << plan.explain();
   // Unique to this test: other tests in this process compile the plain kernel.
@@ -565,7 +540,7 @@ TEST(CudaCodegen, NvrtcErrorsNameTheKernelTheSourceAndTheLog) {
 #ifndef TESSERA_CUDA
   GTEST_SKIP() << "built without CUDA (TESSERA_CUDA=OFF): NVRTC is not linked";
 #else
-  NvrtcKernelCache cache(fresh_cache_dir("broken"), "sm_90");
+  NvrtcKernelCache cache(fresh_temp_dir("cuda_cache_broken"), "sm_90");
   try {
     cache.image("extern \"C\" __global__ void tessera_kernel() { undeclared_name = 1; }\n",
                 "broken_kernel");
@@ -576,7 +551,7 @@ TEST(CudaCodegen, NvrtcErrorsNameTheKernelTheSourceAndTheLog) {
     EXPECT_THAT(error.what(), HasSubstr("undeclared_name"));  // NVRTC's log
     EXPECT_THAT(error.what(), HasSubstr("--gpu-architecture=sm_90"));
   }
-  EXPECT_THROW(NvrtcKernelCache(fresh_cache_dir("bad_arch"), "ampere"), Error);
+  EXPECT_THROW(NvrtcKernelCache(fresh_temp_dir("cuda_cache_bad_arch"), "ampere"), Error);
 #endif
 }
 
@@ -604,7 +579,7 @@ TEST(GpuCompiledMode, FusedRowKernelsMatchEager) {
   Device gpu;
   if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda)
     GTEST_SKIP() << "no CUDA device available (needs a CUDA build and a device)";
-  std::string cache = fresh_cache_dir("gpu_rows");
+  std::string cache = fresh_temp_dir("cuda_cache_gpu_rows");
   for (DType dtype : {DType::f32, DType::bf16}) {
     for (const RowCase& row_case : row_cases(dtype, gpu)) {
       SCOPED_TRACE(fmt::format("{} {}", row_case.name, dtype_name(dtype)));
@@ -640,7 +615,7 @@ TEST(GpuCompiledMode, VectorAndScalarRowLoopsMatchEager) {
   Device gpu;
   if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda)
     GTEST_SKIP() << "no CUDA device available (needs a CUDA build and a device)";
-  std::string cache = fresh_cache_dir("gpu_vector");
+  std::string cache = fresh_temp_dir("cuda_cache_gpu_vector");
   auto unaligned_copy = [](const Tensor& t) {
     Tensor buffer = Tensor::empty({t.numel() + 1}, t.dtype(), t.device());
     Tensor view = buffer.slice(0, 1, t.numel() + 1).view(t.sizes());
@@ -690,7 +665,7 @@ TEST(GpuCompiledMode, LlamaForwardEqualsEager) {
     ModelRunner eager(model, eager_options);
     RunnerOptions compiled_options;
     compiled_options.mode = "compiled";
-    compiled_options.compilation.cache_dir = fresh_cache_dir("gpu_llama");
+    compiled_options.compilation.cache_dir = fresh_temp_dir("cuda_cache_gpu_llama");
     compiled_options.max_num_batched_tokens = 64;
     compiled_options.custom_ops = custom_ops_off();  // everything fuses
     ModelRunner compiled(model, compiled_options);
@@ -730,7 +705,7 @@ TEST(GpuCompiledMode, WarmStartLoadsAndBadCubinsAreRebuilt) {
   Device gpu;
   if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda)
     GTEST_SKIP() << "no CUDA device available (needs a CUDA build and a device)";
-  std::string dir = fresh_cache_dir("gpu_warm");
+  std::string dir = fresh_temp_dir("cuda_cache_gpu_warm");
   RowCase row_case = row_cases(DType::f32, gpu)[0];
   std::vector<Tensor> inputs = row_case.inputs(4);
   TraceOptions trace_options;

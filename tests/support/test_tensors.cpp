@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "kernels/check.h"
+
+#include <unistd.h>
 
 namespace tessera::testing {
 
@@ -34,6 +37,13 @@ double max_abs_difference(const Tensor& a, const Tensor& b) {
   double worst = 0;
   for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
   return worst;
+}
+
+std::string fresh_temp_dir(const std::string& name) {
+  auto path =
+      std::filesystem::temp_directory_path() / fmt::format("tessera_test_{}_{}", name, getpid());
+  std::filesystem::remove_all(path);
+  return path.string();
 }
 
 }  // namespace tessera::testing

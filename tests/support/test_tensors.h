@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/tensor.h"
 
@@ -12,5 +13,7 @@ Tensor random_tensor(Shape sizes, uint32_t seed, DType dtype = DType::f32, Devic
 // ||got - want|| / ||want|| over all elements (infinity when `got` holds a NaN or inf).
 double relative_error(const Tensor& got, const Tensor& want);
 double max_abs_difference(const Tensor& a, const Tensor& b);
+// An empty directory under the system's temp dir, unique to this process and `name`.
+std::string fresh_temp_dir(const std::string& name);
 
 }  // namespace tessera::testing
