@@ -36,19 +36,10 @@ void embedding_kernel(const KernelArgs& args) {
   const Tensor& weight = args.inputs[0];
   const Tensor& ids = args.inputs[1];
   const Tensor& out = args.outputs[0];
-  TESSERA_REQUIRE(weight.dim() == 2, "embedding: weight must be [V, D], got shape {}",
-                  shape_str(weight.sizes()));
-  TESSERA_REQUIRE(ids.dtype() == DType::i32 || ids.dtype() == DType::i64,
-                  "embedding: ids have dtype {}; use i32 or i64", dtype_name(ids.dtype()));
-  require_contiguous("embedding", "weight", weight);
-  require_contiguous("embedding", "ids", ids);
-  require_dtype("embedding", "output", out, weight.dtype());
+  check_embedding(weight, ids, out);
   const int64_t vocab = weight.size(0);
   const int64_t width = weight.size(1);
   const int64_t count = ids.numel();
-  TESSERA_REQUIRE(out.numel() == count * width,
-                  "embedding: output {} does not hold {} rows of {} values", out.str(), count,
-                  width);
   if (out.numel() == 0) return;
   // Ids are read into int64 and checked all before any row is copied.
   std::vector<int64_t> rows(static_cast<size_t>(count));

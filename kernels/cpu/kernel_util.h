@@ -6,6 +6,7 @@
 
 #include "kernels/check.h"
 #include "kernels/dtype.h"
+#include "kernels/kernel_checks.h"
 #include "kernels/tensor.h"
 
 namespace tessera::cpu {
@@ -46,25 +47,6 @@ decltype(auto) visit_element_bits(DType dtype, Fn&& fn) {
     default:
       return fn.template operator()<uint64_t>();
   }
-}
-
-inline void require_dtype(const char* op, const char* what, const Tensor& tensor, DType expected) {
-  TESSERA_REQUIRE(tensor.dtype() == expected, "{}: {} has dtype {} but {} was expected", op, what,
-                  dtype_name(tensor.dtype()), dtype_name(expected));
-}
-
-inline void require_sizes(const char* op, const char* what, const Tensor& tensor,
-                          const Shape& expected) {
-  TESSERA_REQUIRE(tensor.sizes() == expected, "{}: {} has shape {} but {} was expected", op, what,
-                  shape_str(tensor.sizes()), shape_str(expected));
-}
-
-// Zero-size tensors hold no elements, so any strides will do (Tensor::is_contiguous says no to
-// some of them, e.g. [2, 0, 4]).
-inline void require_contiguous(const char* op, const char* what, const Tensor& tensor) {
-  TESSERA_REQUIRE(tensor.numel() == 0 || tensor.is_contiguous(),
-                  "{}: {} ({}) must be contiguous; make it contiguous first", op, what,
-                  tensor.str());
 }
 
 }  // namespace tessera::cpu

@@ -10,18 +10,6 @@
 namespace tessera::cpu {
 namespace {
 
-void require_float(const char* op, const char* what, const Tensor& tensor) {
-  TESSERA_REQUIRE(is_floating(tensor.dtype()), "{}: {} has dtype {}; use f32, f16 or bf16", op,
-                  what, dtype_name(tensor.dtype()));
-  require_contiguous(op, what, tensor);
-}
-
-// Product of all dims but the last.
-int64_t leading_numel(const Tensor& tensor) {
-  const Shape& sizes = tensor.sizes();
-  return shape_numel(std::span(sizes).first(sizes.size() - 1));
-}
-
 MatrixOperand row_major(const Tensor& tensor, int64_t element_offset, int64_t cols) {
   return {static_cast<const char*>(tensor.data_ptr()) +
               element_offset * static_cast<int64_t>(element_size(tensor.dtype())),
@@ -63,31 +51,13 @@ void matmul_kernel(const KernelArgs& args) {
   const Tensor& a = args.inputs[0];
   const Tensor& b = args.inputs[1];
   const Tensor& out = args.outputs[0];
-  require_float("matmul", "a", a);
-  require_float("matmul", "b", b);
-  require_dtype("matmul", "b", b, a.dtype());
-  require_dtype("matmul", "output", out, a.dtype());
-  TESSERA_REQUIRE(a.dim() >= 2 && (b.dim() == 2 || b.dim() == a.dim()),
-                  "matmul: expected a [..., M, K] with b [K, N] or [..., K, N], got a {} and b {}",
-                  shape_str(a.sizes()), shape_str(b.sizes()));
-  const int64_t m = a.size(-2);
-  const int64_t k = a.size(-1);
-  const int64_t n = b.size(-1);
-  TESSERA_REQUIRE(b.size(-2) == k, "matmul: a {} has K = {} but b {} has {} rows",
-                  shape_str(a.sizes()), k, shape_str(b.sizes()), b.size(-2));
-  Shape expected = a.sizes();
-  expected.back() = n;
-  require_sizes("matmul", "output", out, expected);
+  const MatmulShape shape = check_matmul(a, b, out);
+  const int64_t m = shape.m, n = shape.n, k = shape.k, batches = shape.batches;
   if (out.numel() == 0) return;
-  if (b.dim() == 2) {  // one GEMM over all rows of a
-    gemm_to_output(leading_numel(a), n, k, row_major(a, 0, k), row_major(b, 0, n), nullptr, out, 0);
+  if (!shape.batched) {  // one GEMM over all rows of a
+    gemm_to_output(m, n, k, row_major(a, 0, k), row_major(b, 0, n), nullptr, out, 0);
     return;
   }
-  const Shape batch_sizes(a.sizes().begin(), a.sizes().end() - 2);
-  TESSERA_REQUIRE(Shape(b.sizes().begin(), b.sizes().end() - 2) == batch_sizes,
-                  "matmul: the batch dims of a {} and b {} differ", shape_str(a.sizes()),
-                  shape_str(b.sizes()));
-  const int64_t batches = shape_numel(batch_sizes);
   auto run_batches = [&](int64_t begin, int64_t end) {
     for (int64_t batch = begin; batch < end; ++batch)
       gemm_to_output(m, n, k, row_major(a, batch * m * k, k), row_major(b, batch * k * n, n),
@@ -108,26 +78,12 @@ void linear_kernel(const KernelArgs& args) {
   const Tensor& weight = args.inputs[1];
   const Tensor* bias = args.inputs.size() == 3 ? &args.inputs[2] : nullptr;
   const Tensor& out = args.outputs[0];
-  require_float("linear", "x", x);
-  require_float("linear", "weight", weight);
-  require_dtype("linear", "weight", weight, x.dtype());
-  require_dtype("linear", "output", out, x.dtype());
-  TESSERA_REQUIRE(x.dim() >= 1 && weight.dim() == 2 && weight.size(1) == x.size(-1),
-                  "linear: expected x [..., K] and weight [N, K], got x {} and weight {}",
-                  shape_str(x.sizes()), shape_str(weight.sizes()));
-  const int64_t n = weight.size(0);
-  const int64_t k = weight.size(1);
-  if (bias != nullptr) {
-    require_float("linear", "bias", *bias);
-    require_sizes("linear", "bias", *bias, Shape{n});
-  }
-  Shape expected = x.sizes();
-  expected.back() = n;
-  require_sizes("linear", "output", out, expected);
+  const MatmulShape shape = check_linear(x, weight, bias, out);
+  const int64_t n = shape.n, k = shape.k;
   if (out.numel() == 0) return;
   // weight [N, K] read as b = weight^T [K, N]: b(kk, j) = weight[j, kk].
   const MatrixOperand weight_transposed{weight.data_ptr(), weight.dtype(), 1, k};
-  gemm_to_output(leading_numel(x), n, k, row_major(x, 0, k), weight_transposed, bias, out, 0);
+  gemm_to_output(shape.m, n, k, row_major(x, 0, k), weight_transposed, bias, out, 0);
 }
 
 constexpr DeviceType kCpu = DeviceType::cpu;

@@ -11,6 +11,7 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gpu_runtime.h"
+#include "kernels/kernel_checks.h"
 #include "kernels/kernel_registry.h"
 
 namespace tessera::gpu {
@@ -73,21 +74,10 @@ void embedding_entry(const KernelArgs& args) {
   const Tensor& weight = args.inputs[0];
   const Tensor& ids = args.inputs[1];
   const Tensor& out = args.outputs[0];
-  TESSERA_REQUIRE(weight.dim() == 2, "embedding: weight must be [V, D], got shape {}",
-                  shape_str(weight.sizes()));
-  TESSERA_REQUIRE(ids.dtype() == DType::i32 || ids.dtype() == DType::i64,
-                  "embedding: ids have dtype {}; use i32 or i64", dtype_name(ids.dtype()));
-  TESSERA_REQUIRE(out.dtype() == weight.dtype(),
-                  "embedding: output has dtype {} but {} was expected", dtype_name(out.dtype()),
-                  dtype_name(weight.dtype()));
-  TESSERA_CHECK(weight.is_contiguous() && ids.is_contiguous() && out.is_contiguous(),
-                "embedding: the GPU kernel needs contiguous operands");
+  check_embedding(weight, ids, out);
   const int64_t vocab = weight.size(0);
   const int64_t width = weight.size(1);
   const int64_t count = ids.numel();
-  TESSERA_REQUIRE(out.numel() == count * width,
-                  "embedding: output {} does not hold {} rows of {} values", out.str(), count,
-                  width);
   if (out.numel() == 0) return;
   const auto row_bytes = static_cast<uintptr_t>(width * element_size(weight.dtype()));
   const size_t chunk_bytes =

@@ -23,6 +23,7 @@
 #include "kernels/check.h"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/gpu_vendor.h"
+#include "kernels/kernel_checks.h"
 #include "kernels/kernel_registry.h"
 
 namespace tessera::gpu {
@@ -177,23 +178,6 @@ int blas_int(const char* op, const char* what, int64_t value) {
                   "{}: {} = {} exceeds the BLAS limit of {}; split the operation", op, what, value,
                   INT32_MAX);
   return static_cast<int>(value);
-}
-
-void require_float_contiguous(const char* op, const char* what, const Tensor& tensor) {
-  TESSERA_REQUIRE(is_floating(tensor.dtype()), "{}: {} has dtype {}; use f32, f16 or bf16", op,
-                  what, dtype_name(tensor.dtype()));
-  TESSERA_CHECK(tensor.is_contiguous(), "{}: {} must arrive contiguous", op, what);
-}
-
-void require_sizes(const char* op, const char* what, const Tensor& tensor, const Shape& expected) {
-  TESSERA_REQUIRE(tensor.sizes() == expected, "{}: {} has shape {} but {} was expected", op, what,
-                  shape_str(tensor.sizes()), shape_str(expected));
-}
-
-int64_t leading_numel(const Tensor& tensor) {
-  int64_t count = 1;
-  for (int64_t dim = 0; dim + 1 < tensor.dim(); ++dim) count *= tensor.size(dim);
-  return count;
 }
 
 // Row-major out[m, n] (+)= a[m, k] @ op(b) (+ bias), in `batches` strided batches. b is [k, n]
@@ -429,23 +413,8 @@ void matmul_entry(const KernelArgs& args) {
   const Tensor& a = args.inputs[0];
   const Tensor& b = args.inputs[1];
   const Tensor& out = args.outputs[0];
-  require_float_contiguous("matmul", "a", a);
-  require_float_contiguous("matmul", "b", b);
-  TESSERA_REQUIRE(b.dtype() == a.dtype() && out.dtype() == a.dtype(),
-                  "matmul: a, b and the output must have one dtype, got {}, {} and {}",
-                  dtype_name(a.dtype()), dtype_name(b.dtype()), dtype_name(out.dtype()));
-  TESSERA_REQUIRE(a.dim() >= 2 && (b.dim() == 2 || b.dim() == a.dim()),
-                  "matmul: expected a [..., M, K] with b [K, N] or [..., K, N], got a {} and b {}",
-                  shape_str(a.sizes()), shape_str(b.sizes()));
-  TESSERA_CHECK(out.is_contiguous(), "matmul: the output must be contiguous");
-  const int64_t m = a.size(-2);
-  const int64_t k = a.size(-1);
-  const int64_t n = b.size(-1);
-  TESSERA_REQUIRE(b.size(-2) == k, "matmul: a {} has K = {} but b {} has {} rows",
-                  shape_str(a.sizes()), k, shape_str(b.sizes()), b.size(-2));
-  Shape expected = a.sizes();
-  expected.back() = n;
-  require_sizes("matmul", "output", out, expected);
+  const MatmulShape shape = check_matmul(a, b, out);
+  const int64_t n = shape.n, k = shape.k;
   if (out.numel() == 0) return;
   if (k == 0) return fill_zeros(out);
   GemmProblem problem;
@@ -455,16 +424,8 @@ void matmul_entry(const KernelArgs& args) {
   problem.b = b.data_ptr();
   problem.out = out.data_ptr();
   problem.dtype = a.dtype();
-  if (b.dim() == 2) {
-    problem.m = leading_numel(a);  // one GEMM over all rows of a
-  } else {
-    const Shape batch_sizes(a.sizes().begin(), a.sizes().end() - 2);
-    TESSERA_REQUIRE(Shape(b.sizes().begin(), b.sizes().end() - 2) == batch_sizes,
-                    "matmul: the batch dims of a {} and b {} differ", shape_str(a.sizes()),
-                    shape_str(b.sizes()));
-    problem.m = m;
-    problem.batches = shape_numel(batch_sizes);
-  }
+  problem.m = shape.m;
+  problem.batches = shape.batches;
   run_gemm("matmul", out.device(), problem);
 }
 
@@ -473,28 +434,10 @@ void linear_entry(const KernelArgs& args) {
   const Tensor& weight = args.inputs[1];
   const Tensor* bias = args.inputs.size() == 3 ? &args.inputs[2] : nullptr;
   const Tensor& out = args.outputs[0];
-  require_float_contiguous("linear", "x", x);
-  require_float_contiguous("linear", "weight", weight);
-  TESSERA_REQUIRE(weight.dtype() == x.dtype() && out.dtype() == x.dtype(),
-                  "linear: x, weight and the output must have one dtype, got {}, {} and {}",
-                  dtype_name(x.dtype()), dtype_name(weight.dtype()), dtype_name(out.dtype()));
-  TESSERA_REQUIRE(x.dim() >= 1 && weight.dim() == 2 && weight.size(1) == x.size(-1),
-                  "linear: expected x [..., K] and weight [N, K], got x {} and weight {}",
-                  shape_str(x.sizes()), shape_str(weight.sizes()));
-  TESSERA_CHECK(out.is_contiguous(), "linear: the output must be contiguous");
-  const int64_t n = weight.size(0);
-  const int64_t k = weight.size(1);
-  if (bias != nullptr) {
-    require_float_contiguous("linear", "bias", *bias);
-    TESSERA_REQUIRE(bias->dtype() == x.dtype(), "linear: bias has dtype {} but {} was expected",
-                    dtype_name(bias->dtype()), dtype_name(x.dtype()));
-    require_sizes("linear", "bias", *bias, Shape{n});
-  }
-  Shape expected = x.sizes();
-  expected.back() = n;
-  require_sizes("linear", "output", out, expected);
+  const MatmulShape shape = check_linear(x, weight, bias, out);
+  const int64_t n = shape.n, k = shape.k;
   if (out.numel() == 0) return;
-  const int64_t rows = leading_numel(x);
+  const int64_t rows = shape.m;
   if (k == 0) {
     if (bias != nullptr) return fill_bias_rows(*bias, out, rows, n);
     return fill_zeros(out);

@@ -10,6 +10,7 @@
 #include "kernels/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/kernel_checks.h"
 #include "kernels/kernel_registry.h"
 
 namespace tessera::gpu {
@@ -167,11 +168,6 @@ struct CastFunctor {
 };
 
 // ---- Kernel entry points.
-
-void require_dtype(const char* op, const char* what, const Tensor& tensor, DType expected) {
-  TESSERA_REQUIRE(tensor.dtype() == expected, "{}: {} has dtype {} but {} was expected", op, what,
-                  dtype_name(tensor.dtype()), dtype_name(expected));
-}
 
 template <typename Op>
 Op make_op(const Attributes& attributes) {

@@ -1,0 +1,104 @@
+#include "kernels/kernel_checks.h"
+
+#include "kernels/check.h"
+
+namespace tessera {
+
+void require_dtype(const char* op, const char* what, const Tensor& tensor, DType expected) {
+  TESSERA_REQUIRE(tensor.dtype() == expected, "{}: {} has dtype {} but {} was expected", op, what,
+                  dtype_name(tensor.dtype()), dtype_name(expected));
+}
+
+void require_sizes(const char* op, const char* what, const Tensor& tensor, const Shape& expected) {
+  TESSERA_REQUIRE(tensor.sizes() == expected, "{}: {} has shape {} but {} was expected", op, what,
+                  shape_str(tensor.sizes()), shape_str(expected));
+}
+
+void require_contiguous(const char* op, const char* what, const Tensor& tensor) {
+  TESSERA_REQUIRE(tensor.numel() == 0 || tensor.is_contiguous(),
+                  "{}: {} ({}) must be contiguous; make it contiguous first", op, what,
+                  tensor.str());
+}
+
+void require_float_contiguous(const char* op, const char* what, const Tensor& tensor) {
+  TESSERA_REQUIRE(is_floating(tensor.dtype()), "{}: {} has dtype {}; use f32, f16 or bf16", op,
+                  what, dtype_name(tensor.dtype()));
+  require_contiguous(op, what, tensor);
+}
+
+int64_t leading_numel(const Tensor& tensor) {
+  int64_t count = 1;
+  for (int64_t dim = 0; dim + 1 < tensor.dim(); ++dim) count *= tensor.size(dim);
+  return count;
+}
+
+MatmulShape check_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  require_float_contiguous("matmul", "a", a);
+  require_float_contiguous("matmul", "b", b);
+  require_dtype("matmul", "b", b, a.dtype());
+  require_dtype("matmul", "output", out, a.dtype());
+  require_contiguous("matmul", "output", out);
+  TESSERA_REQUIRE(a.dim() >= 2 && (b.dim() == 2 || b.dim() == a.dim()),
+                  "matmul: expected a [..., M, K] with b [K, N] or [..., K, N], got a {} and b {}",
+                  shape_str(a.sizes()), shape_str(b.sizes()));
+  MatmulShape shape;
+  shape.m = a.size(-2);
+  shape.k = a.size(-1);
+  shape.n = b.size(-1);
+  TESSERA_REQUIRE(b.size(-2) == shape.k, "matmul: a {} has K = {} but b {} has {} rows",
+                  shape_str(a.sizes()), shape.k, shape_str(b.sizes()), b.size(-2));
+  Shape expected = a.sizes();
+  expected.back() = shape.n;
+  require_sizes("matmul", "output", out, expected);
+  shape.batched = b.dim() > 2;
+  if (shape.batched) {
+    const Shape batch_sizes(a.sizes().begin(), a.sizes().end() - 2);
+    TESSERA_REQUIRE(Shape(b.sizes().begin(), b.sizes().end() - 2) == batch_sizes,
+                    "matmul: the batch dims of a {} and b {} differ", shape_str(a.sizes()),
+                    shape_str(b.sizes()));
+    shape.batches = shape_numel(batch_sizes);
+  } else {
+    shape.m = leading_numel(a);  // one GEMM over all rows of a
+  }
+  return shape;
+}
+
+MatmulShape check_linear(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                         const Tensor& out) {
+  require_float_contiguous("linear", "x", x);
+  require_float_contiguous("linear", "weight", weight);
+  require_dtype("linear", "weight", weight, x.dtype());
+  require_dtype("linear", "output", out, x.dtype());
+  require_contiguous("linear", "output", out);
+  TESSERA_REQUIRE(x.dim() >= 1 && weight.dim() == 2 && weight.size(1) == x.size(-1),
+                  "linear: expected x [..., K] and weight [N, K], got x {} and weight {}",
+                  shape_str(x.sizes()), shape_str(weight.sizes()));
+  MatmulShape shape;
+  shape.m = leading_numel(x);
+  shape.n = weight.size(0);
+  shape.k = weight.size(1);
+  if (bias != nullptr) {
+    require_float_contiguous("linear", "bias", *bias);
+    require_dtype("linear", "bias", *bias, x.dtype());
+    require_sizes("linear", "bias", *bias, Shape{shape.n});
+  }
+  Shape expected = x.sizes();
+  expected.back() = shape.n;
+  require_sizes("linear", "output", out, expected);
+  return shape;
+}
+
+void check_embedding(const Tensor& weight, const Tensor& ids, const Tensor& out) {
+  TESSERA_REQUIRE(weight.dim() == 2, "embedding: weight must be [V, D], got shape {}",
+                  shape_str(weight.sizes()));
+  TESSERA_REQUIRE(ids.dtype() == DType::i32 || ids.dtype() == DType::i64,
+                  "embedding: ids have dtype {}; use i32 or i64", dtype_name(ids.dtype()));
+  require_contiguous("embedding", "weight", weight);
+  require_contiguous("embedding", "ids", ids);
+  require_dtype("embedding", "output", out, weight.dtype());
+  Shape expected = ids.sizes();
+  expected.push_back(weight.size(1));
+  require_sizes("embedding", "output", out, expected);
+}
+
+}  // namespace tessera

@@ -1,0 +1,34 @@
+// Argument checks every backend's kernels share, so the CPU and GPU kernels of one op accept
+// and refuse exactly the same arguments with the same messages. The op's meta function has
+// already checked user input; these guard the kernel contract (dtypes, sizes, layout).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/tensor.h"
+
+namespace tessera {
+
+void require_dtype(const char* op, const char* what, const Tensor& tensor, DType expected);
+void require_sizes(const char* op, const char* what, const Tensor& tensor, const Shape& expected);
+// Zero-size tensors hold no elements, so any strides will do.
+void require_contiguous(const char* op, const char* what, const Tensor& tensor);
+void require_float_contiguous(const char* op, const char* what, const Tensor& tensor);
+// Product of all dims but the last.
+int64_t leading_numel(const Tensor& tensor);
+
+// out[..., M, N] = a[..., M, K] @ b: checks the arguments; `batched` when b has a's rank.
+struct MatmulShape {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batches = 1;  // product of a's leading dims when batched, else 1
+  bool batched = false;
+};
+MatmulShape check_matmul(const Tensor& a, const Tensor& b, const Tensor& out);
+
+// out[..., N] = x[..., K] @ weight[N, K]^T (+ bias[N]); returns {rows, N, K}.
+MatmulShape check_linear(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                         const Tensor& out);
+
+void check_embedding(const Tensor& weight, const Tensor& ids, const Tensor& out);
+
+}  // namespace tessera
