@@ -6,6 +6,28 @@
 
 namespace tessera {
 
+const char* step_kind_name(StepKind kind) {
+  switch (kind) {
+    case StepKind::view:
+      return "view";
+    case StepKind::copy:
+      return "copy";
+    case StepKind::library:
+      return "library";
+    case StepKind::fused:
+      return "fused";
+    case StepKind::splitting:
+      return "split";
+  }
+  return "?";
+}
+
+size_t CompiledPlan::launches_per_call() const {
+  size_t launches = 0;
+  for (const Step& step : steps) launches += step.kind != StepKind::view;
+  return launches;
+}
+
 std::string CompiledPlan::explain() const {
   std::string out;
   std::vector<std::string> splits;
@@ -38,9 +60,6 @@ std::string CompiledPlan::explain() const {
           kernel.source.empty() ? fmt::format("{}", fmt::join(ops, " ")) : kernel.source;
     } else {
       const Node& node = graph.nodes()[step.node];
-      const char* kind = step.kind == StepKind::view      ? "view"
-                         : step.kind == StepKind::library ? "library"
-                                                          : "split";
       if (step.kind == StepKind::splitting) {
         close_piece();
         current = -1;
@@ -48,15 +67,13 @@ std::string CompiledPlan::explain() const {
                            node.attributes.get_int("layer", -1));
         continue;
       }
-      out += fmt::format("  {} {} -> {}\n", kind, node.op->name,
+      out += fmt::format("  {} {} -> {}\n", step_kind_name(step.kind), node.op->name,
                          graph.value(node.outputs[0]).meta.str());
       piece_signature +=
           fmt::format("{}{};", node.op->name, graph.value(node.outputs[0]).meta.str());
     }
   }
   close_piece();
-  size_t launches = 0;
-  for (const Step& step : steps) launches += step.kind != StepKind::view;
   out += fmt::format("fused kernels: {} ({} unique sources); unique pieces: {} of {}\n",
                      kernels.size(), unique_sources.size(), unique_pieces.size(), num_pieces);
   size_t graph_ops = 0;
@@ -64,7 +81,8 @@ std::string CompiledPlan::explain() const {
     graph_ops += node.kind == NodeKind::call && node.op->eager == nullptr;
   out += fmt::format(
       "launches per forward: {} (op by op: {}); arena {:.2f} MiB ({:.2f} MiB without reuse)\n",
-      launches, graph_ops, memory.arena_bytes / 1048576.0, memory.unplanned_bytes / 1048576.0);
+      launches_per_call(), graph_ops, memory.arena_bytes / 1048576.0,
+      memory.unplanned_bytes / 1048576.0);
   out +=
       fmt::format("kernels compiled: {}, from cache: {}\n", kernels_compiled, kernels_from_cache);
   for (const PassTiming& timing : timings)

@@ -1,6 +1,6 @@
 // What the compile passes produce from a traced graph: an ordered list of steps over its nodes
-// (views, library kernels such as GEMMs, fused row kernels, and the splitting ops between the
-// pieces), the fused kernels, and the memory plan. The piecewise backend runs it.
+// (views, copies, library kernels such as GEMMs, fused row kernels, and the splitting ops between
+// the pieces), the fused kernels, and the memory plan. PiecewiseBackend runs it.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,8 @@
 
 namespace tessera {
 
+class LoadedKernel;  // compile/codegen/codegen_target.h
+
 // A connected run of fusible nodes compiled into one generated kernel: one row of `rows` per
 // program instance, intermediates in registers, only `outputs` written to memory.
 struct FusedKernel {
@@ -23,10 +25,14 @@ struct FusedKernel {
   std::vector<int> outputs;  // value ids written to memory
   SymInt rows;               // dim 0 shared by every output
   std::string source;        // generated source (target language)
-  std::shared_ptr<void> compiled;  // the target's loaded kernel (see codegen)
+  std::shared_ptr<const LoadedKernel> compiled;  // loaded by the device's codegen target
 };
 
-enum class StepKind { view, library, fused, splitting };
+// view: an alias of its input (no work); copy: a view materialized into its own buffer, where a
+// reader needs contiguous memory (compile/passes/materialize.cpp); library: an op's own kernel;
+// fused: a generated kernel; splitting: an op run between pieces.
+enum class StepKind { view, copy, library, fused, splitting };
+const char* step_kind_name(StepKind kind);  // "view", "copy", ...
 
 struct Step {
   StepKind kind = StepKind::library;
@@ -35,8 +41,8 @@ struct Step {
   int piece = 0;    // which piece (splitting steps sit between pieces)
 };
 
-// Where each materialized value lives in the arena: offsets planned at the largest sizes, reused
-// by values whose lifetimes do not overlap.
+// Where each materialized value (and each graph input: its static slot) lives in the arena:
+// offsets planned at the largest sizes, reused by values whose lifetimes do not overlap.
 struct MemoryPlan {
   struct Slot {
     size_t offset = 0;
@@ -60,9 +66,10 @@ struct CompiledPlan {
   Bindings max_sizes;  // the largest value of each symbol the plan is sized for
   int num_pieces = 0;
   std::vector<PassTiming> timings;
-  size_t kernels_compiled = 0;    // sources compiled in this process by this plan
-  size_t kernels_from_cache = 0;  // loaded from the on-disk cache or shared with a twin piece
-  std::string explain() const;    // pieces, splitting ops, ops and fused kernels per piece
+  size_t kernels_compiled = 0;       // sources compiled in this process by this plan
+  size_t kernels_from_cache = 0;     // loaded from the on-disk cache or shared with a twin piece
+  std::string explain() const;       // pieces, splitting ops, ops and fused kernels per piece
+  size_t launches_per_call() const;  // steps that launch device work (all but views)
 };
 
 }  // namespace tessera

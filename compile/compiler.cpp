@@ -6,11 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "compile/codegen/cpp_codegen.h"
-#include "compile/codegen/cuda_codegen.h"
-#include "compile/codegen/nvrtc_cache.h"
+#include "compile/codegen/codegen_target.h"
 #include "compile/passes/passes.h"
-#include "compile/piecewise_runner.h"
+#include "compile/piecewise_backend.h"
 #include "kernels/check.h"
 
 namespace tessera {
@@ -26,11 +24,8 @@ std::string steps_text(const CompiledPlan& plan) {
       continue;
     }
     const Node& node = plan.graph.nodes()[step.node];
-    const char* kind = step.kind == StepKind::view      ? "view"
-                       : step.kind == StepKind::library ? "library"
-                                                        : "SPLIT";
-    out += fmt::format("piece {}: {} {} -> {}\n", step.piece, kind, node.op->name,
-                       plan.graph.value(node.outputs[0]).meta.str());
+    out += fmt::format("piece {}: {} {} -> {}\n", step.piece, step_kind_name(step.kind),
+                       node.op->name, plan.graph.value(node.outputs[0]).meta.str());
   }
   return out;
 }
@@ -52,6 +47,11 @@ void dump(const CompilationConfig& config, const std::string& name, const std::s
   std::ofstream(path) << text;
 }
 
+Device plan_device(const Graph& graph) {
+  std::vector<int> placeholders = graph.placeholders();
+  return placeholders.empty() ? kCPU : graph.value(placeholders[0]).meta.device;
+}
+
 }  // namespace
 
 std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOptions& options) {
@@ -65,6 +65,12 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
     plan->timings.push_back(
         {pass, std::chrono::duration<double, std::milli>(Clock::now() - start).count()});
   };
+  const Device device = plan_device(graph);
+  bool fusion = config.pass_config.enable_fusion;
+  if (fusion && !has_codegen_target(device.type)) {
+    spdlog::warn("no code generator for {}: compiling without fusion", device.str());
+    fusion = false;
+  }
   dump(config, "00_traced.txt", graph.str());
   timed("cleanup", [&] { cleanup(plan->graph, config.pass_config); });
   dump(config, "01_cleanup.txt", plan->graph.str());
@@ -72,52 +78,29 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
     plan->steps = split_into_pieces(plan->graph, config.splitting_ops, &plan->num_pieces);
   });
   dump(config, "02_split.txt", steps_text(*plan));
-  timed("fuse", [&] { fuse(*plan, config.pass_config.enable_fusion); });
+  timed("fuse", [&] { fuse(*plan, fusion); });
   dump(config, "03_fuse.txt", steps_text(*plan));
-  for (const std::string& symbol : [&] {
-         std::vector<std::string> names;
-         for (size_t id = 0; id < plan->graph.num_values(); ++id)
-           for (const SymInt& size : plan->graph.value(static_cast<int>(id)).meta.shape)
-             for (const std::string& name : size.symbols()) names.push_back(name);
-         return names;
-       }())
-    plan->max_sizes[symbol] = options.max_dynamic_size;
+  for (size_t id = 0; id < plan->graph.num_values(); ++id)
+    for (const SymInt& size : plan->graph.value(static_cast<int>(id)).meta.shape)
+      for (const std::string& name : size.symbols())
+        plan->max_sizes[name] = options.max_dynamic_size;
+  timed("materialize", [&] { materialize_views(*plan); });
+  dump(config, "04_materialize.txt", steps_text(*plan));
   timed("memory_plan", [&] { plan_memory(*plan); });
-  dump(config, "04_memory_plan.txt",
+  dump(config, "05_memory_plan.txt",
        fmt::format("arena {} bytes ({} without reuse), {} buffers\n", plan->memory.arena_bytes,
                    plan->memory.unplanned_bytes, plan->memory.slots.size()));
   timed("codegen", [&] {
-    std::vector<Device> devices;
-    for (int id : plan->graph.placeholders()) devices.push_back(plan->graph.value(id).meta.device);
-    Device device = devices.empty() ? kCPU : devices[0];
-    if (device.is_cpu()) {
-      CpuKernelCache cache(resolve_cache_dir(config.cache_dir));
-      for (FusedKernel& kernel : plan->kernels) {
-        RowKernelBody body = build_row_kernel_body(plan->graph, kernel);
-        kernel.source = generate_cpp_kernel(body, kernel.name);
-        dump(config, "kernels/" + kernel.name + ".cpp", kernel.source);
-        void* function = cache.load(kernel.source, kernel.name);
-        kernel.compiled = std::shared_ptr<void>(function, [](void*) {});
-      }
-      record_cache_stats(*plan, cache.stats(), cache.directory());
+    if (plan->kernels.empty()) return;
+    std::unique_ptr<CodegenTarget> target =
+        make_codegen_target(device, resolve_cache_dir(config.cache_dir));
+    for (FusedKernel& kernel : plan->kernels) {
+      RowKernelBody body = build_row_kernel_body(plan->graph, kernel);
+      kernel.source = target->render(body, kernel.name);
+      dump(config, "kernels/" + kernel.name + "." + target->source_extension(), kernel.source);
+      kernel.compiled = target->load(kernel.source, kernel.name, body);
     }
-#ifdef TESSERA_CUDA
-    if (device.type == DeviceType::cuda && !plan->kernels.empty()) {
-      NvrtcKernelCache cache =
-          NvrtcKernelCache::for_device(resolve_cache_dir(config.cache_dir), device.index);
-      for (FusedKernel& kernel : plan->kernels) {
-        RowKernelBody body = build_row_kernel_body(plan->graph, kernel);
-        kernel.source = generate_cuda_kernel(body);
-        dump(config, "kernels/" + kernel.name + ".cu", kernel.source);
-        auto loaded = std::make_shared<CudaRowKernel>();
-        loaded->function = cache.load(kernel.source, kernel.name);
-        loaded->block_size = cuda_block_size(body);
-        loaded->num_buffers = kernel.inputs.size() + kernel.outputs.size();
-        kernel.compiled = loaded;
-      }
-      record_cache_stats(*plan, cache.stats(), cache.directory());
-    }
-#endif
+    record_cache_stats(*plan, target->stats(), target->cache_directory());
   });
   dump(config, "explain.txt", plan->explain());
   return plan;
@@ -128,9 +111,21 @@ CompileBackend make_compiled_backend(
   return [options, on_plan](const Graph& graph, std::span<const Tensor>) -> CompiledCallable {
     std::shared_ptr<const CompiledPlan> plan = compile_graph(graph, options);
     if (on_plan) on_plan(plan);
-    auto runner = std::make_shared<PiecewiseRunner>(plan);
-    return [runner](std::span<const Tensor> inputs) { return runner->run(inputs); };
+    auto backend = std::make_shared<PiecewiseBackend>(plan);
+    return [backend](std::span<const Tensor> inputs) { return backend->run(inputs); };
   };
+}
+
+CompileOptions compiled_mode_options(
+    const CompilerOptions& compiler, std::vector<DynamicDim> dynamic_dims,
+    CustomOpConfig custom_ops, std::function<void(std::shared_ptr<const CompiledPlan>)> on_plan) {
+  CompileOptions options;
+  options.backend = "compiled";
+  options.backend_function = make_compiled_backend(compiler, std::move(on_plan));
+  options.dynamic_dims = std::move(dynamic_dims);
+  options.custom_ops = std::move(custom_ops);
+  options.recompile_limit = static_cast<int>(compiler.config.recompile_limit);
+  return options;
 }
 
 }  // namespace tessera

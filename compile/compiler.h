@@ -1,12 +1,15 @@
 // The `compiled` backend: runs the passes of compile/passes on a traced graph (cleanup, split at
-// splitting ops, fuse, memory plan), generates and compiles a kernel per fused group (cached on
-// disk), and returns a callable that runs the pieces in order over one arena.
+// splitting ops, fuse, materialize, memory plan), generates and compiles a kernel per fused group
+// through the device's codegen target (cached on disk), and returns a callable that runs the
+// pieces in order over one static arena (compile/piecewise_backend.h). Its results live in the
+// arena until the next call.
 #pragma once
 
 #include <memory>
 
 #include "compile/backends.h"
 #include "compile/codegen/kernel_cache.h"
+#include "compile/compiled_function.h"
 #include "compile/compiled_plan.h"
 
 namespace tessera {
@@ -24,5 +27,12 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
 // (`tessera explain`, tests and logs read it).
 CompileBackend make_compiled_backend(
     CompilerOptions options, std::function<void(std::shared_ptr<const CompiledPlan>)> on_plan = {});
+
+// Options for a CompiledFunction in `compiled` mode: this backend, the given dynamic dims and
+// custom ops, and the config's recompile limit. What the model runner and the tests build.
+CompileOptions compiled_mode_options(
+    const CompilerOptions& compiler, std::vector<DynamicDim> dynamic_dims,
+    CustomOpConfig custom_ops,
+    std::function<void(std::shared_ptr<const CompiledPlan>)> on_plan = {});
 
 }  // namespace tessera

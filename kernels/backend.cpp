@@ -57,6 +57,16 @@ bool first_gpu(Device* device) {
   return false;
 }
 
+const void* DeviceBackend::load_kernel_image(int, const std::string&, const std::string& entry) {
+  throw Error(fmt::format("devices of type {} cannot load generated code (kernel {})",
+                          device_type_name(type()), entry));
+}
+
+void DeviceBackend::launch_kernel(const void*, int64_t, int, void**, Stream&) {
+  throw Error(
+      fmt::format("devices of type {} cannot launch generated code", device_type_name(type())));
+}
+
 StreamGuard::StreamGuard(Stream& stream)
     : device_(stream.device()), previous_(&backend(device_).current_stream(device_.index)) {
   backend(device_).set_current_stream(device_.index, &stream);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -61,6 +62,16 @@ class DeviceBackend {
 
   // (total, free) bytes of device memory.
   virtual std::pair<size_t, size_t> memory_info(int index) const = 0;
+
+  // Generated code (compile/codegen): loads a compiled image (a cubin or PTX on CUDA) on device
+  // `index` and returns its entry point `entry`, or throws an Error saying why it does not load.
+  // Loaded code lives as long as the process. Devices without run-time code loading throw.
+  virtual const void* load_kernel_image(int index, const std::string& image,
+                                        const std::string& entry);
+  // Launches a loaded entry point over `grid` blocks of `block` threads on `stream`; `arguments`
+  // points to each kernel parameter, as cudaLaunchKernel takes them.
+  virtual void launch_kernel(const void* function, int64_t grid, int block, void** arguments,
+                             Stream& stream);
 };
 
 // Registered backends, one per device type. backend() throws a user-facing error naming the

@@ -14,6 +14,7 @@
 #include "compile/ops/ops.h"
 #include "engine/generator.h"
 #include "kernels/check.h"
+#include "support/compile_options.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
@@ -24,16 +25,9 @@ namespace {
 
 CompileOptions compiled_options(const std::string& cache,
                                 std::shared_ptr<const CompiledPlan>* plan) {
-  CompilerOptions compiler;
-  compiler.config.cache_dir = cache;
-  compiler.max_dynamic_size = 64;
-  compiler.config.dump_dir =
-      std::getenv("TESSERA_TEST_DUMP") ? std::getenv("TESSERA_TEST_DUMP") : "";
-  CompileOptions options;
-  options.dynamic_dims = {{0, 0}};
-  options.custom_ops = CustomOpConfig::parse({"none"}, false);
-  options.backend_function = make_compiled_backend(compiler, [plan](auto p) { *plan = p; });
-  return options;
+  return compiled_mode_options(test_compiler_options(cache), {{0, 0}},
+                               CustomOpConfig::parse({"none"}, false),
+                               [plan](auto p) { *plan = p; });
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "engine/generator.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
+#include "support/compile_options.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
@@ -561,16 +562,8 @@ namespace {
 
 CompileOptions gpu_compiled_options(const std::string& cache, size_t num_inputs,
                                     std::shared_ptr<const CompiledPlan>* plan) {
-  CompilerOptions compiler;
-  compiler.config.cache_dir = cache;
-  compiler.max_dynamic_size = 64;
-  compiler.config.dump_dir =
-      std::getenv("TESSERA_TEST_DUMP") ? std::getenv("TESSERA_TEST_DUMP") : "";
-  CompileOptions options;
-  options.dynamic_dims = token_dims(num_inputs);
-  options.custom_ops = custom_ops_off();
-  options.backend_function = make_compiled_backend(compiler, [plan](auto p) { *plan = p; });
-  return options;
+  return compiled_mode_options(test_compiler_options(cache), token_dims(num_inputs),
+                               custom_ops_off(), [plan](auto p) { *plan = p; });
 }
 
 }  // namespace

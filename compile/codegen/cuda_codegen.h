@@ -22,12 +22,4 @@ std::string generate_cuda_kernel(const RowKernelBody& body);
 // Threads per block of the generated kernel: 256 for rows of 1024 elements or more, else 128.
 int cuda_block_size(const RowKernelBody& body);
 
-// What FusedKernel::compiled points to for a CUDA device: the loaded kernel (a cudaKernel_t,
-// launchable with cudaLaunchKernel) and its launch shape.
-struct CudaRowKernel {
-  const void* function = nullptr;
-  int block_size = 128;
-  size_t num_buffers = 0;
-};
-
 }  // namespace tessera

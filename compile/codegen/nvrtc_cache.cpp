@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "compile/graph.h"
+#include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cuda/gpu_runtime.h"
 
@@ -275,21 +276,16 @@ std::string NvrtcKernelCache::image(const std::string& source, const std::string
 
 namespace {
 
-// The image's tessera_kernel loaded through the runtime; nullptr (and `error` set) on failure.
+// The image's tessera_kernel loaded through the CUDA backend; nullptr (and `error` set) when it
+// does not load.
 const void* load_kernel(const std::string& image, int device_index, std::string* error) {
-  gpu::DeviceGuard device(device_index);
-  GPU_CHECK(gpuFree(nullptr));  // the runtime's primary context exists from here on
-  gpuLibrary_t library = nullptr;
-  gpuError_t status =
-      gpuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
-  gpuKernel_t kernel = nullptr;
-  if (status == gpuSuccess) status = gpuLibraryGetKernel(&kernel, library, "tessera_kernel");
-  if (status != gpuSuccess) {
-    (void)gpuGetLastError();
-    *error = fmt::format("{} ({})", gpuGetErrorString(status), gpuGetErrorName(status));
+  try {
+    return backend(Device{DeviceType::cuda, device_index})
+        .load_kernel_image(device_index, image, "tessera_kernel");
+  } catch (const Error& failure) {
+    *error = failure.what();
     return nullptr;
   }
-  return reinterpret_cast<const void*>(kernel);
 }
 
 }  // namespace
@@ -320,23 +316,6 @@ const void* NvrtcKernelCache::load(const std::string& source, const std::string&
                   cache_key, directory_, device_index_, error);
   entry.function = function;
   return function;
-}
-
-void launch_cuda_row_kernel(const CudaRowKernel& kernel, int64_t rows, void* const* buffers,
-                            Device device) {
-  TESSERA_CHECK(kernel.function != nullptr, "launching a CUDA row kernel that was never loaded");
-  if (rows == 0) return;
-  TESSERA_REQUIRE(rows > 0 && rows <= 0x7fffffff,
-                  "a fused row kernel over {} rows exceeds the CUDA grid limit (2^31 - 1 blocks)",
-                  rows);
-  gpu::LaunchScope scope(device);
-  long long row_count = rows;
-  // The buffers parameter is a struct of num_buffers pointers passed by value: its bytes are
-  // those of the host array.
-  void* arguments[] = {&row_count, const_cast<void**>(buffers)};
-  GPU_CHECK(gpuLaunchKernel(kernel.function, dim3(static_cast<unsigned int>(rows)),
-                            dim3(static_cast<unsigned int>(kernel.block_size)), arguments, 0,
-                            scope.stream()));
 }
 
 }  // namespace tessera

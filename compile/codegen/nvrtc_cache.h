@@ -1,8 +1,7 @@
 // NVRTC kernels: generated CUDA source compiled at run time for the device's architecture,
 // cached on disk like the CPU kernels (kernel_cache.h: keyed by a hash of source, target, NVRTC
 // version and options; written under a temporary name and renamed; entries that fail to load are
-// rebuilt), loaded and launched through the CUDA runtime alone (cudaLibraryLoadData,
-// cudaLibraryGetKernel, cudaLaunchKernel), so nothing here needs the driver library to link.
+// rebuilt), loaded through the CUDA DeviceBackend (kernels/backend.h).
 // Compiling needs no GPU: tests compile for sm_90 on machines without one.
 #pragma once
 
@@ -62,11 +61,6 @@ std::string cuda_device_architecture(int device_index);
 // The CUDA toolkit's include directory holding cuda_fp16.h/cuda_bf16.h, found at run time:
 // $CUDA_HOME or $CUDA_PATH, else next to the loaded NVRTC library, else /usr/local/cuda.
 std::string cuda_include_dir();
-
-// Launches a loaded row kernel over `rows` rows on `device`'s current stream; `buffers` holds
-// kernel.num_buffers device pointers (inputs, then outputs).
-void launch_cuda_row_kernel(const CudaRowKernel& kernel, int64_t rows, void* const* buffers,
-                            Device device);
 
 }  // namespace tessera
 

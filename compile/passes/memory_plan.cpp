@@ -1,5 +1,6 @@
-// Memory plan: every value a step writes (kernel outputs, fused-kernel outputs, splitting-op
-// outputs) gets an offset in one arena. Sizes are evaluated at the largest symbol values;
+// Memory plan: every value a step writes (kernel outputs, fused-kernel outputs, copies,
+// splitting-op outputs) and every graph input (its static input slot, written before the first
+// step) gets an offset in one arena. Sizes are evaluated at the largest symbol values;
 // a value lives from its producing step to the last step that reads it (through views too), and
 // values whose lifetimes do not overlap share bytes. Graph outputs live to the end.
 #include <algorithm>
@@ -34,6 +35,7 @@ void plan_memory(CompiledPlan& plan) {
   }
   std::vector<int> birth(graph.num_values(), -1), death(graph.num_values(), -1);
   auto use = [&](int id, int step) { death[base[id]] = std::max(death[base[id]], step); };
+  for (int id : graph.placeholders()) birth[id] = 0, death[id] = 0;
   for (int s = 0; s < end; ++s) {
     const Step& step = plan.steps[s];
     std::vector<int> written, read;

@@ -18,7 +18,11 @@ std::vector<Step> split_into_pieces(const Graph& graph,
                                     const std::vector<std::string>& splitting_ops, int* num_pieces);
 // Groups runs of fusible nodes within each piece into fused kernels.
 void fuse(CompiledPlan& plan, bool enable_fusion);
-// Arena offsets for every materialized value, by liveness, at the largest sizes.
+// Turns view steps into copy steps where a reader needs contiguous memory the view may not have,
+// or where the view itself would have to copy; needs plan.max_sizes.
+void materialize_views(CompiledPlan& plan);
+// Arena offsets for every materialized value and every graph input, by liveness, at the largest
+// sizes.
 void plan_memory(CompiledPlan& plan);
 
 // Ops the row-kernel fuser can place inside a fused kernel.

@@ -447,6 +447,34 @@ class GpuBackend final : public DeviceBackend {
     return std::make_unique<GpuGraphExec>(index, exec, num_nodes);
   }
 
+  const void* load_kernel_image(int index, const std::string& image,
+                                const std::string& entry) override {
+    state(index);  // the runtime's primary context exists from here on
+    DeviceGuard device(index);
+    gpuLibrary_t library = nullptr;
+    gpuError_t status =
+        gpuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+    gpuKernel_t kernel = nullptr;
+    if (status == gpuSuccess) status = gpuLibraryGetKernel(&kernel, library, entry.c_str());
+    if (status != gpuSuccess) {
+      (void)gpuGetLastError();
+      throw Error(fmt::format("{} ({}) loading {} on {}:{}", gpuGetErrorString(status),
+                              gpuGetErrorName(status), entry, device_type_name(kGpuDeviceType),
+                              index));
+    }
+    return reinterpret_cast<const void*>(kernel);
+  }
+
+  void launch_kernel(const void* function, int64_t grid, int block, void** arguments,
+                     Stream& stream) override {
+    TESSERA_REQUIRE(grid > 0 && grid <= 0x7fffffff,
+                    "a launch over {} blocks exceeds the grid limit (2^31 - 1 blocks)", grid);
+    DeviceGuard device(stream.device().index);
+    GPU_CHECK(gpuLaunchKernel(function, dim3(static_cast<unsigned int>(grid)),
+                              dim3(static_cast<unsigned int>(block)), arguments, 0,
+                              stream_handle(stream)));
+  }
+
   std::pair<size_t, size_t> memory_info(int index) const override {
     state(index);
     DeviceGuard device(index);

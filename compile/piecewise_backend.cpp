@@ -1,0 +1,218 @@
+#include "compile/piecewise_backend.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "compile/codegen/codegen_target.h"
+#include "kernels/check.h"
+
+namespace tessera {
+
+PiecewiseBackend::PiecewiseBackend(std::shared_ptr<const CompiledPlan> plan)
+    : plan_(std::move(plan)) {
+  const Graph& graph = plan_->graph;
+  std::vector<int> placeholders = graph.placeholders();
+  device_ = placeholders.empty() ? kCPU : graph.value(placeholders[0]).meta.device;
+  size_t words = (plan_->memory.arena_bytes + 3) / 4;
+  arena_ = Tensor::empty({static_cast<int64_t>(std::max<size_t>(words, 1))}, DType::i32, device_);
+  std::vector<std::vector<ResolvedStep>> pieces(static_cast<size_t>(plan_->num_pieces));
+  for (const Step& step : plan_->steps) {
+    ResolvedStep resolved = resolve(step);
+    if (step.kind == StepKind::splitting)
+      splitting_.push_back(resolved);
+    else
+      pieces.at(static_cast<size_t>(step.piece)).push_back(resolved);
+  }
+  for (size_t i = 0; i < pieces.size(); ++i)
+    pieces_.emplace_back(static_cast<int>(i), std::move(pieces[i]));
+  TESSERA_CHECK(splitting_.size() + 1 == pieces_.size(), "{} splitting ops between {} pieces",
+                splitting_.size(), pieces_.size());
+}
+
+ResolvedStep PiecewiseBackend::resolve(const Step& step) const {
+  ResolvedStep resolved;
+  resolved.kind = step.kind;
+  if (step.kind == StepKind::fused) {
+    resolved.kernel = &plan_->kernels.at(static_cast<size_t>(step.kernel));
+    TESSERA_CHECK(resolved.kernel->compiled != nullptr, "fused kernel {} was never loaded",
+                  resolved.kernel->name);
+    return resolved;
+  }
+  resolved.node = &plan_->graph.nodes().at(static_cast<size_t>(step.node));
+  if (step.kind == StepKind::view) return resolved;
+  const std::string& op = step.kind == StepKind::copy ? "copy" : resolved.node->op->name;
+  resolved.library_kernel = find_kernel(op, device_.type);
+  TESSERA_REQUIRE(resolved.library_kernel != nullptr,
+                  "compiled plan: op {} has no kernel on {}; run it with compilation.mode=traced",
+                  op, device_.str());
+  return resolved;
+}
+
+Tensor PiecewiseBackend::slot(int value, const Bindings& bindings) const {
+  const TensorMeta& meta = plan_->graph.value(value).meta;
+  Shape sizes;
+  for (const SymInt& size : meta.shape) sizes.push_back(size.evaluate(bindings));
+  auto found = plan_->memory.slots.find(value);
+  TESSERA_CHECK(found != plan_->memory.slots.end(), "value {} has no arena slot", value);
+  char* base = static_cast<char*>(arena_.data_ptr()) + found->second.offset;
+  return Tensor::from_blob(base, sizes, meta.dtype, device_);
+}
+
+BoundStep PiecewiseBackend::bind_step(const ResolvedStep& step, std::vector<Tensor>& values,
+                                      const Bindings& bindings) const {
+  BoundStep bound;
+  bound.step = &step;
+  if (step.kind == StepKind::fused) {
+    const FusedKernel& kernel = *step.kernel;
+    for (int id : kernel.inputs) {
+      TESSERA_CHECK(values[id].defined() && values[id].is_contiguous(),
+                    "fused kernel {}: input {} is not a contiguous bound value", kernel.name, id);
+      bound.buffers.push_back(values[id].data_ptr());
+    }
+    for (int id : kernel.outputs) {
+      values[id] = slot(id, bindings);
+      bound.outputs.push_back(values[id]);
+      bound.buffers.push_back(values[id].data_ptr());
+    }
+    TESSERA_CHECK(bound.buffers.size() == kernel.compiled->num_buffers(),
+                  "fused kernel {} takes {} buffers, bound {}", kernel.name,
+                  kernel.compiled->num_buffers(), bound.buffers.size());
+    bound.rows = kernel.rows.evaluate(bindings);
+    bound.empty = bound.rows == 0;
+    return bound;
+  }
+  const Node& node = *step.node;
+  std::vector<Tensor> arguments;
+  for (int id : node.inputs) {
+    TESSERA_CHECK(values[id].defined(), "{}: input {} was never computed", node.op->name, id);
+    arguments.push_back(values[id]);
+  }
+  if (step.kind == StepKind::view) {  // an alias, computed once per binding
+    values[node.outputs[0]] = node.op->eager(arguments, node.attributes).at(0);
+    bound.empty = true;
+    return bound;
+  }
+  for (int id : node.outputs) {
+    values[id] = slot(id, bindings);
+    bound.outputs.push_back(values[id]);
+  }
+  bound.empty = std::all_of(bound.outputs.begin(), bound.outputs.end(),
+                            [](const Tensor& t) { return t.numel() == 0; });
+  if (step.kind == StepKind::copy) {
+    // The view's elements, copied into the slot: the view itself when it aliases its input, else
+    // (a reshape of a strided input) the input, whose row-major order the reshape keeps.
+    Tensor view = node.op->eager(arguments, node.attributes).at(0);
+    Tensor source = view.storage() == arguments[0].storage() ? view : arguments[0];
+    bound.inputs = {source};
+    bound.outputs[0] = bound.outputs[0].view(source.sizes());
+    return bound;
+  }
+  // Kernels with strided_inputs read broadcast inputs through stride-0 dims; the rest get the
+  // contiguous values the materialize pass guaranteed.
+  const Shape& output_sizes = bound.outputs[0].sizes();
+  for (Tensor& argument : arguments) {
+    if (node.op->strided_inputs) {
+      if (argument.sizes() != output_sizes) argument = argument.expand(output_sizes);
+    } else {
+      TESSERA_CHECK(argument.is_contiguous(), "{}: a strided input reached a compiled step",
+                    node.op->name);
+    }
+  }
+  bound.inputs = std::move(arguments);
+  return bound;
+}
+
+Bindings PiecewiseBackend::bindings_of(std::span<const Tensor> inputs) const {
+  const Graph& graph = plan_->graph;
+  Bindings bindings;
+  for (int id : graph.placeholders()) {
+    const Node& node = graph.nodes()[graph.value(id).producer];
+    TESSERA_CHECK(static_cast<size_t>(node.input_index) < inputs.size(),
+                  "compiled plan: input {} missing ({} given)", node.input_index, inputs.size());
+    const Tensor& input = inputs[node.input_index];
+    const SymShape& shape = graph.value(id).meta.shape;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d].is_constant()) continue;
+      bindings[shape[d].symbols().front()] = input.sizes()[d];
+    }
+  }
+  for (const auto& [symbol, value] : bindings) {
+    auto limit = plan_->max_sizes.find(symbol);
+    TESSERA_REQUIRE(limit == plan_->max_sizes.end() || value <= limit->second,
+                    "{} = {} exceeds the size the compiled plan was built for ({}); raise "
+                    "engine.max_num_batched_tokens",
+                    symbol, value, limit->second);
+  }
+  return bindings;
+}
+
+const BoundPlan& PiecewiseBackend::bind(const Bindings& bindings) {
+  ++calls_;
+  auto found = bound_.find(bindings);
+  if (found != bound_.end()) {
+    found->second->last_used = calls_;
+    return *found->second;
+  }
+  if (bound_.size() >= kMaxBoundPlans) {
+    auto oldest = std::min_element(bound_.begin(), bound_.end(), [](const auto& a, const auto& b) {
+      return a.second->last_used < b.second->last_used;
+    });
+    bound_.erase(oldest);
+  }
+  const Graph& graph = plan_->graph;
+  auto bound = std::make_unique<BoundPlan>();
+  bound->bindings = bindings;
+  bound->last_used = calls_;
+  std::vector<Tensor> values(graph.num_values());
+  for (const Node& node : graph.nodes()) {
+    if (node.kind == NodeKind::constant) values[node.outputs[0]] = node.constant;
+  }
+  for (int id : graph.placeholders()) {
+    values[id] = slot(id, bindings);
+    bound->inputs.push_back(values[id]);
+  }
+  for (size_t p = 0; p < pieces_.size(); ++p) {
+    std::vector<BoundStep> steps;
+    for (const ResolvedStep& step : pieces_[p].steps())
+      steps.push_back(bind_step(step, values, bindings));
+    bound->pieces.push_back(std::move(steps));
+    if (p < splitting_.size())
+      bound->splitting.push_back(bind_step(splitting_[p], values, bindings));
+  }
+  for (int id : graph.outputs()) bound->outputs.push_back(values[id]);
+  return *bound_.emplace(bindings, std::move(bound)).first->second;
+}
+
+void PiecewiseBackend::copy_inputs(const BoundPlan& bound, std::span<const Tensor> inputs) const {
+  for (size_t i = 0; i < bound.inputs.size(); ++i) {
+    const Tensor& input = inputs[i];
+    Tensor slot = bound.inputs[i];
+    TESSERA_REQUIRE(input.dtype() == slot.dtype() && input.sizes() == slot.sizes(),
+                    "compiled plan: input {} is {}, the plan takes {}", i, input.str(), slot.str());
+    slot.copy_from(input);  // nothing to do when the caller wrote into the slot itself
+  }
+}
+
+void PiecewiseBackend::launch_piece(const BoundPlan& bound, int index, Stream& stream) const {
+  pieces_.at(static_cast<size_t>(index))
+      .launch(bound.pieces.at(static_cast<size_t>(index)), stream);
+}
+
+void PiecewiseBackend::launch_splitting(const BoundPlan& bound, int index, Stream& stream) const {
+  StreamGuard on_stream(stream);
+  bound.splitting.at(static_cast<size_t>(index)).launch(stream);
+}
+
+std::vector<Tensor> PiecewiseBackend::run(std::span<const Tensor> inputs) {
+  const BoundPlan& bound = bind(bindings_of(inputs));
+  copy_inputs(bound, inputs);
+  Stream& stream = backend(device_).current_stream(device_.index);
+  for (size_t p = 0; p < pieces_.size(); ++p) {
+    launch_piece(bound, static_cast<int>(p), stream);
+    if (p < splitting_.size()) launch_splitting(bound, static_cast<int>(p), stream);
+  }
+  return bound.outputs;
+}
+
+}  // namespace tessera
