@@ -43,6 +43,8 @@ class DeviceBackend {
   virtual DeviceType type() const = 0;
   virtual int device_count() const = 0;
   virtual std::string device_name(int index) const = 0;
+  // What code generators compile for: "sm_90" on CUDA, "gfx90a" on HIP, "" on the CPU.
+  virtual std::string architecture(int index) const = 0;
   virtual Allocator& allocator(int index) = 0;
 
   virtual std::unique_ptr<Stream> create_stream(int index) = 0;

@@ -162,12 +162,6 @@ std::string cuda_include_dir() {
   return found;
 }
 
-std::string cuda_device_architecture(int device_index) {
-  gpuDeviceProp properties;
-  GPU_CHECK(gpuGetDeviceProperties(&properties, device_index));
-  return fmt::format("sm_{}{}", properties.major, properties.minor);
-}
-
 std::string NvrtcKernelCache::compiler_identity() {
   static const std::string identity = [] {
     int major = 0, minor = 0;
@@ -190,8 +184,9 @@ NvrtcKernelCache::NvrtcKernelCache(std::string cache_dir, std::string architectu
 }
 
 NvrtcKernelCache NvrtcKernelCache::for_device(std::string cache_dir, int device_index) {
-  return NvrtcKernelCache(std::move(cache_dir), cuda_device_architecture(device_index),
-                          device_index);
+  std::string architecture =
+      backend(Device{DeviceType::cuda, device_index}).architecture(device_index);
+  return NvrtcKernelCache(std::move(cache_dir), architecture, device_index);
 }
 
 std::string NvrtcKernelCache::key(const std::string& source) const {

@@ -55,9 +55,6 @@ class NvrtcKernelCache {
   KernelCacheStats stats_;
 };
 
-// "sm_90" for CUDA device `device_index` (its compute capability).
-std::string cuda_device_architecture(int device_index);
-
 // The CUDA toolkit's include directory holding cuda_fp16.h/cuda_bf16.h, found at run time:
 // $CUDA_HOME or $CUDA_PATH, else next to the loaded NVRTC library, else /usr/local/cuda.
 std::string cuda_include_dir();

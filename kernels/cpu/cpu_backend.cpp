@@ -73,6 +73,7 @@ class CpuBackend final : public DeviceBackend {
  public:
   DeviceType type() const override { return DeviceType::cpu; }
   int device_count() const override { return 1; }
+  std::string architecture(int) const override { return ""; }
   std::string device_name(int) const override {
     return fmt::format("host CPU ({} threads)", std::thread::hardware_concurrency());
   }

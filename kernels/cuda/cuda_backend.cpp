@@ -326,6 +326,17 @@ class GpuBackend final : public DeviceBackend {
                        properties.multiProcessorCount);
   }
 
+  std::string architecture(int index) const override {
+    state(index);
+    gpuDeviceProp properties{};
+    GPU_CHECK(gpuGetDeviceProperties(&properties, index));
+#if defined(__HIP_PLATFORM_AMD__) || defined(TESSERA_HIP)
+    return properties.gcnArchName;
+#else
+    return fmt::format("sm_{}{}", properties.major, properties.minor);
+#endif
+  }
+
   Allocator& allocator(int index) override { return state(index).allocator; }
 
   std::unique_ptr<Stream> create_stream(int index) override {
