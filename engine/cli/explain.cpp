@@ -8,6 +8,7 @@
 
 #include "engine/cli/command.h"
 #include "engine/config.h"
+#include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
 #include "engine/run_setup.h"
 #include "kernels/check.h"
@@ -40,13 +41,13 @@ int run_explain(const std::vector<std::string>& args) {
   RunConfig config = load_run_config(config_path, overrides);
   auto model = load_run_model(config.engine);
   double load_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  RunnerOptions options = make_runner_options(config);
+  RunnerOptions options = make_runner_options(config, model->max_positions());
   ModelRunner runner(model, options);
   // One step of a few tokens traces and compiles the forward.
   std::vector<int32_t> ids{1, 2, 3, 4};
-  std::vector<int32_t> table;
-  TESSERA_CHECK(runner.blocks().ensure_capacity(table, static_cast<int64_t>(ids.size())));
-  SequenceInput input{ids, 0, table};
+  KVCacheManager blocks(options.num_kv_blocks, options.block_size);
+  blocks.allocate(0, static_cast<int64_t>(ids.size()));
+  SequenceInput input{ids, 0, blocks.block_table(0)};
   auto compile_start = Clock::now();
   runner.execute(std::span(&input, 1));
   double compile_seconds = std::chrono::duration<double>(Clock::now() - compile_start).count();

@@ -117,7 +117,7 @@ int run_generate(const std::vector<std::string>& args) {
                engine.model);
   auto tokenizer = tokenizer_for(engine);
   auto model = load_run_model(engine);
-  RunnerOptions runner_options = make_runner_options(config);
+  RunnerOptions runner_options = make_runner_options(config, model->max_positions());
   ModelRunner runner(model, runner_options);
   spdlog::info("model {} ({}), {} on {}, weights {:.1f} MiB, KV cache {:.1f} MiB, mode {}",
                engine.model, model->config().architecture, dtype_name(model->dtype()),
