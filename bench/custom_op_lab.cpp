@@ -25,6 +25,7 @@
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/logging.h"
 #include "kernels/tensor.h"
 
 namespace tessera::lab {
@@ -531,6 +532,7 @@ int lab_main(int argc, char** argv) {
 }  // namespace tessera::lab
 
 int main(int argc, char** argv) {
+  tessera::log_to_stderr();
   try {
     return tessera::lab::lab_main(argc, argv);
   } catch (const std::exception& error) {

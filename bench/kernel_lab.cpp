@@ -26,6 +26,7 @@
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/logging.h"
 #include "kernels/tensor.h"
 
 namespace tessera::lab {
@@ -660,6 +661,7 @@ int run_lab(int argc, char** argv) {
 }  // namespace tessera::lab
 
 int main(int argc, char** argv) {
+  tessera::log_to_stderr();
   try {
     return tessera::lab::run_lab(argc, argv);
   } catch (const std::exception& error) {

@@ -31,6 +31,7 @@
 #include "engine/model_runner.h"
 #include "engine/run_setup.h"
 #include "kernels/check.h"
+#include "kernels/logging.h"
 #include "models/llama.h"
 #include "models/model_weights.h"
 
@@ -186,6 +187,7 @@ int run(const Options& options) {
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
+  tessera::log_to_stderr();
   try {
     return tessera::bench::run(tessera::bench::parse(argc, argv));
   } catch (const tessera::bench::UsageError& error) {
