@@ -1,7 +1,8 @@
-// The tessera binary: logs go to stderr and stdout holds only the generated text.
-#include <fmt/format.h>
+// The tessera binary and its shared model flags: logs go to stderr and stdout holds only the
+// generated text; every subcommand that takes a model parses the same flags.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include <sys/wait.h>
 
@@ -10,10 +11,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/cli/command.h"
+#include "engine/cli/model_flags.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
 using namespace tessera::testing;
+using namespace tessera::cli;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -44,6 +48,13 @@ RunResult run_tessera(const std::string& arguments) {
   return result;
 }
 
+ModelFlags parse_all(const std::vector<std::string>& args) {
+  ModelFlags flags;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (!parse_model_flag(args, i, flags)) ADD_FAILURE() << "not a model flag: " << args[i];
+  return flags;
+}
+
 }  // namespace
 
 TEST(Cli, GenerateWritesLogsToStderrAndOnlyTextToStdout) {
@@ -54,4 +65,47 @@ TEST(Cli, GenerateWritesLogsToStderrAndOnlyTextToStdout) {
   EXPECT_THAT(result.out, Not(HasSubstr("[info]")));
   EXPECT_THAT(result.out, Not(HasSubstr("KV cache")));
   EXPECT_THAT(result.out, Not(HasSubstr("tokens/s")));  // the speed report is stderr's too
+}
+
+TEST(Cli, ModelFlagsBecomeConfigOverridesInOrder) {
+  ModelFlags flags = parse_all({"--model", "synthetic:qwen3-tiny", "--tokenizer", "tok.bin",
+                                "--device", "cpu", "--dtype", "f32", "--max-model-len", "64",
+                                "--mode", "eager", "-O", "engine.block_size=8", "-c", "run.yaml"});
+  EXPECT_EQ(flags.config_path, "run.yaml");
+  EXPECT_EQ(flags.overrides, (std::vector<std::string>{
+                                 "engine.model=synthetic:qwen3-tiny", "engine.tokenizer=tok.bin",
+                                 "engine.device=cpu", "engine.dtype=f32", "engine.max_model_len=64",
+                                 "compilation.mode=eager", "engine.block_size=8"}));
+  EXPECT_TRUE(flags.model_given());
+  EXPECT_FALSE(parse_all({"--dtype", "bf16"}).model_given());
+  EXPECT_TRUE(parse_all({"-m", "x.gguf"}).model_given());
+  EXPECT_EQ(parse_all({"--config", "a.yaml"}).config_path, "a.yaml");
+
+  RunConfig config = parse_all({"-m", "synthetic:qwen2-tiny", "--tokenizer", "t.json", "--mode",
+                                "traced", "-O", "engine.block_size=8"})
+                         .load();
+  EXPECT_EQ(config.engine.model, "synthetic:qwen2-tiny");
+  EXPECT_EQ(config.engine.tokenizer, "t.json");
+  EXPECT_EQ(config.compilation.mode, "traced");
+  EXPECT_EQ(config.engine.block_size, 8);
+}
+
+TEST(Cli, OtherArgumentsAreLeftAndMissingValuesAreUsageErrors) {
+  ModelFlags flags;
+  std::vector<std::string> args{"--prompt", "hi"};
+  size_t i = 0;
+  EXPECT_FALSE(parse_model_flag(args, i, flags));
+  EXPECT_EQ(i, 0u);
+  std::vector<std::string> missing{"--tokenizer"};
+  EXPECT_THROW(parse_model_flag(missing, i, flags), UsageError);
+}
+
+TEST(Cli, ExplainTakesTheSameModelFlagsAsGenerate) {
+  // --tokenizer and --mode parse (no usage error, status 2); explain then refuses a mode that is
+  // not compiled, before loading anything.
+  RunResult result = run_tessera("explain --tokenizer tok.bin --device cpu --mode eager");
+  EXPECT_EQ(result.status, 1) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("compilation.mode must be compiled"));
+  EXPECT_EQ(run_tessera("explain --no-such-flag").status, 2);
+  EXPECT_EQ(run_tessera("generate --no-such-flag").status, 2);
 }
