@@ -2,8 +2,8 @@
 // shapes (32 q heads, 8 kv heads, head 128, bf16, paged cache of 16-token blocks):
 //   1. measures the ceilings: device-to-device copy bandwidth (1 GiB, read + write) and a bf16
 //      8192^3 GEMM through the matmul kernel (cuBLAS);
-//   2. checks decode (split into partitions and not) and prefill against a float64 reference
-//      computed here from the cache the op wrote;
+//   2. checks decode (split into partitions and not) and prefill against the float64 reference of
+//      tests/support/reference.h, over the keys and values the op wrote to the cache;
 //   3. times decode for batches 1, 8, 32, 128 at contexts 1k and 4k: GB/s over the bytes it must
 //      move (K/V read once per kv head, q read, out written) against the copy ceiling; a call's
 //      blocks are scattered over a cache of at least 512 MiB, and consecutive calls use
@@ -11,35 +11,34 @@
 //   4. times prefill (1 x 2048 and 8 x 512 new tokens, no cached prefix): TFLOP/s over the causal
 //      FLOPs (4 * head_size * heads per visible (query, key) pair) against the GEMM ceiling.
 // Times are medians of event-timed samples after warm-up; a sample runs the op enough times back
-// to back to span about a millisecond. Exits non-zero when a check fails.
+// to back to span about a millisecond (bench/lab_harness.h, with the ceilings). Exits non-zero
+// when a check fails.
 //
-//   attention_lab [--quick]
+//   attention_lab [--device cuda:N] [--quick] [--skip-timing]
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <numeric>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "bench/lab_harness.h"
 #include "kernels/attention_metadata.h"
 #include "kernels/attributes.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/tensor.h"
+#include "support/reference.h"
 
 namespace tessera::lab {
 namespace {
 
-constexpr double kGB = 1e9;
-constexpr double kTera = 1e12;
 constexpr int64_t kHeads = 32;
 constexpr int64_t kKvHeads = 8;
 constexpr int64_t kHeadSize = 128;
@@ -78,28 +77,8 @@ struct Problem {
 
 class Lab {
  public:
-  Lab(Device device, int samples)
-      : device_(device), backend_(backend(device)), samples_(samples), rng_(20240611) {}
-
-  // Uniform random values in [-1, 1) rounded through `dtype`; large tensors tile one random
-  // block on the device, which is as good as fresh data for timing and far faster to make.
-  Tensor random(const tessera::Shape& sizes, DType dtype) {
-    const int64_t numel = shape_numel(sizes);
-    constexpr int64_t kBlock = int64_t{1} << 22;
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    std::vector<float> values(static_cast<size_t>(std::min(numel, kBlock)));
-    for (float& value : values) value = uniform(rng_);
-    if (numel <= kBlock) return Tensor::from_floats(values, sizes, dtype, device_);
-    Tensor block = Tensor::from_floats(values, {kBlock}, dtype, device_);
-    Tensor out = Tensor::empty(sizes, dtype, device_);
-    const size_t element = element_size(dtype);
-    for (int64_t begin = 0; begin < numel; begin += kBlock) {
-      const int64_t count = std::min(kBlock, numel - begin);
-      backend_.copy(static_cast<char*>(out.data_ptr()) + begin * element, device_, block.data_ptr(),
-                    device_, static_cast<size_t>(count) * element);
-    }
-    return out;
-  }
+  explicit Lab(const LabArgs& args)
+      : device_(args.device), random_(args.device), timer_(args.device, args.samples()) {}
 
   Problem make_problem(const Shape4& shape, std::vector<Sequence> sequences, double cache_bytes) {
     Problem problem;
@@ -119,16 +98,18 @@ class Lab {
     const int64_t num_blocks = blocks_per_instance * instances;
     std::vector<int32_t> physical(static_cast<size_t>(num_blocks));
     std::iota(physical.begin(), physical.end(), 0);
-    std::shuffle(physical.begin(), physical.end(), rng_);  // scattered, as after many requests
+    std::shuffle(physical.begin(), physical.end(),
+                 random_.generator());  // scattered, as after many requests
     for (int instance = 0; instance < instances; ++instance) {
       problem.instances.push_back(
           metadata(problem.sequences, physical.data() + instance * blocks_per_instance));
     }
     const tessera::Shape cache_shape{num_blocks, kBlockSize, shape.kv_heads, shape.head_size};
-    problem.caches.push_back({random(cache_shape, shape.dtype), random(cache_shape, shape.dtype)});
-    problem.inputs = {random({tokens, shape.heads * shape.head_size}, shape.dtype),
-                      random({tokens, shape.kv_heads * shape.head_size}, shape.dtype),
-                      random({tokens, shape.kv_heads * shape.head_size}, shape.dtype)};
+    problem.caches.push_back(
+        {random_.uniform(cache_shape, shape.dtype), random_.uniform(cache_shape, shape.dtype)});
+    problem.inputs = {random_.uniform({tokens, shape.heads * shape.head_size}, shape.dtype),
+                      random_.uniform({tokens, shape.kv_heads * shape.head_size}, shape.dtype),
+                      random_.uniform({tokens, shape.kv_heads * shape.head_size}, shape.dtype)};
     problem.out = Tensor::empty({tokens, shape.heads * shape.head_size}, shape.dtype, device_);
     problem.attributes = {{"layer", int64_t{0}},
                           {"num_heads", shape.heads},
@@ -144,61 +125,13 @@ class Lab {
                KernelArgs{problem.inputs, problem.attributes, std::span(&problem.out, 1)});
   }
 
-  // Median microseconds per call of `launch(i)`, i counting calls.
-  double time_us(const std::function<void(int)>& launch) {
-    Stream& stream = backend_.current_stream(device_.index);
-    int call = 0;
-    for (int i = 0; i < 3; ++i) launch(call++);  // first-call costs: shared-memory opt-in, caches
-    stream.synchronize();
-    auto start = backend_.create_event(device_.index);
-    auto end = backend_.create_event(device_.index);
-    start->record(stream);
-    launch(call++);
-    end->record(stream);
-    end->synchronize();
-    const double single_ms = std::max<double>(start->elapsed_ms(*end), 1e-4);
-    const int repeats = std::clamp(static_cast<int>(std::ceil(1.0 / single_ms)), 1, 1000);
-    std::vector<double> samples;
-    for (int sample = 0; sample < samples_; ++sample) {
-      start->record(stream);
-      for (int i = 0; i < repeats; ++i) launch(call++);
-      end->record(stream);
-      end->synchronize();
-      samples.push_back(1000.0 * start->elapsed_ms(*end) / repeats);
-    }
-    std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-    return samples[samples.size() / 2];
-  }
-
+  double time_us(const std::function<void(int)>& launch) { return timer_.median_us(launch); }
   void measure_ceilings() {
-    constexpr int64_t kCopyElements = int64_t{1} << 29;  // 1 GiB of bf16
-    Tensor source = random({kCopyElements}, DType::bf16);
-    Tensor destination = Tensor::empty({kCopyElements}, DType::bf16, device_);
-    const double copy_us = time_us([&](int) {
-      backend_.copy(destination.data_ptr(), device_, source.data_ptr(), device_, source.nbytes());
-    });
-    copy_gb_per_s_ = 2.0 * static_cast<double>(source.nbytes()) / (copy_us * 1e-6) / kGB;
-
-    constexpr int64_t kSide = 8192;
-    Tensor a = random({kSide, kSide}, DType::bf16);
-    Tensor b = random({kSide, kSide}, DType::bf16);
-    Tensor c = Tensor::empty({kSide, kSide}, DType::bf16, device_);
-    const Tensor inputs[] = {a, b};
-    const double gemm_us = time_us([&](int) {
-      run_kernel("matmul", device_.type, KernelArgs{inputs, Attributes{}, std::span(&c, 1)});
-    });
-    gemm_tflops_ = 2.0 * kSide * kSide * kSide / (gemm_us * 1e-6) / kTera;
-    fmt::print(
-        "ceilings: device-to-device copy {:.0f} GB/s (1 GiB, read + write), bf16 GEMM "
-        "{:.0f} TFLOP/s (8192^3, cuBLAS)\n\n",
-        copy_gb_per_s_, gemm_tflops_);
-    backend_.allocator(device_.index).empty_cache();
+    ceilings_ = tessera::lab::measure_ceilings(timer_, random_, /*with_gemm=*/true);
   }
-
-  double copy_gb_per_s() const { return copy_gb_per_s_; }
-  double gemm_tflops() const { return gemm_tflops_; }
+  const Ceilings& ceilings() const { return ceilings_; }
   Device device() const { return device_; }
-  DeviceBackend& gpu() { return backend_; }
+  DeviceBackend& gpu() { return backend(device_); }
 
  private:
   AttentionMetadata metadata(const std::vector<Sequence>& sequences, const int32_t* blocks) {
@@ -241,11 +174,9 @@ class Lab {
   }
 
   Device device_;
-  DeviceBackend& backend_;
-  int samples_;
-  std::mt19937_64 rng_;
-  double copy_gb_per_s_ = 1;
-  double gemm_tflops_ = 1;
+  LabRandom random_;
+  LabTimer timer_;
+  Ceilings ceilings_;
 };
 
 // ---- The float64 check: runs instance 0 once and recomputes every output from the cache the op
@@ -274,48 +205,39 @@ CheckResult check(Lab& lab, Problem& problem) {
   for (int64_t s = 0; s < meta.num_seqs; ++s) {
     const Sequence& sequence = problem.sequences[static_cast<size_t>(s)];
     const int32_t* table = meta.block_tables.data() + s * meta.max_blocks_per_seq;
-    auto slot = [&](int64_t position) {
-      return static_cast<int64_t>(table[position / kBlockSize]) * kBlockSize +
-             position % kBlockSize;
-    };
-    for (int64_t i = 0; i < sequence.new_tokens; ++i) {
-      const int64_t token = meta.query_start_loc[s] + i;
-      const int64_t position = sequence.cached + i;
-      for (int64_t e = 0; e < kv_row; ++e)
-        cache_written =
-            cache_written && keys[slot(position) * kv_row + e] == new_keys[token * kv_row + e];
-      for (int64_t h = 0; h < shape.heads; ++h) {
-        const int64_t kv_head = h / (shape.heads / shape.kv_heads);
-        std::vector<double> scores(static_cast<size_t>(position + 1));
-        double top = -INFINITY;
-        for (int64_t p = 0; p <= position; ++p) {
-          double dot = 0;
-          for (int64_t d = 0; d < shape.head_size; ++d) {
-            dot += query[token * q_row + h * shape.head_size + d] *
-                   keys[slot(p) * kv_row + kv_head * shape.head_size + d];
-          }
-          scores[p] = dot * scale;
-          top = std::max(top, scores[p]);
-        }
-        double total = 0;
-        for (double& score : scores) total += (score = std::exp(score - top));
-        for (int64_t d = 0; d < shape.head_size; ++d) {
-          double want = 0;
-          for (int64_t p = 0; p <= position; ++p)
-            want += scores[p] / total * values[slot(p) * kv_row + kv_head * shape.head_size + d];
-          const double have = got[token * q_row + h * shape.head_size + d];
-          diff += (have - want) * (have - want);
-          norm += want * want;
-        }
-      }
+    const int64_t length = sequence.cached + sequence.new_tokens;
+    // The sequence's keys and values in position order, read from their slots.
+    test::RefTensor sequence_keys{{length, kv_row}, {}}, sequence_values{{length, kv_row}, {}};
+    for (int64_t position = 0; position < length; ++position) {
+      const int64_t slot =
+          static_cast<int64_t>(table[position / kBlockSize]) * kBlockSize + position % kBlockSize;
+      sequence_keys.values.insert(sequence_keys.values.end(), keys.begin() + slot * kv_row,
+                                  keys.begin() + (slot + 1) * kv_row);
+      sequence_values.values.insert(sequence_values.values.end(), values.begin() + slot * kv_row,
+                                    values.begin() + (slot + 1) * kv_row);
+    }
+    const int64_t first_token = meta.query_start_loc[s];
+    for (int64_t i = 0; i < sequence.new_tokens; ++i)  // the step's keys went to their slots
+      cache_written = cache_written &&
+                      std::equal(new_keys.begin() + (first_token + i) * kv_row,
+                                 new_keys.begin() + (first_token + i + 1) * kv_row,
+                                 sequence_keys.values.begin() + (sequence.cached + i) * kv_row);
+    const test::RefTensor sequence_query{
+        {sequence.new_tokens, q_row},
+        std::vector<double>(query.begin() + first_token * q_row,
+                            query.begin() + (first_token + sequence.new_tokens) * q_row)};
+    const test::RefTensor want = test::reference_causal_attention(
+        sequence_query, sequence_keys, sequence_values, shape.heads, shape.kv_heads, scale);
+    for (size_t e = 0; e < want.values.size(); ++e) {
+      const double have = got[static_cast<size_t>(first_token * q_row) + e];
+      diff += (have - want.values[e]) * (have - want.values[e]);
+      norm += want.values[e] * want.values[e];
     }
   }
   CheckResult result;
   result.relative_rms = std::sqrt(diff / norm);
-  const double tolerance = shape.dtype == DType::f32   ? 1e-5
-                           : shape.dtype == DType::f16 ? 2e-3
-                                                       : 1.5e-2;
-  result.passed = cache_written && result.relative_rms < tolerance;  // NaN fails
+  result.passed =
+      cache_written && result.relative_rms < relative_tolerance(shape.dtype);  // NaN fails
   return result;
 }
 
@@ -363,9 +285,9 @@ void time_decode(Lab& lab) {
       // K and V read once per kv head, q read, out written.
       const double bytes = element * (2.0 * batch * context * kKvHeads * kHeadSize +
                                       2.0 * batch * kHeads * kHeadSize);
-      const double gb_per_s = bytes / (us * 1e-6) / kGB;
-      fmt::print("{:>6} {:>8} {:>10.1f} {:>9.0f} {:>7.0f}%\n", batch, context, us, gb_per_s,
-                 100.0 * gb_per_s / lab.copy_gb_per_s());
+      const Achieved rates = achieved(lab.ceilings(), bytes, 0, us);
+      fmt::print("{:>6} {:>8} {:>10.1f} {:>9.0f} {:>7.0f}%\n", batch, context, us, rates.gb_per_s,
+                 rates.copy_percent);
       problem = Problem{};
       lab.gpu().allocator(lab.device().index).empty_cache();
     }
@@ -384,27 +306,23 @@ void time_prefill(Lab& lab) {
     // Query i of a sequence sees i + 1 keys: 2 FLOPs per multiply-add, q.k and p.v.
     const double pairs = static_cast<double>(count) * length * (length + 1) / 2.0;
     const double flops = 4.0 * pairs * kHeads * kHeadSize;
-    const double tflops = flops / (us * 1e-6) / kTera;
+    const Achieved rates = achieved(lab.ceilings(), 0, flops, us);
     fmt::print("{:>14} {:>10.1f} {:>9.1f} {:>7.1f}%\n", fmt::format("{} x {}", count, length), us,
-               tflops, 100.0 * tflops / lab.gemm_tflops());
+               rates.tflops, rates.gemm_percent);
   }
   fmt::print("\n");
 }
 
-int run_lab(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  Device device;
-  if (!first_gpu(&device)) {
-    fmt::print(stderr, "attention_lab: no GPU device is available (this lab times GPU kernels)\n");
-    return 1;
-  }
-  DeviceBackend& gpu = backend(device);
-  fmt::print("attention_lab on {} ({})\n", device.str(), gpu.device_name(device.index));
-  Lab lab(device, quick ? 5 : 21);
-  lab.measure_ceilings();
+int run_lab(const LabArgs& args) {
+  fmt::print("attention_lab on {} ({})\n", args.device.str(),
+             backend(args.device).device_name(args.device.index));
+  Lab lab(args);
+  if (!args.skip_timing) lab.measure_ceilings();
   const bool passed = run_checks(lab);
-  time_decode(lab);
-  time_prefill(lab);
+  if (!args.skip_timing) {
+    time_decode(lab);
+    time_prefill(lab);
+  }
   if (!passed) fmt::print("some checks FAILED\n");
   return passed ? 0 : 2;
 }
@@ -413,10 +331,7 @@ int run_lab(int argc, char** argv) {
 }  // namespace tessera::lab
 
 int main(int argc, char** argv) {
-  try {
-    return tessera::lab::run_lab(argc, argv);
-  } catch (const std::exception& error) {
-    fmt::print(stderr, "attention_lab: {}\n", error.what());
-    return 1;
-  }
+  return tessera::lab::lab_main("attention_lab",
+                                "checks and times the GPU attention op (decode and prefill)", argc,
+                                argv, tessera::lab::run_lab);
 }

@@ -8,8 +8,9 @@
 //                [--batch 1,32] [--mode eager,compiled] [--steps 64] [--context 512]
 //                [--warmup 3] [-O section.key=value ...]
 //
-// Each step's time is wall clock around execute(), which returns host logits and so waits for
-// the device: it is what a caller of the runner sees, host work and the logits copy included.
+// Each step's time is wall clock around execute() and the greedy pick of every sequence's next
+// token (argmax on the device, the ids copied back), which waits for the device: it is what a
+// decode loop sees, host work included.
 // The table printed last has the median step time, tokens/s and, for batch 1, GB/s of weights.
 #include <fmt/format.h>
 
@@ -27,10 +28,13 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
 #include "engine/run_setup.h"
+#include "engine/sampler.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
+#include "kernels/logging.h"
 #include "models/llama.h"
 #include "models/model_weights.h"
 
@@ -171,19 +175,17 @@ int32_t token_id(int64_t sequence, int64_t position, int64_t vocab) {
 
 struct Sequence {
   std::vector<int32_t> tokens;  // every token it will ever hold: context, warm-up and timed
-  std::vector<int32_t> block_table;
-  int64_t cached = 0;  // tokens already in the KV cache
+  int64_t cached = 0;           // tokens already in the KV cache
 };
 
 // Feeds each sequence `count` more tokens; steps hold at most `token_budget` tokens, so a long
 // prefill is split into chunks and short ones share a step (chunked prefill).
-void advance(ModelRunner& runner, std::vector<Sequence>& sequences, int64_t count,
-             int64_t token_budget) {
+void advance(ModelRunner& runner, KVCacheManager& blocks, std::vector<Sequence>& sequences,
+             int64_t count, int64_t token_budget) {
   std::vector<int64_t> target(sequences.size());
   for (size_t s = 0; s < sequences.size(); ++s) {
     target[s] = sequences[s].cached + count;
-    TESSERA_CHECK(runner.blocks().ensure_capacity(sequences[s].block_table, target[s]),
-                  "the KV cache has no room for sequence {} at {} tokens", s, target[s]);
+    blocks.allocate(static_cast<SequenceId>(s), target[s]);
   }
   size_t next = 0;
   while (next < sequences.size()) {
@@ -195,11 +197,12 @@ void advance(ModelRunner& runner, std::vector<Sequence>& sequences, int64_t coun
       int64_t take = std::min(target[s] - sequence.cached, budget);
       if (take == 0) continue;
       batch.push_back(SequenceInput{std::span(sequence.tokens).subspan(sequence.cached, take),
-                                    sequence.cached, sequence.block_table});
+                                    sequence.cached,
+                                    blocks.block_table(static_cast<SequenceId>(s))});
       members.push_back(s);
       budget -= take;
     }
-    runner.execute(batch);
+    greedy_token_ids(runner.execute(batch));
     for (size_t i = 0; i < members.size(); ++i)
       sequences[members[i]].cached += static_cast<int64_t>(batch[i].token_ids.size());
     while (next < sequences.size() && sequences[next].cached == target[next]) ++next;
@@ -235,17 +238,18 @@ Row time_decode(ModelRunner& runner, const std::string& mode, int64_t batch, con
     for (int64_t position = 0; position < total; ++position)
       sequences[s].tokens.push_back(token_id(s, position, vocab));
 
-  advance(runner, sequences, options.context, token_budget);
-  for (int64_t step = 0; step < options.warmup; ++step) advance(runner, sequences, 1, batch);
+  KVCacheManager blocks(runner.options().num_kv_blocks, runner.options().block_size);
+  advance(runner, blocks, sequences, options.context, token_budget);
+  for (int64_t step = 0; step < options.warmup; ++step)
+    advance(runner, blocks, sequences, 1, batch);
   std::vector<double> step_ms;
   for (int64_t step = 0; step < options.steps; ++step) {
     auto begin = std::chrono::steady_clock::now();
-    advance(runner, sequences, 1, batch);
+    advance(runner, blocks, sequences, 1, batch);
     step_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
             .count());
   }
-  for (Sequence& sequence : sequences) runner.blocks().release(sequence.block_table);
 
   Row row{mode, batch, median(step_ms), *std::min_element(step_ms.begin(), step_ms.end())};
   row.tokens_per_second = static_cast<double>(batch) / (row.median_ms * 1e-3);
@@ -289,15 +293,14 @@ int run(const Options& options) {
              options.model, model->config().str(), dtype_name(dtype), device.str(),
              model->weight_bytes() / 1048576.0, options.context, options.steps);
 
-  const int64_t blocks_per_sequence =
-      (length + config.engine.block_size - 1) / config.engine.block_size;
+  config.engine.num_kv_blocks =
+      largest_batch * KVCacheManager::blocks_for(length, config.engine.block_size);
 
   std::vector<Row> rows;
   for (const std::string& mode : options.modes) {
     RunConfig mode_config = config;
     mode_config.compilation.mode = mode;
-    RunnerOptions runner_options = make_runner_options(mode_config);
-    runner_options.num_kv_blocks = largest_batch * blocks_per_sequence;
+    RunnerOptions runner_options = make_runner_options(mode_config, model->max_positions());
     ModelRunner runner(model, runner_options);  // one per mode: its KV cache is freed after
     for (int64_t batch : options.batches)
       rows.push_back(time_decode(runner, mode, batch, options, token_budget));
@@ -327,6 +330,7 @@ int run(const Options& options) {
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
+  tessera::log_to_stderr();
   try {
     return tessera::bench::run(tessera::bench::parse(argc, argv));
   } catch (const tessera::bench::UsageError& error) {

@@ -27,9 +27,11 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
 #include "engine/run_setup.h"
 #include "kernels/check.h"
+#include "kernels/logging.h"
 #include "models/llama.h"
 #include "models/model_weights.h"
 
@@ -126,18 +128,16 @@ Options parse(int argc, char** argv) {
 // Prefill, then teacher-forced decode steps; one logits row per step.
 std::vector<std::vector<float>> run_steps(ModelRunner& runner, const std::vector<int32_t>& ids,
                                           int64_t prefill) {
-  std::vector<int32_t> block_table;
+  KVCacheManager blocks(runner.options().num_kv_blocks, runner.options().block_size);
   std::vector<std::vector<float>> rows;
   int64_t done = 0;
   while (done < static_cast<int64_t>(ids.size())) {
     int64_t count = done == 0 ? prefill : 1;
-    TESSERA_CHECK(runner.blocks().ensure_capacity(block_table, done + count),
-                  "the KV cache has no room for {} tokens", done + count);
-    SequenceInput input{std::span(ids).subspan(done, count), done, block_table};
-    rows.push_back(runner.execute(std::span(&input, 1)).at(0));
+    blocks.allocate(0, done + count);
+    SequenceInput input{std::span(ids).subspan(done, count), done, blocks.block_table(0)};
+    rows.push_back(logits_to_host(runner.execute(std::span(&input, 1))).at(0));
     done += count;
   }
-  runner.blocks().release(block_table);
   return rows;
 }
 
@@ -170,7 +170,7 @@ int run(const Options& options) {
   DType dtype = run_dtype(config.engine, device);
   // The RoPE table and KV cache only need to hold this sequence.
   auto model = load_run_model(config.engine, static_cast<int64_t>(options.ids.size()));
-  RunnerOptions runner_options = make_runner_options(config);
+  RunnerOptions runner_options = make_runner_options(config, model->max_positions());
   runner_options.max_num_batched_tokens =
       std::max(config.engine.max_num_batched_tokens, options.prefill);
   ModelRunner runner(model, runner_options);
@@ -187,6 +187,7 @@ int run(const Options& options) {
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
+  tessera::log_to_stderr();
   try {
     return tessera::bench::run(tessera::bench::parse(argc, argv));
   } catch (const tessera::bench::UsageError& error) {

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "compile/ops/dispatch.h"
 #include "kernels/check.h"
 
 namespace tessera {
@@ -14,8 +15,13 @@ CompiledFunction::CompiledFunction(TensorFunction function, CompileOptions optio
                   options_.recompile_limit);
 }
 
+std::vector<Tensor> CompiledFunction::run_eagerly(std::span<const Tensor> inputs) const {
+  EagerCustomOpRuleGuard rule(options_.custom_ops);  // this function's rule, for this call only
+  return function_(inputs);
+}
+
 std::vector<Tensor> CompiledFunction::operator()(std::span<const Tensor> inputs) {
-  if (options_.backend == "eager") return function_(inputs);
+  if (options_.backend == "eager") return run_eagerly(inputs);
   last_miss_reason_.clear();
   Bindings bindings;
   for (Entry& entry : entries_) {
@@ -23,12 +29,12 @@ std::vector<Tensor> CompiledFunction::operator()(std::span<const Tensor> inputs)
     if (reason.empty()) return entry.callable(inputs);
     last_miss_reason_ = reason;
   }
-  if (fell_back_to_eager_) return function_(inputs);
+  if (fell_back_to_eager_) return run_eagerly(inputs);
   if (static_cast<int>(entries_.size()) >= options_.recompile_limit) {
     spdlog::warn("recompile_limit ({}) reached; running eagerly from now on. Last miss: {}",
                  options_.recompile_limit, last_miss_reason_);
     fell_back_to_eager_ = true;
-    return function_(inputs);
+    return run_eagerly(inputs);
   }
   if (!entries_.empty())
     spdlog::info("recompiling (entry {}): {}", entries_.size() + 1, last_miss_reason_);

@@ -1,7 +1,9 @@
 // A function compiled on first call, like torch.compile(fn): traces with the given dynamic dims,
 // hands the graph to a backend, and on later calls checks the inputs against each compiled
 // entry's guards. A miss re-traces and compiles again, up to recompile_limit entries; past that
-// the function runs eagerly and a warning names the guard that failed.
+// the function runs eagerly and a warning names the guard that failed. Its custom_ops rule is its
+// own: tracing records disabled custom ops as their decompositions, and eager runs (backend
+// "eager", or past the recompile limit) install the rule for the thread during the call.
 #pragma once
 
 #include <memory>
@@ -39,6 +41,8 @@ class CompiledFunction {
   const std::string& last_miss_reason() const { return last_miss_reason_; }
 
  private:
+  std::vector<Tensor> run_eagerly(std::span<const Tensor> inputs) const;
+
   TensorFunction function_;
   CompileOptions options_;
   std::vector<Entry> entries_;

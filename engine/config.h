@@ -1,5 +1,5 @@
 // A run's configuration: one YAML file with `engine:` and `compilation:` sections, any key of
-// which can be overridden on the command line (-O compilation.cudagraph_mode=piecewise). Unknown
+// which can be overridden on the command line (-O compilation.mode=eager). Unknown
 // keys and bad values are errors naming the key and listing what is valid.
 #pragma once
 
@@ -20,8 +20,8 @@ struct EngineConfig {
   int64_t max_num_batched_tokens = 2048;
   int64_t max_num_seqs = 64;
   int64_t block_size = 16;
-  int64_t num_kv_blocks = 0;  // 0: sized from memory at startup
-  double gpu_memory_utilization = 0.9;
+  int64_t num_kv_blocks = 0;  // 0: enough for one sequence of the model's length (run_setup)
+  double gpu_memory_utilization = 0.9;  // only the default until KV sizing from memory (issue 10)
   bool enable_prefix_caching = true;
   int64_t seed = 0;
   std::string host = "127.0.0.1";

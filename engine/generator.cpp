@@ -30,7 +30,9 @@ GenerationResult generate(ModelRunner& runner, const Tokenizer& tokenizer,
       request.stop_token_ids.empty() ? tokenizer.eos_ids() : request.stop_token_ids;
   Sampler sampler(request.sampling);
   StreamingDecoder decoder(tokenizer, result.prompt_ids);  // the prompt is the text's context
-  std::vector<int32_t> block_table;
+  // The generator schedules one sequence, so it owns the blocks: the runner's whole cache.
+  KVCacheManager blocks(runner.options().num_kv_blocks, runner.options().block_size);
+  const SequenceId sequence = 0;
   std::vector<int32_t> pending = result.prompt_ids;
   int64_t cached = 0;
   auto step_start = Clock::now();
@@ -38,17 +40,17 @@ GenerationResult generate(ModelRunner& runner, const Tokenizer& tokenizer,
   const int64_t chunk = std::max<int64_t>(runner.options().max_num_batched_tokens, 1);
   while (true) {
     // Chunked prefill: a prompt longer than the step budget goes in several steps.
-    std::vector<float> logits;
+    Tensor logits;
     for (size_t start = 0; start < pending.size(); start += static_cast<size_t>(chunk)) {
       size_t count = std::min(pending.size() - start, static_cast<size_t>(chunk));
       int64_t total = cached + static_cast<int64_t>(count);
-      TESSERA_REQUIRE(runner.blocks().ensure_capacity(block_table, total),
-                      "the KV cache ran out of blocks at {} tokens", total);
-      SequenceInput input{std::span(pending).subspan(start, count), cached, block_table};
-      logits = runner.execute(std::span(&input, 1)).at(0);
+      blocks.allocate(sequence, total);
+      SequenceInput input{std::span(pending).subspan(start, count), cached,
+                          blocks.block_table(sequence)};
+      logits = runner.execute(std::span(&input, 1));
       cached = total;
     }
-    int32_t next = sampler.sample(logits);
+    int32_t next = sampler.sample(logits, 0);
     auto now = Clock::now();
     double seconds = std::chrono::duration<double>(now - step_start).count();
     (result.output_ids.empty() ? result.prefill_seconds : result.decode_seconds) += seconds;
@@ -69,7 +71,6 @@ GenerationResult generate(ModelRunner& runner, const Tokenizer& tokenizer,
   std::string rest = decoder.finish();
   result.text += rest;
   if (on_text && !rest.empty()) on_text(rest);
-  runner.blocks().release(block_table);
   return result;
 }
 

@@ -1,12 +1,14 @@
 // One prompt to one completion through the model runner: prefill the prompt in one step, then
 // decode a token per step, streaming text as it becomes valid UTF-8. Stops at an end-of-sequence
-// token, max_tokens, or the model's maximum length.
+// token, max_tokens, or the model's maximum length. For its one sequence it is the scheduler: it
+// holds the runner's KV-cache blocks in a KVCacheManager for the length of the call.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "models/tokenizer.h"

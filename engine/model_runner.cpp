@@ -11,10 +11,6 @@ namespace tessera {
 
 namespace {
 
-int64_t default_num_blocks(const LlamaModel& model, int64_t block_size) {
-  return (model.max_positions() + block_size - 1) / block_size;
-}
-
 Tensor int_tensor(const std::vector<int32_t>& values, Device device) {
   std::vector<int64_t> wide(values.begin(), values.end());
   return Tensor::from_ints(wide, {static_cast<int64_t>(values.size())}, DType::i32, device);
@@ -23,43 +19,41 @@ Tensor int_tensor(const std::vector<int32_t>& values, Device device) {
 }  // namespace
 
 ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, RunnerOptions options)
-    : model_(std::move(model)),
-      options_(std::move(options)),
-      blocks_(options_.num_kv_blocks > 0 ? options_.num_kv_blocks
-                                         : default_num_blocks(*model_, options_.block_size),
-              options_.block_size) {
+    : model_(std::move(model)), options_(std::move(options)) {
+  TESSERA_REQUIRE(options_.num_kv_blocks > 0 && options_.block_size > 0,
+                  "the runner needs a KV cache of at least one block of at least one token (got "
+                  "num_kv_blocks {}, block_size {}); engine/run_setup sizes it from the config",
+                  options_.num_kv_blocks, options_.block_size);
   TESSERA_REQUIRE(
       options_.mode == "eager" || options_.mode == "traced" || options_.mode == "compiled",
       "compilation mode '{}' is not valid; valid choices: eager, traced, compiled", options_.mode);
   const ModelConfig& config = model_->config();
-  Shape cache_shape{blocks_.num_blocks(), options_.block_size, config.num_kv_heads,
+  Shape cache_shape{options_.num_kv_blocks, options_.block_size, config.num_kv_heads,
                     config.head_dim};
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
     kv_caches_.push_back(
         PagedKVCache{Tensor::empty(cache_shape, model_->dtype(), model_->device()),
                      Tensor::empty(cache_shape, model_->dtype(), model_->device())});
   }
-  if (options_.mode != "eager") {
-    CompileOptions compile;
-    compile.backend = options_.mode;
-    compile.recompile_limit = static_cast<int>(options_.compilation.recompile_limit);
-    if (options_.mode == "compiled") {
-      CompilerOptions compiler{options_.compilation, options_.max_num_batched_tokens};
-      compile.backend_function = make_compiled_backend(
-          compiler,
-          [latest = latest_plan_](std::shared_ptr<const CompiledPlan> plan) { *latest = plan; });
-    }
-    compile.dynamic_dims = {{0, 0}, {1, 0}};  // the token count: one symbol shared by both
-    compile.custom_ops = options_.custom_ops;
-    compile.input_names = {"input_ids", "positions"};
-    auto forward = [model = model_](std::span<const Tensor> inputs) {
-      return std::vector<Tensor>{model->forward(inputs[0], inputs[1])};
-    };
-    compiled_ = std::make_unique<CompiledFunction>(forward, compile);
+  // The token count: one symbol shared by input_ids and positions.
+  std::vector<DynamicDim> token_dims = {{0, 0}, {1, 0}};
+  CompileOptions compile;
+  if (options_.mode == "compiled") {
+    CompilerOptions compiler{options_.compilation, options_.max_num_batched_tokens};
+    compile = compiled_mode_options(
+        compiler, token_dims, options_.custom_ops,
+        [latest = latest_plan_](std::shared_ptr<const CompiledPlan> plan) { *latest = plan; });
   } else {
-    set_eager_custom_op_rule(
-        [config = options_.custom_ops](const std::string& name) { return config.enabled(name); });
+    compile.backend = options_.mode;  // "eager" runs the forward as called, with custom_ops
+    compile.custom_ops = options_.custom_ops;
+    compile.dynamic_dims = token_dims;
+    compile.recompile_limit = static_cast<int>(options_.compilation.recompile_limit);
   }
+  compile.input_names = {"input_ids", "positions"};
+  auto forward = [model = model_](std::span<const Tensor> inputs) {
+    return std::vector<Tensor>{model->forward(inputs[0], inputs[1])};
+  };
+  compiled_ = std::make_unique<CompiledFunction>(forward, compile);
 }
 
 size_t ModelRunner::kv_cache_bytes() const {
@@ -76,8 +70,8 @@ std::string ModelRunner::memory_report() const {
   return fmt::format(
       "memory on {}: weights {:.1f} MiB, KV cache {:.1f} MiB ({} blocks of {} tokens), compiled "
       "arena {:.1f} MiB; allocator: in use {:.1f} MiB, peak {:.1f} MiB, reserved {:.1f} MiB",
-      device.str(), mib(model_->weight_bytes()), mib(kv_cache_bytes()), blocks_.num_blocks(),
-      blocks_.block_size(), plan ? mib(plan->memory.arena_bytes) : 0.0, mib(stats.current_bytes),
+      device.str(), mib(model_->weight_bytes()), mib(kv_cache_bytes()), options_.num_kv_blocks,
+      options_.block_size, plan ? mib(plan->memory.arena_bytes) : 0.0, mib(stats.current_bytes),
       mib(stats.peak_bytes), mib(stats.reserved_bytes));
 }
 
@@ -129,7 +123,7 @@ AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> bat
   return meta;
 }
 
-std::vector<std::vector<float>> ModelRunner::execute(std::span<const SequenceInput> batch) {
+Tensor ModelRunner::execute(std::span<const SequenceInput> batch) {
   TESSERA_REQUIRE(!batch.empty(), "execute: the batch is empty");
   std::vector<int32_t> token_ids, positions, last_token_rows;
   AttentionMetadata meta = build_metadata(batch, token_ids, positions, last_token_rows);
@@ -141,16 +135,21 @@ std::vector<std::vector<float>> ModelRunner::execute(std::span<const SequenceInp
   Device device = model_->device();
   std::vector<Tensor> inputs{int_tensor(token_ids, device), int_tensor(positions, device)};
   ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
-  Tensor hidden = compiled_ ? (*compiled_)(inputs).at(0) : model_->forward(inputs[0], inputs[1]);
+  Tensor hidden = (*compiled_)(inputs).at(0);
   Tensor last_hidden = ops::embedding(hidden, int_tensor(last_token_rows, device));
-  Tensor logits = ops::cast(model_->compute_logits(last_hidden), DType::f32).to(kCPU);
-  int64_t vocab = model_->config().vocab_size;
-  std::vector<std::vector<float>> rows;
-  const float* data = logits.data<float>();
-  for (size_t s = 0; s < batch.size(); ++s)
-    rows.emplace_back(data + static_cast<int64_t>(s) * vocab,
-                      data + static_cast<int64_t>(s + 1) * vocab);
-  return rows;
+  return ops::cast(model_->compute_logits(last_hidden), DType::f32);
+}
+
+std::vector<std::vector<float>> logits_to_host(const Tensor& logits) {
+  TESSERA_CHECK(logits.dim() == 2 && logits.dtype() == DType::f32,
+                "logits must be f32 [rows, vocab]");
+  Tensor host = logits.to(kCPU).contiguous();
+  const int64_t rows = host.size(0), vocab = host.size(1);
+  std::vector<std::vector<float>> result;
+  const float* data = host.data<float>();
+  for (int64_t row = 0; row < rows; ++row)
+    result.emplace_back(data + row * vocab, data + (row + 1) * vocab);
+  return result;
 }
 
 }  // namespace tessera

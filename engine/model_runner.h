@@ -1,6 +1,9 @@
 // Runs the model one step at a time over a batch of sequences: lays their new tokens out back to
 // back, builds the attention metadata (positions, slot mapping, block tables), runs the forward
-// in the configured mode and returns the logits of each sequence's last token.
+// in the configured mode and returns the logits of each sequence's last token, on the device (the
+// sampler copies what it needs). It owns the KV cache memory, sized from the block count it is
+// given; which blocks a sequence holds is the KVCacheManager's business
+// (engine/kv_cache_manager.h).
 #pragma once
 
 #include <memory>
@@ -10,7 +13,6 @@
 
 #include "compile/compiled_function.h"
 #include "compile/compiler.h"
-#include "engine/block_allocator.h"
 #include "kernels/attention_metadata.h"
 #include "models/llama.h"
 
@@ -22,7 +24,7 @@ struct RunnerOptions {
   int64_t max_num_batched_tokens = 2048;  // the largest step; compiled plans are sized for it
   CustomOpConfig custom_ops;              // which custom ops run as kernels (the rest decompose)
   int64_t block_size = 16;
-  int64_t num_kv_blocks = 0;  // 0: enough for one sequence of the model's max_positions
+  int64_t num_kv_blocks = 0;  // the KV cache's size in blocks; required (run_setup computes it)
 };
 
 struct SequenceInput {
@@ -35,15 +37,16 @@ class ModelRunner {
  public:
   ModelRunner(std::shared_ptr<const LlamaModel> model, RunnerOptions options);
 
-  // Logits [num_seqs, vocab] as host f32, one row per sequence (its last new token).
-  std::vector<std::vector<float>> execute(std::span<const SequenceInput> batch);
+  // Logits [num_seqs, vocab] as f32 on the model's device, one row per sequence (its last new
+  // token). Nothing is copied to the host: the sampler asks for ids or rows.
+  Tensor execute(std::span<const SequenceInput> batch);
 
-  BlockAllocator& blocks() { return blocks_; }
   const LlamaModel& model() const { return *model_; }
   const RunnerOptions& options() const { return options_; }
   size_t kv_cache_bytes() const;
   // Weights, KV cache, the compiled arena, and what the device allocator holds (peak, reserved).
   std::string memory_report() const;
+  // The forward as a compiled function (backend "eager" in eager mode): its entries, compiles.
   const CompiledFunction* compiled() const { return compiled_.get(); }
   // The plan of the latest compilation in `compiled` mode (nullptr before the first step).
   std::shared_ptr<const CompiledPlan> latest_plan() const { return *latest_plan_; }
@@ -55,11 +58,13 @@ class ModelRunner {
 
   std::shared_ptr<const LlamaModel> model_;
   RunnerOptions options_;
-  BlockAllocator blocks_;
   std::vector<PagedKVCache> kv_caches_;
   std::unique_ptr<CompiledFunction> compiled_;
   std::shared_ptr<std::shared_ptr<const CompiledPlan>> latest_plan_ =
       std::make_shared<std::shared_ptr<const CompiledPlan>>();
 };
+
+// The rows of host-readable logits as vectors: for tests and dumps, not for the decode loop.
+std::vector<std::vector<float>> logits_to_host(const Tensor& logits);
 
 }  // namespace tessera

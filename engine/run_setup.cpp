@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
+#include "engine/kv_cache_manager.h"
 #include "kernels/check.h"
 
 namespace tessera {
@@ -29,7 +32,13 @@ std::shared_ptr<const LlamaModel> load_run_model(const EngineConfig& engine,
   return std::make_shared<const LlamaModel>(std::move(weights), positions);
 }
 
-RunnerOptions make_runner_options(const RunConfig& config) {
+RunnerOptions with_kv_blocks_for(RunnerOptions options, int64_t max_positions) {
+  if (options.num_kv_blocks == 0)
+    options.num_kv_blocks = KVCacheManager::blocks_for(max_positions, options.block_size);
+  return options;
+}
+
+RunnerOptions make_runner_options(const RunConfig& config, int64_t max_positions) {
   RunnerOptions options;
   options.mode = config.compilation.mode;
   options.compilation = config.compilation;
@@ -38,6 +47,12 @@ RunnerOptions make_runner_options(const RunConfig& config) {
   options.max_num_batched_tokens = config.engine.max_num_batched_tokens;
   options.block_size = config.engine.block_size;
   options.num_kv_blocks = config.engine.num_kv_blocks;
+  options = with_kv_blocks_for(options, max_positions);
+  spdlog::info("KV cache: {} blocks of {} tokens ({}; {} tokens)", options.num_kv_blocks,
+               options.block_size,
+               config.engine.num_kv_blocks > 0 ? "engine.num_kv_blocks"
+                                               : "one sequence of the model's length",
+               options.num_kv_blocks * options.block_size);
   return options;
 }
 

@@ -18,7 +18,10 @@ DType run_dtype(const EngineConfig& engine, Device device);
 std::shared_ptr<const LlamaModel> load_run_model(const EngineConfig& engine,
                                                  int64_t max_positions = 0);
 // The runner's mode, compilation settings, custom ops (the mode's default when the list is
-// empty), token budget, block size and KV blocks from the config.
-RunnerOptions make_runner_options(const RunConfig& config);
+// empty), token budget, block size and KV blocks from the config: engine.num_kv_blocks, or when
+// unset enough blocks for one sequence of `max_positions` tokens (the model's length); logged.
+RunnerOptions make_runner_options(const RunConfig& config, int64_t max_positions);
+// `options` with num_kv_blocks, when unset (0), sized for one sequence of max_positions tokens.
+RunnerOptions with_kv_blocks_for(RunnerOptions options, int64_t max_positions);
 
 }  // namespace tessera

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "compile/ops/ops.h"
 #include "kernels/check.h"
 
 namespace tessera {
@@ -21,6 +22,21 @@ void SamplingParams::validate() const {
 Sampler::Sampler(const SamplingParams& params)
     : params_(params), generator_(params.seed ? *params.seed : std::random_device{}()) {
   params_.validate();
+}
+
+std::vector<int32_t> greedy_token_ids(const Tensor& logits) {
+  TESSERA_CHECK(logits.dim() == 2 && logits.size(1) > 0, "logits must be [rows, vocab]");
+  std::vector<int64_t> ids = ops::argmax(logits).to_ints();
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+int32_t Sampler::sample(const Tensor& logits, int64_t row) {
+  TESSERA_CHECK(logits.dim() == 2 && row >= 0 && row < logits.size(0), "row {} of {}", row,
+                logits.str());
+  Tensor row_logits = logits.slice(0, row, row + 1);
+  if (params_.temperature == 0) return greedy_token_ids(row_logits).at(0);
+  std::vector<float> values = row_logits.to_floats();
+  return sample(values);
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {

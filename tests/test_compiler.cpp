@@ -13,8 +13,10 @@
 #include "compile/compiler.h"
 #include "compile/ops/ops.h"
 #include "engine/generator.h"
+#include "engine/run_setup.h"
 #include "kernels/check.h"
 #include "support/compile_options.h"
+#include "support/runner_steps.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
@@ -62,29 +64,23 @@ TEST(Compiler, FusedRowKernelsMatchEager) {
 TEST(Compiler, LlamaCompiledEqualsEagerForManyTokenCounts) {
   auto model = std::make_shared<const LlamaModel>(load_model("synthetic:qwen3-tiny", {}), 256);
   RunnerOptions eager_options;
-  ModelRunner eager(model, eager_options);
+  ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
   RunnerOptions compiled_options;
   compiled_options.mode = "compiled";
   compiled_options.compilation.cache_dir = fresh_temp_dir("cache_llama");
   compiled_options.max_num_batched_tokens = 64;
   compiled_options.custom_ops = CustomOpConfig::parse({"none"}, false);  // everything fuses
-  ModelRunner compiled(model, compiled_options);
+  ModelRunner compiled(model, with_kv_blocks_for(compiled_options, model->max_positions()));
   for (int64_t tokens = 1; tokens <= 64; ++tokens) {
     std::vector<int32_t> ids;
     for (int64_t i = 0; i < tokens; ++i)
       ids.push_back(static_cast<int32_t>((i * 131 + tokens) % 500 + 3));
-    std::vector<int32_t> table_a, table_b;
-    ASSERT_TRUE(eager.blocks().ensure_capacity(table_a, tokens));
-    ASSERT_TRUE(compiled.blocks().ensure_capacity(table_b, tokens));
-    SequenceInput a{ids, 0, table_a}, b{ids, 0, table_b};
-    std::vector<float> want = eager.execute(std::span(&a, 1))[0],
-                       got = compiled.execute(std::span(&b, 1))[0];
+    std::vector<float> want = logits_by_chunks(eager, ids, {tokens}).back(),
+                       got = logits_by_chunks(compiled, ids, {tokens}).back();
     double diff = 0, norm = 0;
     for (size_t i = 0; i < want.size(); ++i)
       diff += (got[i] - want[i]) * (got[i] - want[i]), norm += want[i] * want[i];
     EXPECT_LT(std::sqrt(diff / norm), 1e-5) << tokens << " tokens";
-    eager.blocks().release(table_a);
-    compiled.blocks().release(table_b);
   }
   EXPECT_EQ(compiled.compiled()->num_compiles(), 1u);
 }
@@ -101,7 +97,7 @@ TEST(Compiler, Stories260KTextIsIdenticalInEveryModeAndExplainShowsThePieces) {
     options.mode = mode;
     options.compilation.cache_dir = cache;
     options.custom_ops = CustomOpConfig::parse({}, std::string(mode) != "compiled");
-    ModelRunner runner(model, options);
+    ModelRunner runner(model, with_kv_blocks_for(options, model->max_positions()));
     GenerateRequest request;
     request.sampling.temperature = 0;
     request.sampling.max_tokens = 80;

@@ -41,16 +41,18 @@ TEST(Config, PresetsLoad) {
   EXPECT_EQ(eager.compilation.cudagraph_mode, "none");
 }
 
+// cudagraph_mode and capture sizes are errors until capture exists (issue 10), so the file sets
+// and the override changes compilation.mode and splitting_ops instead.
 TEST(Config, OverridesApplyAfterTheFile) {
   std::string path =
-      write_temp("overrides", "engine:\n  max_num_seqs: 8\ncompilation:\n  cudagraph_mode: full\n");
+      write_temp("overrides", "engine:\n  max_num_seqs: 8\ncompilation:\n  mode: traced\n");
   RunConfig config = load_run_config(
       path,
-      {"compilation.cudagraph_mode=piecewise", "compilation.cudagraph_capture_sizes=[1, 2, 4]",
+      {"compilation.mode=eager", "compilation.splitting_ops=[attention, argmax]",
        "compilation.custom_ops=[none, +rms_norm]", "compilation.pass_config.enable_fusion=false"});
   EXPECT_EQ(config.engine.max_num_seqs, 8);
-  EXPECT_EQ(config.compilation.cudagraph_mode, "piecewise");
-  EXPECT_EQ(config.compilation.cudagraph_capture_sizes, (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(config.compilation.mode, "eager");
+  EXPECT_EQ(config.compilation.splitting_ops, (std::vector<std::string>{"attention", "argmax"}));
   EXPECT_EQ(config.compilation.custom_ops, (std::vector<std::string>{"none", "+rms_norm"}));
   EXPECT_FALSE(config.compilation.pass_config.enable_fusion);
 }
@@ -97,4 +99,25 @@ TEST(Config, BadInputIsAClearError) {
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), HasSubstr("/nonexistent/run.yaml does not exist"));
   }
+}
+
+TEST(Config, KeysOfFeaturesNotBuiltYetAreErrorsWhenTheyNeedThem) {
+  EXPECT_EQ(load_run_config("").compilation.cudagraph_mode, "none");  // the default works
+  EXPECT_NO_THROW(load_run_config("", {"compilation.cudagraph_mode=none"}));
+  EXPECT_THAT(error_of("", {"compilation.cudagraph_mode=piecewise"}),
+              HasSubstr("compilation.cudagraph_mode=piecewise: CUDA graph capture is not built "
+                        "yet (issue 10); use none"));
+  EXPECT_THAT(error_of("compilation:\n  cudagraph_mode: full\n"),
+              HasSubstr("compilation.cudagraph_mode=full: CUDA graph capture is not built yet"));
+  EXPECT_THAT(error_of("", {"compilation.cudagraph_capture_sizes=[1, 2, 4]"}),
+              HasSubstr("compilation.cudagraph_capture_sizes=[1, 2, 4]: CUDA graph capture is not "
+                        "built yet"));
+  EXPECT_NO_THROW(load_run_config("", {"compilation.cudagraph_capture_sizes=[]"}));
+  EXPECT_THAT(error_of("", {"compilation.max_cudagraph_capture_size=64"}),
+              HasSubstr("compilation.max_cudagraph_capture_size=64: CUDA graph capture"));
+  EXPECT_THAT(error_of("", {"compilation.cudagraph_num_warmups=3"}),
+              HasSubstr("compilation.cudagraph_num_warmups=3: CUDA graph capture"));
+  EXPECT_THAT(error_of("engine:\n  gpu_memory_utilization: 0.5\n"),
+              HasSubstr("engine.gpu_memory_utilization=0.5: sizing the KV cache from free GPU "
+                        "memory is not built yet (issue 10); set engine.num_kv_blocks"));
 }

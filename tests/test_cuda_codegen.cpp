@@ -20,9 +20,11 @@
 #include "compile/ops/ops.h"
 #include "compile/passes/passes.h"
 #include "engine/generator.h"
+#include "engine/run_setup.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "support/compile_options.h"
+#include "support/runner_steps.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
@@ -655,23 +657,19 @@ TEST(GpuCompiledMode, LlamaForwardEqualsEager) {
     auto model =
         std::make_shared<const LlamaModel>(load_model("synthetic:qwen3-tiny", {dtype, gpu}), 256);
     RunnerOptions eager_options;
-    ModelRunner eager(model, eager_options);
+    ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
     RunnerOptions compiled_options;
     compiled_options.mode = "compiled";
     compiled_options.compilation.cache_dir = fresh_temp_dir("cuda_cache_gpu_llama");
     compiled_options.max_num_batched_tokens = 64;
     compiled_options.custom_ops = custom_ops_off();  // everything fuses
-    ModelRunner compiled(model, compiled_options);
+    ModelRunner compiled(model, with_kv_blocks_for(compiled_options, model->max_positions()));
     for (int64_t tokens : {1, 7, 64}) {
       std::vector<int32_t> ids;
       for (int64_t i = 0; i < tokens; ++i)
         ids.push_back(static_cast<int32_t>((i * 131 + tokens) % 500 + 3));
-      std::vector<int32_t> table_a, table_b;
-      ASSERT_TRUE(eager.blocks().ensure_capacity(table_a, tokens));
-      ASSERT_TRUE(compiled.blocks().ensure_capacity(table_b, tokens));
-      SequenceInput a{ids, 0, table_a}, b{ids, 0, table_b};
-      std::vector<float> want = eager.execute(std::span(&a, 1))[0];
-      std::vector<float> got = compiled.execute(std::span(&b, 1))[0];
+      std::vector<float> want = logits_by_chunks(eager, ids, {tokens}).back();
+      std::vector<float> got = logits_by_chunks(compiled, ids, {tokens}).back();
       ASSERT_EQ(got.size(), want.size());
       double diff = 0, norm = 0;
       for (size_t i = 0; i < want.size(); ++i) {
@@ -681,8 +679,6 @@ TEST(GpuCompiledMode, LlamaForwardEqualsEager) {
       }
       // bf16: the fused kernels keep intermediates in f32 where eager rounds each op's output.
       EXPECT_LT(std::sqrt(diff / norm), dtype == DType::f32 ? 1e-5 : 3e-2) << tokens << " tokens";
-      eager.blocks().release(table_a);
-      compiled.blocks().release(table_b);
     }
     EXPECT_EQ(compiled.compiled()->num_compiles(), 1u);
     std::shared_ptr<const CompiledPlan> plan = compiled.latest_plan();

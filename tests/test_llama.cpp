@@ -10,10 +10,13 @@
 
 #include "compile/tracer.h"
 #include "engine/generator.h"
+#include "engine/run_setup.h"
 #include "kernels/check.h"
 #include "models/llama.h"
+#include "support/runner_steps.h"
 
 using namespace tessera;
+using namespace tessera::testing;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -30,25 +33,6 @@ std::shared_ptr<const LlamaModel> load(const std::string& path, DType dtype = DT
                                        int64_t max_positions = 128) {
   return std::make_shared<const LlamaModel>(load_model(path, LoadOptions{dtype, kCPU}),
                                             max_positions);
-}
-
-// Logits of every position by feeding the tokens in the given chunk sizes (the last chunk's
-// last-token logits each step; chunks of 1 are decode steps).
-std::vector<std::vector<float>> logits_by_chunks(ModelRunner& runner,
-                                                 const std::vector<int32_t>& ids,
-                                                 const std::vector<int64_t>& chunks) {
-  std::vector<int32_t> table;
-  std::vector<std::vector<float>> rows;
-  int64_t done = 0;
-  for (int64_t chunk : chunks) {
-    EXPECT_TRUE(runner.blocks().ensure_capacity(table, done + chunk));
-    std::vector<int32_t> part(ids.begin() + done, ids.begin() + done + chunk);
-    SequenceInput input{part, done, table};
-    rows.push_back(runner.execute(std::span(&input, 1)).at(0));
-    done += chunk;
-  }
-  runner.blocks().release(table);
-  return rows;
 }
 
 double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
@@ -87,11 +71,11 @@ TEST(Llama, TracedEqualsEagerAndDecodeEqualsPrefill) {
   std::vector<int32_t> ids;
   for (int i = 0; i < 23; ++i) ids.push_back((i * 37 + 11) % 500 + 3);
   RunnerOptions eager_options;
-  ModelRunner eager(model, eager_options);
+  ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
   RunnerOptions traced_options;
   traced_options.mode = "traced";
   traced_options.custom_ops = CustomOpConfig::parse({"none"}, false);
-  ModelRunner traced(model, traced_options);
+  ModelRunner traced(model, with_kv_blocks_for(traced_options, model->max_positions()));
   auto prefill = logits_by_chunks(eager, ids, {23}).back();
   std::vector<int64_t> ones(23, 1);
   auto decode = logits_by_chunks(eager, ids, ones).back();
@@ -111,7 +95,7 @@ TEST_P(HfTinyModel, LogitsMatchTransformers) {
   std::vector<int32_t> ids = expected["input_ids"].get<std::vector<int32_t>>();
   auto reference = expected["logits"].get<std::vector<std::vector<double>>>();
   auto model = load(folder);
-  ModelRunner runner(model, RunnerOptions{});
+  ModelRunner runner(model, with_kv_blocks_for(RunnerOptions{}, model->max_positions()));
   // Every position through decode steps after a 1-token prefill, and the whole prompt at once.
   std::vector<int64_t> steps(ids.size(), 1);
   auto decoded = logits_by_chunks(runner, ids, steps);
@@ -142,7 +126,7 @@ TEST(Stories260K, GreedyTextMatchesLlama2cInEveryFormat) {
         Case{dir + "/stories260K.gguf", dir + "/stories260K.gguf"}}) {
     auto model = load(c.model, DType::f32, 512);
     auto tokenizer = load_tokenizer(c.tokenizer);
-    ModelRunner runner(model, RunnerOptions{});
+    ModelRunner runner(model, with_kv_blocks_for(RunnerOptions{}, model->max_positions()));
     GenerateRequest request;
     request.sampling.temperature = 0;
     request.sampling.max_tokens = 60;

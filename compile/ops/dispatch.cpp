@@ -23,10 +23,7 @@ auto naming_op(const OpDef& op, Body&& body) {
   }
 }
 
-CustomOpEnabledFn& eager_custom_op_rule() {
-  static CustomOpEnabledFn rule;
-  return rule;
-}
+thread_local const CustomOpConfig* active_custom_op_rule = nullptr;
 
 Shape concrete_shape(const TensorMeta& meta) {
   Shape sizes;
@@ -115,13 +112,17 @@ DispatchHandlerGuard::~DispatchHandlerGuard() {
   active_handler = previous_;
 }
 
-void set_eager_custom_op_rule(CustomOpEnabledFn rule) {
-  eager_custom_op_rule() = std::move(rule);
+EagerCustomOpRuleGuard::EagerCustomOpRuleGuard(const CustomOpConfig& rule)
+    : previous_(active_custom_op_rule) {
+  active_custom_op_rule = &rule;
+}
+
+EagerCustomOpRuleGuard::~EagerCustomOpRuleGuard() {
+  active_custom_op_rule = previous_;
 }
 
 bool eager_custom_op_enabled(const std::string& op_name) {
-  const auto& rule = eager_custom_op_rule();
-  return rule ? rule(op_name) : true;
+  return active_custom_op_rule == nullptr || active_custom_op_rule->enabled(op_name);
 }
 
 Attributes prepare_attributes(const OpDef& op, std::span<const Tensor> inputs,

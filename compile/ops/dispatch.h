@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compile/custom_op_config.h"
 #include "compile/ops/registry.h"
 
 namespace tessera {
@@ -33,10 +34,20 @@ class DispatchHandlerGuard {
   DispatchHandler* previous_;
 };
 
-// Decides whether a custom op runs its own kernel (true) or its decomposition in eager mode.
-// Default: every custom op enabled. compile/ installs the config's rule.
-using CustomOpEnabledFn = std::function<bool(const std::string& op_name)>;
-void set_eager_custom_op_rule(CustomOpEnabledFn rule);
+// Whether a custom op runs its own kernel (enabled) or its decomposition in eager mode is a rule of
+// the compiled function being run, not of the process: CompiledFunction installs its
+// CompileOptions::custom_ops for this thread while it runs eagerly. With no rule installed every
+// custom op is enabled. Guards nest; the rule must outlive its guard.
+class EagerCustomOpRuleGuard {
+ public:
+  explicit EagerCustomOpRuleGuard(const CustomOpConfig& rule);
+  ~EagerCustomOpRuleGuard();
+  EagerCustomOpRuleGuard(const EagerCustomOpRuleGuard&) = delete;
+  EagerCustomOpRuleGuard& operator=(const EagerCustomOpRuleGuard&) = delete;
+
+ private:
+  const CustomOpConfig* previous_;
+};
 bool eager_custom_op_enabled(const std::string& op_name);
 
 std::vector<Tensor> call_op(const OpDef& op, std::span<const Tensor> inputs,

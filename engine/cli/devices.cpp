@@ -51,11 +51,11 @@ int run_devices(const std::vector<std::string>& args) {
   for (DeviceType type : {DeviceType::cpu, DeviceType::cuda, DeviceType::hip}) {
     const char* type_name = device_type_name(type);
     if (!built_in(type)) {
-      // Only CUDA has a build option so far; HIP support is planned, not present.
+      // Only CUDA has a build option so far; the HIP build is issue 15.
       fmt::print("{:<8} not built in{}\n", type_name,
                  type == DeviceType::cuda
                      ? " (configure with -DTESSERA_CUDA=ON on a machine with nvcc)"
-                     : "");
+                     : " (HIP builds are not supported yet, issue 15)");
       continue;
     }
     DeviceBackend* backend = find_backend(type);

@@ -7,7 +7,9 @@
 #include <chrono>
 
 #include "engine/cli/command.h"
+#include "engine/cli/model_flags.h"
 #include "engine/config.h"
+#include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
 #include "engine/run_setup.h"
 #include "kernels/check.h"
@@ -16,37 +18,33 @@ namespace tessera::cli {
 namespace {
 
 int run_explain(const std::vector<std::string>& args) {
-  std::string config_path;
-  std::vector<std::string> overrides{"compilation.mode=compiled"};
+  ModelFlags flags;
+  flags.overrides.push_back("compilation.mode=compiled");  // what there is to explain
   for (size_t i = 0; i < args.size(); ++i) {
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", args[i]));
-      return args[++i];
-    };
-    const std::string& flag = args[i];
-    if (flag == "--model" || flag == "-m")
-      overrides.push_back("engine.model=" + value());
-    else if (flag == "--dump-dir")
-      overrides.push_back("compilation.dump_dir=" + value());
-    else if (flag == "-c" || flag == "--config")
-      config_path = value();
-    else if (flag == "-O")
-      overrides.push_back(value());
-    else
-      throw UsageError(fmt::format("explain: unknown option '{}'", flag));
+    if (parse_model_flag(args, i, flags)) continue;
+    if (args[i] == "--dump-dir") {
+      if (i + 1 >= args.size()) throw UsageError("--dump-dir needs a value");
+      flags.overrides.push_back("compilation.dump_dir=" + args[++i]);
+    } else {
+      throw UsageError(fmt::format("explain: unknown option '{}'", args[i]));
+    }
   }
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
-  RunConfig config = load_run_config(config_path, overrides);
+  RunConfig config = flags.load();
+  TESSERA_REQUIRE(config.compilation.mode == "compiled",
+                  "tessera explain shows the compiled plan; compilation.mode must be compiled "
+                  "(the default here), got {}",
+                  config.compilation.mode);
   auto model = load_run_model(config.engine);
   double load_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  RunnerOptions options = make_runner_options(config);
+  RunnerOptions options = make_runner_options(config, model->max_positions());
   ModelRunner runner(model, options);
   // One step of a few tokens traces and compiles the forward.
   std::vector<int32_t> ids{1, 2, 3, 4};
-  std::vector<int32_t> table;
-  TESSERA_CHECK(runner.blocks().ensure_capacity(table, static_cast<int64_t>(ids.size())));
-  SequenceInput input{ids, 0, table};
+  KVCacheManager blocks(options.num_kv_blocks, options.block_size);
+  blocks.allocate(0, static_cast<int64_t>(ids.size()));
+  SequenceInput input{ids, 0, blocks.block_table(0)};
   auto compile_start = Clock::now();
   runner.execute(std::span(&input, 1));
   double compile_seconds = std::chrono::duration<double>(Clock::now() - compile_start).count();
@@ -67,13 +65,18 @@ int run_explain(const std::vector<std::string>& args) {
   return 0;
 }
 
-const char* kUsage =
-    "usage: tessera explain [--model PATH] [--dump-dir DIR] [-c config.yaml] [-O key=value]\n"
-    "\n"
-    "Traces and compiles the model's forward (compilation.mode=compiled) and prints the pieces,\n"
-    "the splitting ops between them, ops and fused kernels per piece, unique compiled pieces,\n"
-    "guards, launches per forward, the arena, and time per stage. --dump-dir writes every pass's\n"
-    "graph and every generated kernel source there.\n";
+const std::string kUsage =
+    std::string(
+        "usage: tessera explain [--model PATH] [--dump-dir DIR] [model options]\n"
+        "\n"
+        "Traces and compiles the model's forward (compilation.mode=compiled) and prints the "
+        "pieces,\n"
+        "the splitting ops between them, ops and fused kernels per piece, unique compiled pieces,\n"
+        "guards, launches per forward, the arena, and time per stage. --dump-dir writes every "
+        "pass's\n"
+        "graph and every generated kernel source there.\n"
+        "\n") +
+    kModelFlagsUsage;
 
 TESSERA_REGISTER_COMMAND((Command{"explain", "show how the compiler splits and fuses a model",
                                   kUsage, run_explain}));

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "engine/cli/command.h"
+#include "engine/cli/model_flags.h"
 #include "engine/config.h"
 #include "engine/generator.h"
 #include "engine/run_setup.h"
@@ -20,8 +21,7 @@ namespace tessera::cli {
 namespace {
 
 struct GenerateOptions {
-  std::string config_path;
-  std::vector<std::string> overrides;  // -O section.key=value
+  ModelFlags model;
   std::string prompt;
   SamplingParams sampling;
   bool quiet = false;
@@ -46,27 +46,8 @@ GenerateOptions parse(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", flag));
       return args[++i];
     };
-    // Flags that are config keys become overrides, applied after the config file.
-    auto key = [&](const char* name) {
-      options.overrides.push_back(fmt::format("{}={}", name, value()));
-    };
-    if (flag == "--model" || flag == "-m")
-      key("engine.model");
-    else if (flag == "--tokenizer")
-      key("engine.tokenizer");
-    else if (flag == "--device")
-      key("engine.device");
-    else if (flag == "--dtype")
-      key("engine.dtype");
-    else if (flag == "--max-model-len")
-      key("engine.max_model_len");
-    else if (flag == "--mode")
-      key("compilation.mode");
-    else if (flag == "-c" || flag == "--config")
-      options.config_path = value();
-    else if (flag == "-O")
-      options.overrides.push_back(value());
-    else if (flag == "--prompt" || flag == "-p")
+    if (parse_model_flag(args, i, options.model)) continue;
+    if (flag == "--prompt" || flag == "-p")
       options.prompt = value();
     else if (flag == "--max-tokens" || flag == "-n")
       options.sampling.max_tokens = parse_number<int64_t>(flag, value());
@@ -104,20 +85,16 @@ std::unique_ptr<Tokenizer> tokenizer_for(const EngineConfig& engine) {
 
 int run_generate(const std::vector<std::string>& args) {
   GenerateOptions options = parse(args);
-  bool model_given =
-      !options.config_path.empty() ||
-      std::any_of(options.overrides.begin(), options.overrides.end(),
-                  [](const std::string& o) { return o.starts_with("engine.model="); });
-  RunConfig config = load_run_config(options.config_path, options.overrides);
+  RunConfig config = options.model.load();
   const EngineConfig& engine = config.engine;
-  if (!model_given)
+  if (!options.model.model_given())
     fmt::print(stderr,
                "no --model given: running the embedded default {} (random weights, byte "
                "tokenizer; its text is noise)\n",
                engine.model);
   auto tokenizer = tokenizer_for(engine);
   auto model = load_run_model(engine);
-  RunnerOptions runner_options = make_runner_options(config);
+  RunnerOptions runner_options = make_runner_options(config, model->max_positions());
   ModelRunner runner(model, runner_options);
   spdlog::info("model {} ({}), {} on {}, weights {:.1f} MiB, KV cache {:.1f} MiB, mode {}",
                engine.model, model->config().architecture, dtype_name(model->dtype()),
@@ -143,24 +120,21 @@ int run_generate(const std::vector<std::string>& args) {
   return 0;
 }
 
-const char* kUsage =
-    "usage: tessera generate [--model PATH] [--tokenizer PATH] [--prompt TEXT] [options]\n"
-    "\n"
-    "Completes one prompt and streams the text. PATH is a Hugging Face model folder, a llama2.c\n"
-    ".bin (needs --tokenizer), a .gguf file, or synthetic:NAME (tiny, llama-1b, qwen2-tiny,\n"
-    "qwen3-tiny). Without --model it runs synthetic:tiny.\n"
-    "\n"
-    "options:\n"
-    "  --max-tokens N, -n N   tokens to generate at most (256)\n"
-    "  --temperature T        0 is greedy (default 0)\n"
-    "  --top-k K, --top-p P, --min-p P, --seed S   sampling controls\n"
-    "  --device D             cpu (default), cuda, cuda:N        (engine.device)\n"
-    "  --dtype T              auto, f32, bf16, f16                 (engine.dtype)\n"
-    "  --mode M               eager, traced or compiled            (compilation.mode)\n"
-    "  --max-model-len N      cap on prompt + output tokens        (engine.max_model_len)\n"
-    "  -c, --config FILE      a YAML config (configs/*.yaml)\n"
-    "  -O section.key=value   override any config key, e.g. -O compilation.custom_ops=[none]\n"
-    "  --quiet, -q            print the completion only at the end\n";
+const std::string kUsage =
+    std::string(
+        "usage: tessera generate [--model PATH] [--tokenizer PATH] [--prompt TEXT] [options]\n"
+        "\n"
+        "Completes one prompt and streams the text to stdout (logs and the speed report go to\n"
+        "stderr). Without --model it runs synthetic:tiny.\n"
+        "\n"
+        "options:\n"
+        "  --prompt TEXT, -p TEXT the prompt (default empty: the model starts from BOS)\n"
+        "  --max-tokens N, -n N   tokens to generate at most (256)\n"
+        "  --temperature T        0 is greedy (default 0)\n"
+        "  --top-k K, --top-p P, --min-p P, --seed S   sampling controls\n"
+        "  --quiet, -q            print the completion only at the end\n"
+        "\n") +
+    kModelFlagsUsage;
 
 TESSERA_REGISTER_COMMAND((Command{"generate", "complete a prompt with a model", kUsage,
                                   run_generate}));

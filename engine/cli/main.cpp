@@ -10,6 +10,7 @@
 
 #include "engine/cli/command.h"
 #include "kernels/check.h"
+#include "kernels/logging.h"
 
 #ifndef TESSERA_VERSION
 #define TESSERA_VERSION "unknown"
@@ -84,6 +85,7 @@ int run(const std::vector<std::string>& args) {
 }  // namespace tessera::cli
 
 int main(int argc, char** argv) {
+  tessera::log_to_stderr();
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     return tessera::cli::run(args);

@@ -171,8 +171,8 @@ class CachingAllocator final : public Allocator {
     throw Error(fmt::format(
         "{} out of memory on {}:{}: tried to allocate {} bytes ({:.2f} MiB, rounded to "
         "{:.2f} MiB); tessera holds {:.2f} GiB ({:.2f} GiB in use by tensors){}. Lower "
-        "engine.gpu_memory_utilization (the KV cache share), engine.max_num_batched_tokens or "
-        "engine.max_num_seqs (the activation peak), or use a smaller model or dtype.",
+        "engine.num_kv_blocks or engine.max_model_len (the KV cache), "
+        "engine.max_num_batched_tokens (the activation peak), or use a smaller model or dtype.",
         runtime_name(), device_type_name(kGpuDeviceType), device_index_, requested,
         requested / kMiB, size / kMiB, stats_.reserved_bytes / kGiB, stats_.current_bytes / kGiB,
         have_info ? fmt::format("; the device has {:.2f} GiB free of {:.2f} GiB", free_bytes / kGiB,

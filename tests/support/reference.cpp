@@ -466,6 +466,47 @@ RefTensor rotate(const RefTensor& x, const RefTensor& positions, const RefTensor
 
 }  // namespace
 
+RefTensor reference_causal_attention(const RefTensor& query, const RefTensor& keys,
+                                     const RefTensor& values, int64_t num_heads,
+                                     int64_t num_kv_heads, double scale) {
+  require(rank_of(query) == 2 && rank_of(keys) == 2 && keys.sizes == values.sizes,
+          "attention: query must be [new_tokens, heads * head_size], keys and values alike "
+          "[seq_len, kv_heads * head_size]");
+  require(num_heads > 0 && num_kv_heads > 0 && num_heads % num_kv_heads == 0 &&
+              query.sizes[1] % num_heads == 0,
+          "attention: num_heads must be a multiple of num_kv_heads and divide the query row");
+  const int64_t head_size = query.sizes[1] / num_heads;
+  const int64_t new_tokens = query.sizes[0], seq_len = keys.sizes[0];
+  const int64_t kv_row = keys.sizes[1];
+  require(kv_row == num_kv_heads * head_size && new_tokens <= seq_len,
+          "attention: keys must be [seq_len >= new_tokens, kv_heads * head_size]");
+  RefTensor out = make_tensor(query.sizes);
+  for (int64_t i = 0; i < new_tokens; ++i) {
+    const int64_t position = seq_len - new_tokens + i;  // sees keys 0..position
+    for (int64_t h = 0; h < num_heads; ++h) {
+      const int64_t kv_head = h / (num_heads / num_kv_heads);
+      const double* q = query.values.data() + i * query.sizes[1] + h * head_size;
+      std::vector<double> scores(static_cast<size_t>(position + 1));
+      double top = -std::numeric_limits<double>::infinity();
+      for (int64_t p = 0; p <= position; ++p) {
+        const double* k = keys.values.data() + p * kv_row + kv_head * head_size;
+        double dot = 0;
+        for (int64_t d = 0; d < head_size; ++d) dot += q[d] * k[d];
+        scores[p] = dot * scale;
+        top = std::max(top, scores[p]);
+      }
+      double total = 0;
+      for (double& score : scores) total += (score = std::exp(score - top));
+      double* result = out.values.data() + i * query.sizes[1] + h * head_size;
+      for (int64_t p = 0; p <= position; ++p) {
+        const double* v = values.values.data() + p * kv_row + kv_head * head_size;
+        for (int64_t d = 0; d < head_size; ++d) result[d] += scores[p] / total * v[d];
+      }
+    }
+  }
+  return out;
+}
+
 int64_t RefTensor::numel() const {
   return count_elements(sizes);
 }

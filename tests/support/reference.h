@@ -27,6 +27,14 @@ struct RefTensor {
 std::vector<RefTensor> reference_op(const std::string& op, std::span<const RefTensor> inputs,
                                     const Attributes& attributes);
 
+// Causal attention of one sequence in float64. `keys` and `values` are [seq_len, num_kv_heads *
+// head_size]: every position of the sequence, cached prefix and new tokens. `query` is
+// [new_tokens, num_heads * head_size], the queries of the last new_tokens positions; query head h
+// reads kv head h / (num_heads / num_kv_heads). Returns [new_tokens, num_heads * head_size].
+RefTensor reference_causal_attention(const RefTensor& query, const RefTensor& keys,
+                                     const RefTensor& values, int64_t num_heads,
+                                     int64_t num_kv_heads, double scale);
+
 // Rounds `value` to the nearest value of `dtype` (round half to even for f32/f16/bf16, with
 // subnormals and overflow to infinity; truncation toward zero for integer dtypes). Independent
 // of kernels/half.h so that the two can check each other.

@@ -1,0 +1,11 @@
+// Where log lines go: stderr, so that a program's stdout carries only its output (the generated
+// text, a table) and `tessera generate > story.txt` holds the story alone, as with llama.cpp and
+// every Unix tool. Each program's main calls this first.
+#pragma once
+
+namespace tessera {
+
+// Makes spdlog's default logger write to stderr (keeping its name, level and pattern).
+void log_to_stderr();
+
+}  // namespace tessera

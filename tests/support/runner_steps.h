@@ -1,0 +1,18 @@
+// Driving a ModelRunner in tests: one sequence fed in steps, its KV-cache blocks held by a fresh
+// KVCacheManager, each step's last-token logits copied to the host.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/model_runner.h"
+
+namespace tessera::testing {
+
+// Feeds `ids` in steps of the given chunk sizes (chunks of 1 are decode steps); the last token's
+// logits of each step.
+std::vector<std::vector<float>> logits_by_chunks(ModelRunner& runner,
+                                                 const std::vector<int32_t>& ids,
+                                                 const std::vector<int64_t>& chunks);
+
+}  // namespace tessera::testing

@@ -1,0 +1,111 @@
+// The tessera binary and its shared model flags: logs go to stderr and stdout holds only the
+// generated text; every subcommand that takes a model parses the same flags.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/cli/command.h"
+#include "engine/cli/model_flags.h"
+#include "support/test_tensors.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+using namespace tessera::cli;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+struct RunResult {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs the tessera binary with `arguments` (shell words), capturing stdout and stderr apart.
+RunResult run_tessera(const std::string& arguments) {
+  std::string directory = fresh_temp_dir("cli");
+  std::filesystem::create_directories(directory);
+  std::string err_path = directory + "/stderr.txt";
+  std::string command = fmt::format("'{}' {} 2>'{}'", TESSERA_BINARY, arguments, err_path);
+  RunResult result;
+  std::FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t count;
+  while ((count = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.out.append(buffer, count);
+  int status = pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::stringstream err;
+  err << std::ifstream(err_path).rdbuf();
+  result.err = err.str();
+  return result;
+}
+
+ModelFlags parse_all(const std::vector<std::string>& args) {
+  ModelFlags flags;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (!parse_model_flag(args, i, flags)) ADD_FAILURE() << "not a model flag: " << args[i];
+  return flags;
+}
+
+}  // namespace
+
+TEST(Cli, GenerateWritesLogsToStderrAndOnlyTextToStdout) {
+  RunResult result = run_tessera("generate -n 2");
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("[info]"));  // spdlog's lines, e.g. the model and KV cache
+  EXPECT_THAT(result.err, HasSubstr("KV cache"));
+  EXPECT_THAT(result.out, Not(HasSubstr("[info]")));
+  EXPECT_THAT(result.out, Not(HasSubstr("KV cache")));
+  EXPECT_THAT(result.out, Not(HasSubstr("tokens/s")));  // the speed report is stderr's too
+}
+
+TEST(Cli, ModelFlagsBecomeConfigOverridesInOrder) {
+  ModelFlags flags = parse_all({"--model", "synthetic:qwen3-tiny", "--tokenizer", "tok.bin",
+                                "--device", "cpu", "--dtype", "f32", "--max-model-len", "64",
+                                "--mode", "eager", "-O", "engine.block_size=8", "-c", "run.yaml"});
+  EXPECT_EQ(flags.config_path, "run.yaml");
+  EXPECT_EQ(flags.overrides, (std::vector<std::string>{
+                                 "engine.model=synthetic:qwen3-tiny", "engine.tokenizer=tok.bin",
+                                 "engine.device=cpu", "engine.dtype=f32", "engine.max_model_len=64",
+                                 "compilation.mode=eager", "engine.block_size=8"}));
+  EXPECT_TRUE(flags.model_given());
+  EXPECT_FALSE(parse_all({"--dtype", "bf16"}).model_given());
+  EXPECT_TRUE(parse_all({"-m", "x.gguf"}).model_given());
+  EXPECT_EQ(parse_all({"--config", "a.yaml"}).config_path, "a.yaml");
+
+  RunConfig config = parse_all({"-m", "synthetic:qwen2-tiny", "--tokenizer", "t.json", "--mode",
+                                "traced", "-O", "engine.block_size=8"})
+                         .load();
+  EXPECT_EQ(config.engine.model, "synthetic:qwen2-tiny");
+  EXPECT_EQ(config.engine.tokenizer, "t.json");
+  EXPECT_EQ(config.compilation.mode, "traced");
+  EXPECT_EQ(config.engine.block_size, 8);
+}
+
+TEST(Cli, OtherArgumentsAreLeftAndMissingValuesAreUsageErrors) {
+  ModelFlags flags;
+  std::vector<std::string> args{"--prompt", "hi"};
+  size_t i = 0;
+  EXPECT_FALSE(parse_model_flag(args, i, flags));
+  EXPECT_EQ(i, 0u);
+  std::vector<std::string> missing{"--tokenizer"};
+  EXPECT_THROW(parse_model_flag(missing, i, flags), UsageError);
+}
+
+TEST(Cli, ExplainTakesTheSameModelFlagsAsGenerate) {
+  // --tokenizer and --mode parse (no usage error, status 2); explain then refuses a mode that is
+  // not compiled, before loading anything.
+  RunResult result = run_tessera("explain --tokenizer tok.bin --device cpu --mode eager");
+  EXPECT_EQ(result.status, 1) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("compilation.mode must be compiled"));
+  EXPECT_EQ(run_tessera("explain --no-such-flag").status, 2);
+  EXPECT_EQ(run_tessera("generate --no-such-flag").status, 2);
+}
