@@ -31,7 +31,7 @@
 #include "engine/run_setup.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
-#include "models/llama.h"
+#include "models/model.h"
 #include "models/model_weights.h"
 
 namespace tessera::bench {
@@ -206,9 +206,9 @@ void advance(ModelRunner& runner, std::vector<Sequence>& sequences, int64_t coun
   }
 }
 
-// LlamaModel::weight_bytes() less the embedding table when the LM head is separate: a step only
+// CausalLM::weight_bytes() less the embedding table when the LM head is separate: a step only
 // gathers a row per token from it. Tied, the table is the LM head and is read whole.
-double weight_bytes_read_per_step(const LlamaModel& model) {
+double weight_bytes_read_per_step(const CausalLM& model) {
   const ModelConfig& config = model.config();
   double bytes = static_cast<double>(model.weight_bytes());
   if (!config.tie_word_embeddings)

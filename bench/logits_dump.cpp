@@ -30,7 +30,7 @@
 #include "engine/model_runner.h"
 #include "engine/run_setup.h"
 #include "kernels/check.h"
-#include "models/llama.h"
+#include "models/model.h"
 #include "models/model_weights.h"
 
 namespace tessera::bench {

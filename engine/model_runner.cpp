@@ -11,7 +11,7 @@ namespace tessera {
 
 namespace {
 
-int64_t default_num_blocks(const LlamaModel& model, int64_t block_size) {
+int64_t default_num_blocks(const CausalLM& model, int64_t block_size) {
   return (model.max_positions() + block_size - 1) / block_size;
 }
 
@@ -22,7 +22,7 @@ Tensor int_tensor(const std::vector<int32_t>& values, Device device) {
 
 }  // namespace
 
-ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, RunnerOptions options)
+ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions options)
     : model_(std::move(model)),
       options_(std::move(options)),
       blocks_(options_.num_kv_blocks > 0 ? options_.num_kv_blocks

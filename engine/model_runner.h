@@ -12,7 +12,7 @@
 #include "compile/compiler.h"
 #include "engine/block_allocator.h"
 #include "kernels/attention_metadata.h"
-#include "models/llama.h"
+#include "models/model.h"
 
 namespace tessera {
 
@@ -33,13 +33,13 @@ struct SequenceInput {
 
 class ModelRunner {
  public:
-  ModelRunner(std::shared_ptr<const LlamaModel> model, RunnerOptions options);
+  ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions options);
 
   // Logits [num_seqs, vocab] as host f32, one row per sequence (its last new token).
   std::vector<std::vector<float>> execute(std::span<const SequenceInput> batch);
 
   BlockAllocator& blocks() { return blocks_; }
-  const LlamaModel& model() const { return *model_; }
+  const CausalLM& model() const { return *model_; }
   const RunnerOptions& options() const { return options_; }
   size_t kv_cache_bytes() const;
   // Weights, KV cache, the compiled arena, and what the device allocator holds (peak, reserved).
@@ -53,7 +53,7 @@ class ModelRunner {
                                    std::vector<int32_t>& token_ids, std::vector<int32_t>& positions,
                                    std::vector<int32_t>& last_token_rows) const;
 
-  std::shared_ptr<const LlamaModel> model_;
+  std::shared_ptr<const CausalLM> model_;
   RunnerOptions options_;
   BlockAllocator blocks_;
   std::vector<PagedKVCache> kv_caches_;

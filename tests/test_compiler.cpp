@@ -14,6 +14,7 @@
 #include "compile/ops/ops.h"
 #include "engine/generator.h"
 #include "kernels/check.h"
+#include "models/architecture_registry.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
@@ -66,7 +67,8 @@ TEST(Compiler, FusedRowKernelsMatchEager) {
 }
 
 TEST(Compiler, LlamaCompiledEqualsEagerForManyTokenCounts) {
-  auto model = std::make_shared<const LlamaModel>(load_model("synthetic:qwen3-tiny", {}), 256);
+  auto model =
+      std::shared_ptr<const CausalLM>(create_model(load_model("synthetic:qwen3-tiny", {}), 256));
   RunnerOptions eager_options;
   ModelRunner eager(model, eager_options);
   RunnerOptions compiled_options;
@@ -98,7 +100,8 @@ TEST(Compiler, LlamaCompiledEqualsEagerForManyTokenCounts) {
 TEST(Compiler, Stories260KTextIsIdenticalInEveryModeAndExplainShowsThePieces) {
   std::string dir = std::string(TESSERA_SHARED_DIR) + "/models/stories260K";
   auto tokenizer = load_tokenizer(dir + "/tok512.bin");
-  auto model = std::make_shared<const LlamaModel>(load_model(dir + "/stories260K.bin", {}), 512);
+  auto model =
+      std::shared_ptr<const CausalLM>(create_model(load_model(dir + "/stories260K.bin", {}), 512));
   std::string cache = fresh_temp_dir("cache_stories");
   std::map<std::string, std::string> texts;
   std::shared_ptr<const CompiledPlan> plan;

@@ -22,6 +22,7 @@
 #include "engine/generator.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
+#include "models/architecture_registry.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
@@ -659,8 +660,8 @@ TEST(GpuCompiledMode, LlamaForwardEqualsEager) {
     GTEST_SKIP() << "no CUDA device available (needs a CUDA build and a device)";
   for (DType dtype : {DType::f32, DType::bf16}) {
     SCOPED_TRACE(dtype_name(dtype));
-    auto model =
-        std::make_shared<const LlamaModel>(load_model("synthetic:qwen3-tiny", {dtype, gpu}), 256);
+    auto model = std::shared_ptr<const CausalLM>(
+        create_model(load_model("synthetic:qwen3-tiny", {dtype, gpu}), 256));
     RunnerOptions eager_options;
     ModelRunner eager(model, eager_options);
     RunnerOptions compiled_options;

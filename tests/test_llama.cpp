@@ -11,7 +11,7 @@
 #include "compile/tracer.h"
 #include "engine/generator.h"
 #include "kernels/check.h"
-#include "models/llama.h"
+#include "models/architecture_registry.h"
 
 using namespace tessera;
 using ::testing::HasSubstr;
@@ -26,10 +26,9 @@ const std::string kStoriesGreedy =
     "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
     "One day, she saw a big, red ball.";
 
-std::shared_ptr<const LlamaModel> load(const std::string& path, DType dtype = DType::f32,
-                                       int64_t max_positions = 128) {
-  return std::make_shared<const LlamaModel>(load_model(path, LoadOptions{dtype, kCPU}),
-                                            max_positions);
+std::shared_ptr<const CausalLM> load(const std::string& path, DType dtype = DType::f32,
+                                     int64_t max_positions = 128) {
+  return create_model(load_model(path, LoadOptions{dtype, kCPU}), max_positions);
 }
 
 // Logits of every position by feeding the tokens in the given chunk sizes (the last chunk's

@@ -19,6 +19,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/check.h"
+#include "models/architecture_registry.h"
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/gguf.h"
 #include "models/loaders/safetensors.h"
@@ -30,7 +31,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using loaders::GgufFile;
-using loaders::WeightSpec;
 
 const std::string kModels = std::string(TESSERA_SHARED_DIR) + "/models";
 const std::string kStoriesBin = kModels + "/stories260K/stories260K.bin";
@@ -449,7 +449,7 @@ TEST(SyntheticLoad, DeterministicShapedAndScaled) {
     const ModelWeights first = load_model("synthetic:" + name, {});
     const ModelWeights second = load_model("synthetic:" + name, {});
     expect_same_tensors(first, second);
-    const std::vector<WeightSpec> specs = loaders::expected_weights(first.config);
+    const std::vector<WeightSpec> specs = expected_weights(first.config);
     ASSERT_EQ(first.tensors.size(), specs.size());
     for (const WeightSpec& spec : specs) {
       const Tensor& tensor = first.get(spec.name, spec.shape);
@@ -538,7 +538,7 @@ TEST(SyntheticLoad, Llama1bConfigAndShapesWithoutAllocating) {
   EXPECT_EQ(config.rope_scaling.original_max_position_embeddings, 8192);
   EXPECT_TRUE(config.tie_word_embeddings);
   EXPECT_EQ(config.eos_token_ids, std::vector<int64_t>{128001});
-  const std::vector<WeightSpec> specs = loaders::expected_weights(config);
+  const std::vector<WeightSpec> specs = expected_weights(config);
   EXPECT_EQ(specs.size(), 2u + 16u * 9u);
   int64_t parameters = 0;
   for (const WeightSpec& spec : specs) parameters += shape_numel(spec.shape);
@@ -582,7 +582,7 @@ TEST(GpuLoad, SyntheticLlama1bInBf16) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("synthetic:llama-1b in bf16 on %s: %.2f s\n", gpu.str().c_str(), seconds);
   EXPECT_EQ(big.total_bytes(), 2u * 1235814400u);
-  for (const WeightSpec& spec : loaders::expected_weights(big.config)) {
+  for (const WeightSpec& spec : expected_weights(big.config)) {
     const Tensor& tensor = big.get(spec.name, spec.shape);
     EXPECT_EQ(tensor.device(), gpu) << spec.name;
     EXPECT_EQ(tensor.dtype(), DType::bf16) << spec.name;
