@@ -214,7 +214,9 @@ void read_gemma3_rope(const HfConfigFields& fields, ModelConfig& config) {
                     fields.file(), read_rope_scaling(local).type);
     return;
   }
-  config.rope_theta = fields.number("rope_theta", 1000000.0);
+  // Full layers keep what the common fields gave (rope_theta, rope_scaling or a flat
+  // rope_parameters), with transformers' Gemma 3 default base when none is given.
+  if (!fields.has("rope_theta") && !fields.has("rope_parameters")) config.rope_theta = 1000000.0;
   config.rope_local_theta = fields.number("rope_local_base_freq", 10000.0);
 }
 
