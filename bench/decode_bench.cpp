@@ -35,7 +35,7 @@
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/logging.h"
-#include "models/llama.h"
+#include "models/model.h"
 #include "models/model_weights.h"
 
 namespace tessera::bench {
@@ -209,9 +209,9 @@ void advance(ModelRunner& runner, KVCacheManager& blocks, std::vector<Sequence>&
   }
 }
 
-// LlamaModel::weight_bytes() less the embedding table when the LM head is separate: a step only
+// CausalLM::weight_bytes() less the embedding table when the LM head is separate: a step only
 // gathers a row per token from it. Tied, the table is the LM head and is read whole.
-double weight_bytes_read_per_step(const LlamaModel& model) {
+double weight_bytes_read_per_step(const CausalLM& model) {
   const ModelConfig& config = model.config();
   double bytes = static_cast<double>(model.weight_bytes());
   if (!config.tie_word_embeddings)

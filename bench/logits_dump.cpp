@@ -32,7 +32,7 @@
 #include "engine/run_setup.h"
 #include "kernels/check.h"
 #include "kernels/logging.h"
-#include "models/llama.h"
+#include "models/model.h"
 #include "models/model_weights.h"
 
 namespace tessera::bench {

@@ -18,7 +18,7 @@ Tensor int_tensor(const std::vector<int32_t>& values, Device device) {
 
 }  // namespace
 
-ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, RunnerOptions options)
+ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions options)
     : model_(std::move(model)), options_(std::move(options)) {
   TESSERA_REQUIRE(options_.num_kv_blocks > 0 && options_.block_size > 0,
                   "the runner needs a KV cache of at least one block of at least one token (got "

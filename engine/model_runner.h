@@ -14,7 +14,7 @@
 #include "compile/compiled_function.h"
 #include "compile/compiler.h"
 #include "kernels/attention_metadata.h"
-#include "models/llama.h"
+#include "models/model.h"
 
 namespace tessera {
 
@@ -35,13 +35,13 @@ struct SequenceInput {
 
 class ModelRunner {
  public:
-  ModelRunner(std::shared_ptr<const LlamaModel> model, RunnerOptions options);
+  ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions options);
 
   // Logits [num_seqs, vocab] as f32 on the model's device, one row per sequence (its last new
   // token). Nothing is copied to the host: the sampler asks for ids or rows.
   Tensor execute(std::span<const SequenceInput> batch);
 
-  const LlamaModel& model() const { return *model_; }
+  const CausalLM& model() const { return *model_; }
   const RunnerOptions& options() const { return options_; }
   size_t kv_cache_bytes() const;
   // Weights, KV cache, the compiled arena, and what the device allocator holds (peak, reserved).
@@ -56,7 +56,7 @@ class ModelRunner {
                                    std::vector<int32_t>& token_ids, std::vector<int32_t>& positions,
                                    std::vector<int32_t>& last_token_rows) const;
 
-  std::shared_ptr<const LlamaModel> model_;
+  std::shared_ptr<const CausalLM> model_;
   RunnerOptions options_;
   std::vector<PagedKVCache> kv_caches_;
   std::unique_ptr<CompiledFunction> compiled_;

@@ -6,6 +6,7 @@
 
 #include "engine/kv_cache_manager.h"
 #include "kernels/check.h"
+#include "models/architecture_registry.h"
 
 namespace tessera {
 
@@ -18,8 +19,7 @@ DType run_dtype(const EngineConfig& engine, Device device) {
   return parse_dtype(engine.dtype);
 }
 
-std::shared_ptr<const LlamaModel> load_run_model(const EngineConfig& engine,
-                                                 int64_t max_positions) {
+std::shared_ptr<const CausalLM> load_run_model(const EngineConfig& engine, int64_t max_positions) {
   Device device = run_device(engine);
   ModelWeights weights = load_model(engine.model, LoadOptions{run_dtype(engine, device), device});
   const int64_t limit = weights.config.max_position_embeddings;
@@ -29,7 +29,7 @@ std::shared_ptr<const LlamaModel> load_run_model(const EngineConfig& engine,
   TESSERA_REQUIRE(positions <= limit,
                   "{} positions were asked for but {} serves at most max_position_embeddings = {}",
                   positions, engine.model, limit);
-  return std::make_shared<const LlamaModel>(std::move(weights), positions);
+  return create_model(std::move(weights), positions);
 }
 
 RunnerOptions with_kv_blocks_for(RunnerOptions options, int64_t max_positions) {

@@ -15,8 +15,8 @@ DType run_dtype(const EngineConfig& engine, Device device);
 // Loads engine.model on the run device in the run dtype. The positions it serves: `max_positions`
 // when given, else engine.max_model_len when set, else the model's max_position_embeddings; more
 // than the model's own is an error.
-std::shared_ptr<const LlamaModel> load_run_model(const EngineConfig& engine,
-                                                 int64_t max_positions = 0);
+std::shared_ptr<const CausalLM> load_run_model(const EngineConfig& engine,
+                                               int64_t max_positions = 0);
 // The runner's mode, compilation settings, custom ops (the mode's default when the list is
 // empty), token budget, block size and KV blocks from the config: engine.num_kv_blocks, or when
 // unset enough blocks for one sequence of `max_positions` tokens (the model's length); logged.

@@ -1,66 +1,88 @@
-#include "models/llama.h"
+// The Llama family, written once against ops:: (eager, traced and compiled alike):
+// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v bias), Qwen3ForCausalLM (q/k
+// norm). It must not branch on the token count: tracing it records no guard on the token symbol.
+#include <spdlog/spdlog.h>
 
 #include <cmath>
 
 #include "compile/ops/ops.h"
 #include "kernels/check.h"
+#include "models/architecture_registry.h"
+#include "models/decoder_weights.h"
+#include "models/hf_config_fields.h"
 #include "models/rope.h"
 
 namespace tessera {
-
 namespace {
 
-Tensor join_rows(std::vector<Tensor> parts) {
-  return ops::cat(parts, 0);
+// Every tensor of `config` in load order: embeddings, then each layer, the final norm, lm_head
+// (absent when tie_word_embeddings). Biases with attention_bias, q_norm/k_norm with qk_norm.
+std::vector<WeightSpec> llama_weights(const ModelConfig& config) {
+  std::vector<WeightSpec> specs{embedding_weight(config)};
+  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+    specs.push_back({layer_weight(layer, "input_layernorm.weight"), {config.hidden_size}});
+    add_attention_weights(specs, config, layer);
+    specs.push_back({layer_weight(layer, "post_attention_layernorm.weight"), {config.hidden_size}});
+    add_mlp_weights(specs, config, layer);
+  }
+  add_final_weights(specs, config);
+  return specs;
 }
 
-}  // namespace
+class LlamaModel final : public CausalLM {
+ public:
+  // Takes the weights (moved in); fuses q/k/v and gate/up into single GEMMs, builds the RoPE table
+  // for `max_positions`.
+  LlamaModel(ModelWeights weights, int64_t max_positions);
+  Tensor forward(const Tensor& input_ids, const Tensor& positions) const override;
+  Tensor compute_logits(const Tensor& hidden) const override;
+
+ private:
+  struct Layer {
+    Tensor input_norm, post_attention_norm;
+    Tensor qkv_proj, qkv_bias;  // [(Hq + 2 Hk) * D, hidden]; bias only with attention_bias
+    Tensor q_norm, k_norm;      // [D] with qk_norm
+    Tensor o_proj;              // [hidden, Hq * D]
+    Tensor gate_up_proj;        // [2 * intermediate, hidden]
+    Tensor down_proj;           // [hidden, intermediate]
+  };
+  Tensor attention_block(const Layer& layer, int64_t index, const Tensor& hidden,
+                         const Tensor& positions) const;
+
+  Tensor embed_tokens_, final_norm_, lm_head_, cos_sin_cache_;
+  std::vector<Layer> layers_;
+};
 
 LlamaModel::LlamaModel(ModelWeights weights, int64_t max_positions)
-    : config_(weights.config), max_positions_(max_positions) {
+    : CausalLM(weights, llama_weights(weights.config), max_positions) {
   const ModelConfig& c = config_;
-  c.validate(weights.source);
-  const int64_t hidden = c.hidden_size, head = c.head_dim, inter = c.intermediate_size;
-  const int64_t q_rows = c.num_heads * head, kv_rows = c.num_kv_heads * head;
-  embed_tokens_ = weights.get("model.embed_tokens.weight", {c.vocab_size, hidden});
-  dtype_ = embed_tokens_.dtype();
-  device_ = embed_tokens_.device();
-  final_norm_ = weights.get("model.norm.weight", {hidden});
-  lm_head_ =
-      c.tie_word_embeddings ? embed_tokens_ : weights.get("lm_head.weight", {c.vocab_size, hidden});
+  embed_tokens_ = weights.get("model.embed_tokens.weight");
+  final_norm_ = weights.get("model.norm.weight");
+  lm_head_ = c.tie_word_embeddings ? embed_tokens_ : weights.get("lm_head.weight");
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    auto name = [&](const char* suffix) { return fmt::format("model.layers.{}.{}", i, suffix); };
+    auto get = [&](const char* suffix) { return weights.get(layer_weight(i, suffix)); };
     Layer layer;
-    layer.input_norm = weights.get(name("input_layernorm.weight"), {hidden});
-    layer.post_attention_norm = weights.get(name("post_attention_layernorm.weight"), {hidden});
-    layer.qkv_proj = join_rows({weights.get(name("self_attn.q_proj.weight"), {q_rows, hidden}),
-                                weights.get(name("self_attn.k_proj.weight"), {kv_rows, hidden}),
-                                weights.get(name("self_attn.v_proj.weight"), {kv_rows, hidden})});
-    if (c.attention_bias) {
-      layer.qkv_bias = join_rows({weights.get(name("self_attn.q_proj.bias"), {q_rows}),
-                                  weights.get(name("self_attn.k_proj.bias"), {kv_rows}),
-                                  weights.get(name("self_attn.v_proj.bias"), {kv_rows})});
-    }
+    layer.input_norm = get("input_layernorm.weight");
+    layer.post_attention_norm = get("post_attention_layernorm.weight");
+    layer.qkv_proj = fused_qkv(weights, i, "weight");
+    if (c.attention_bias) layer.qkv_bias = fused_qkv(weights, i, "bias");
     if (c.qk_norm) {
-      layer.q_norm = weights.get(name("self_attn.q_norm.weight"), {head});
-      layer.k_norm = weights.get(name("self_attn.k_norm.weight"), {head});
+      layer.q_norm = get("self_attn.q_norm.weight");
+      layer.k_norm = get("self_attn.k_norm.weight");
     }
-    layer.o_proj = weights.get(name("self_attn.o_proj.weight"), {hidden, q_rows});
-    layer.gate_up_proj = join_rows({weights.get(name("mlp.gate_proj.weight"), {inter, hidden}),
-                                    weights.get(name("mlp.up_proj.weight"), {inter, hidden})});
-    layer.down_proj = weights.get(name("mlp.down_proj.weight"), {hidden, inter});
+    layer.o_proj = get("self_attn.o_proj.weight");
+    layer.gate_up_proj = fused_gate_up(weights, i);
+    layer.down_proj = get("mlp.down_proj.weight");
     layers_.push_back(std::move(layer));
   }
-  cos_sin_cache_ = make_cos_sin_cache(c, max_positions, device_);
+  cos_sin_cache_ = make_cos_sin_cache(c, max_positions, device());
   // What stays resident: the fused copies replace their parts, which die with `weights`.
-  weight_bytes_ = embed_tokens_.nbytes() + final_norm_.nbytes() + cos_sin_cache_.nbytes() +
-                  (c.tie_word_embeddings ? 0 : lm_head_.nbytes());
-  for (const Layer& layer : layers_) {
-    for (const Tensor* t :
-         {&layer.input_norm, &layer.post_attention_norm, &layer.qkv_proj, &layer.qkv_bias,
-          &layer.q_norm, &layer.k_norm, &layer.o_proj, &layer.gate_up_proj, &layer.down_proj})
-      if (t->defined()) weight_bytes_ += t->nbytes();
-  }
+  count_weight_bytes({&embed_tokens_, &final_norm_, &cos_sin_cache_});
+  if (!c.tie_word_embeddings) count_weight_bytes({&lm_head_});
+  for (const Layer& layer : layers_)
+    count_weight_bytes({&layer.input_norm, &layer.post_attention_norm, &layer.qkv_proj,
+                        &layer.qkv_bias, &layer.q_norm, &layer.k_norm, &layer.o_proj,
+                        &layer.gate_up_proj, &layer.down_proj});
 }
 
 Tensor LlamaModel::attention_block(const Layer& layer, int64_t index, const Tensor& hidden,
@@ -69,9 +91,7 @@ Tensor LlamaModel::attention_block(const Layer& layer, int64_t index, const Tens
   const int64_t head = c.head_dim, q_width = c.num_heads * head, kv_width = c.num_kv_heads * head;
   Tensor qkv = layer.qkv_bias.defined() ? ops::linear(hidden, layer.qkv_proj, layer.qkv_bias)
                                         : ops::linear(hidden, layer.qkv_proj);
-  Tensor query = ops::slice(qkv, -1, 0, q_width);
-  Tensor key = ops::slice(qkv, -1, q_width, q_width + kv_width);
-  Tensor value = ops::slice(qkv, -1, q_width + kv_width, q_width + 2 * kv_width);
+  auto [query, key, value] = split_qkv(qkv, c);
   if (c.qk_norm) {  // Qwen3: RMS norm over each head's vector before RoPE
     query = ops::reshape(
         ops::rms_norm(ops::reshape(query, {-1, c.num_heads, head}), layer.q_norm, c.rms_norm_eps),
@@ -82,9 +102,8 @@ Tensor LlamaModel::attention_block(const Layer& layer, int64_t index, const Tens
   }
   auto [rotated_query, rotated_key] =
       ops::rotary_embedding(positions, query, key, cos_sin_cache_, head, /*is_neox=*/true);
-  Tensor attended =
-      ops::attention(rotated_query, rotated_key, value, index, c.num_heads, c.num_kv_heads, head,
-                     1.0 / std::sqrt(static_cast<double>(head)));
+  Tensor attended = ops::attention(rotated_query, rotated_key, value, index, c.num_heads,
+                                   c.num_kv_heads, head, c.attention_scale());
   return ops::linear(attended, layer.o_proj);
 }
 
@@ -117,4 +136,41 @@ Tensor LlamaModel::compute_logits(const Tensor& hidden) const {
   return ops::linear(hidden, lm_head_);
 }
 
+// config.json features the Llama-family code does not implement are refused rather than computed
+// as something else; Qwen2's q/k/v biases and Qwen3's q/k norms follow from the architecture.
+void read_llama_config(const HfConfigFields& fields, ModelConfig& config) {
+  TESSERA_REQUIRE(!fields.boolean("mlp_bias", false),
+                  "{}: mlp_bias true is not supported (gate/up/down projections without bias only)",
+                  fields.file());
+  config.attention_bias = config.architecture == "Qwen2ForCausalLM";
+  config.qk_norm = config.architecture == "Qwen3ForCausalLM";
+  if (!config.attention_bias) {
+    TESSERA_REQUIRE(!fields.boolean("attention_bias", false),
+                    "{}: attention_bias true ({} puts a bias on o_proj too) is not supported",
+                    fields.file(), config.architecture);
+  }
+  TESSERA_REQUIRE(!fields.boolean("use_sliding_window", false),
+                  "{}: use_sliding_window true is not supported (full attention only)",
+                  fields.file());
+  if (config.architecture == "MistralForCausalLM" && fields.has("sliding_window")) {
+    spdlog::warn(
+        "{}: sliding_window {} is ignored: attention is full, which matches Mistral up "
+        "to that many tokens",
+        fields.file(), fields.integer("sliding_window"));
+  }
+}
+
+Architecture llama_architecture(const char* name, const char* model_type) {
+  return Architecture{name, model_type, read_llama_config, llama_weights,
+                      [](ModelWeights weights, int64_t max_positions) -> std::unique_ptr<CausalLM> {
+                        return std::make_unique<LlamaModel>(std::move(weights), max_positions);
+                      }};
+}
+
+TESSERA_REGISTER_ARCHITECTURE(llama_architecture("LlamaForCausalLM", "llama"));
+TESSERA_REGISTER_ARCHITECTURE(llama_architecture("MistralForCausalLM", "mistral"));
+TESSERA_REGISTER_ARCHITECTURE(llama_architecture("Qwen2ForCausalLM", "qwen2"));
+TESSERA_REGISTER_ARCHITECTURE(llama_architecture("Qwen3ForCausalLM", "qwen3"));
+
+}  // namespace
 }  // namespace tessera

@@ -1,5 +1,7 @@
 #include "models/model_config.h"
 
+#include <cmath>
+
 #include "kernels/check.h"
 
 namespace tessera {
@@ -25,21 +27,60 @@ void ModelConfig::validate(const std::string& source) const {
   TESSERA_REQUIRE(rms_norm_eps > 0, "{}: rms_norm_eps must be positive, got {}", source,
                   rms_norm_eps);
   TESSERA_REQUIRE(rope_theta > 0, "{}: rope_theta must be positive, got {}", source, rope_theta);
-  TESSERA_REQUIRE(rope_scaling.type.empty() || rope_scaling.type == "llama3",
-                  "{}: rope_scaling type '{}' is not supported; supported: llama3", source,
-                  rope_scaling.type);
+  TESSERA_REQUIRE(
+      rope_scaling.type.empty() || rope_scaling.type == "llama3" || rope_scaling.type == "linear",
+      "{}: rope_scaling type '{}' is not supported; supported: linear, llama3", source,
+      rope_scaling.type);
+  TESSERA_REQUIRE(rope_scaling.factor > 0, "{}: rope_scaling factor must be positive, got {}",
+                  source, rope_scaling.factor);
+  TESSERA_REQUIRE(query_pre_attn_scalar >= 0,
+                  "{}: query_pre_attn_scalar must be positive (or absent), got {}", source,
+                  query_pre_attn_scalar);
+  TESSERA_REQUIRE(attn_logit_softcapping >= 0,
+                  "{}: attn_logit_softcapping must be positive (or null), got {}", source,
+                  attn_logit_softcapping);
+  TESSERA_REQUIRE(final_logit_softcapping >= 0,
+                  "{}: final_logit_softcapping must be positive (or null), got {}", source,
+                  final_logit_softcapping);
+  TESSERA_REQUIRE(sliding_window >= 0, "{}: sliding_window must be positive (or null), got {}",
+                  source, sliding_window);
+  TESSERA_REQUIRE(rope_local_theta >= 0, "{}: the local RoPE base must be positive, got {}", source,
+                  rope_local_theta);
+  TESSERA_REQUIRE(layer_types.empty() || static_cast<int64_t>(layer_types.size()) == num_layers,
+                  "{}: layer_types has {} entries but num_hidden_layers is {}", source,
+                  layer_types.size(), num_layers);
+  for (const std::string& type : layer_types) {
+    TESSERA_REQUIRE(type == kSlidingAttention || type == kFullAttention,
+                    "{}: layer_types entry '{}' is not supported; supported: {}, {}", source, type,
+                    kSlidingAttention, kFullAttention);
+    TESSERA_REQUIRE(type != kSlidingAttention || sliding_window > 0,
+                    "{}: layer_types has sliding_attention layers but no sliding_window", source);
+  }
   TESSERA_REQUIRE(hidden_act == "silu" || hidden_act == "gelu" || hidden_act == "gelu_pytorch_tanh",
                   "{}: hidden_act '{}' is not supported; supported: silu, gelu, gelu_pytorch_tanh",
                   source, hidden_act);
 }
 
+double ModelConfig::attention_scale() const {
+  const double scalar =
+      query_pre_attn_scalar > 0 ? query_pre_attn_scalar : static_cast<double>(head_dim);
+  return 1.0 / std::sqrt(scalar);
+}
+
+int64_t ModelConfig::layer_sliding_window(int64_t layer) const {
+  if (layer_types.empty()) return 0;
+  return layer_types.at(static_cast<size_t>(layer)) == kSlidingAttention ? sliding_window : 0;
+}
+
 std::string ModelConfig::str() const {
   return fmt::format(
       "{}: vocab {}, hidden {}, intermediate {}, layers {}, heads {}/{} (kv), head_dim {}, "
-      "rope_theta {}{}, tied {}, bias {}, qk_norm {}, stored {}",
+      "rope_theta {}{}, tied {}, bias {}, qk_norm {}{}, stored {}",
       architecture, vocab_size, hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads,
       head_dim, rope_theta, rope_scaling.type.empty() ? "" : " (" + rope_scaling.type + ")",
-      tie_word_embeddings, attention_bias, qk_norm, dtype_name(checkpoint_dtype));
+      tie_word_embeddings, attention_bias, qk_norm,
+      sliding_window > 0 ? fmt::format(", sliding_window {}", sliding_window) : "",
+      dtype_name(checkpoint_dtype));
 }
 
 }  // namespace tessera

@@ -11,15 +11,18 @@
 namespace tessera {
 
 struct RopeScaling {
-  std::string type;  // "" (none) or "llama3"
+  std::string type;  // "" (none), "linear" (frequencies / factor) or "llama3"
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
 };
 
+inline constexpr char kSlidingAttention[] = "sliding_attention";
+inline constexpr char kFullAttention[] = "full_attention";
+
 struct ModelConfig {
-  std::string architecture = "LlamaForCausalLM";  // also Mistral/Qwen2/Qwen3 ForCausalLM
+  std::string architecture = "LlamaForCausalLM";  // a name in models/architecture_registry.h
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -35,12 +38,24 @@ struct ModelConfig {
   bool attention_bias = false;  // q/k/v biases (Qwen2)
   bool qk_norm = false;         // per-head RMS norm of q and k (Qwen3)
   std::string hidden_act = "silu";
+  // Attention variants (Gemma 2/3); the defaults are plain causal attention scaled by
+  // head_dim^-0.5.
+  double query_pre_attn_scalar = 0;      // scores scale by this^-0.5; 0: head_dim
+  double attn_logit_softcapping = 0;     // scores = tanh(scores / cap) * cap; 0: none
+  double final_logit_softcapping = 0;    // the same on the logits; 0: none
+  int64_t sliding_window = 0;            // keys within this many positions on sliding layers
+  std::vector<std::string> layer_types;  // per layer: kSlidingAttention or kFullAttention
+  double rope_local_theta = 0;           // RoPE base of sliding layers (unscaled); 0: rope_theta
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
   DType checkpoint_dtype = DType::f32;  // the dtype the weights are stored in
 
   // Throws naming the first inconsistent field (heads not dividing, zero sizes, ...).
   void validate(const std::string& source) const;
+  // query_pre_attn_scalar^-0.5, else head_dim^-0.5.
+  double attention_scale() const;
+  // The window of layer `layer`: sliding_window on sliding layers, else 0 (none).
+  int64_t layer_sliding_window(int64_t layer) const;
   std::string str() const;  // one line for logs
 };
 

@@ -9,7 +9,9 @@ std::vector<double> rope_inverse_frequencies(const ModelConfig& config) {
   std::vector<double> inverse(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)
     inverse[i] = 1.0 / std::pow(config.rope_theta, static_cast<double>(2 * i) / config.head_dim);
-  if (config.rope_scaling.type == "llama3") {
+  if (config.rope_scaling.type == "linear") {  // positions / factor, as transformers' linear
+    for (double& frequency : inverse) frequency /= config.rope_scaling.factor;
+  } else if (config.rope_scaling.type == "llama3") {
     // Llama 3.1's scaling: long wavelengths slowed by `factor`, short ones kept, a smooth blend
     // between (transformers' _compute_llama3_parameters).
     const RopeScaling& s = config.rope_scaling;

@@ -1,11 +1,13 @@
 // The attention op against a float64 reference: several sequences with cached prefixes (prefill
-// chunks) and single-token decodes in one batch, GQA, scattered blocks, f32/bf16/f16.
+// chunks) and single-token decodes in one batch, GQA, scattered blocks, f32/bf16/f16; sliding
+// windows and tanh softcapping of the scores (Gemma).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include "compile/ops/ops.h"
 #include "kernels/attention_metadata.h"
@@ -24,6 +26,8 @@ struct Sequence {
 struct AttentionCase {
   int64_t heads, kv_heads, head_size, block_size, num_blocks;
   std::vector<Sequence> sequences;
+  int64_t sliding_window = 0;  // keys at positions > p - window; 0: all
+  double logit_softcap = 0;    // scores -> tanh(scores / cap) * cap; 0: none
 };
 
 std::vector<float> random_values(size_t count, std::mt19937& rng) {
@@ -114,7 +118,8 @@ double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t see
     out = ops::attention(Tensor::from_floats(queries, {meta.num_tokens, q_row}, dtype, device),
                          Tensor::from_floats(step_keys, {meta.num_tokens, kv_row}, dtype, device),
                          Tensor::from_floats(step_values, {meta.num_tokens, kv_row}, dtype, device),
-                         0, c.heads, c.kv_heads, c.head_size, scale);
+                         0, c.heads, c.kv_heads, c.head_size, scale, c.sliding_window,
+                         c.logit_softcap);
   }
   // The new keys must now be in the cache at their slots.
   std::vector<float> cache_after = caches[0].key.to_floats();
@@ -131,22 +136,27 @@ double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t see
       int64_t token = meta.query_start_loc[s] + i, position = c.sequences[s].cached + i;
       for (int64_t h = 0; h < c.heads; ++h) {
         int64_t kv_head = h / (c.heads / c.kv_heads);
+        // Keys outside the window get no weight (transformers adds -inf to their scores).
+        const int64_t first =
+            c.sliding_window > 0 ? std::max<int64_t>(0, position - c.sliding_window + 1) : 0;
         std::vector<double> scores;
         double top = -INFINITY;
-        for (int64_t p = 0; p <= position; ++p) {
+        for (int64_t p = first; p <= position; ++p) {
           double dot = 0;
           for (int64_t d = 0; d < c.head_size; ++d)
             dot += double(queries[token * q_row + h * c.head_size + d]) *
                    keys[s][p * kv_row + kv_head * c.head_size + d];
-          scores.push_back(dot * scale);
+          double score = dot * scale;
+          if (c.logit_softcap > 0) score = std::tanh(score / c.logit_softcap) * c.logit_softcap;
+          scores.push_back(score);
           top = std::max(top, scores.back());
         }
         double total = 0;
         for (double& x : scores) total += (x = std::exp(x - top));
         for (int64_t d = 0; d < c.head_size; ++d) {
           double want = 0;
-          for (int64_t p = 0; p <= position; ++p)
-            want += scores[p] / total * values[s][p * kv_row + kv_head * c.head_size + d];
+          for (int64_t p = first; p <= position; ++p)
+            want += scores[p - first] / total * values[s][p * kv_row + kv_head * c.head_size + d];
           double have = got[token * q_row + h * c.head_size + d];
           if (!std::isfinite(have)) return INFINITY;
           diff += (have - want) * (have - want);
@@ -205,6 +215,23 @@ const std::vector<AttentionCase>& gpu_cases() {
   return all;
 }
 
+// Sliding windows (shorter and longer than the sequences, across block edges) and softcaps
+// (small enough to bite: the scores here reach a few units), alone and together, in prefill
+// chunks over cached prefixes and in decodes.
+const std::vector<AttentionCase>& window_and_softcap_cases() {
+  static const std::vector<AttentionCase> all = {
+      {4, 2, 64, 16, 40, {{0, 37}, {50, 9}, {70, 1}, {1, 1}, {15, 1}}, 4, 0},
+      {4, 2, 64, 16, 40, {{0, 37}, {50, 9}, {70, 1}, {1, 1}, {15, 1}}, 0, 0.5},
+      {8, 1, 8, 4, 64, {{0, 13}, {5, 1}, {22, 7}}, 5, 0.3},
+      {2, 2, 128, 8, 70, {{300, 1}, {0, 3}, {7, 2}}, 100, 1.0},
+      {4, 1, 64, 16, 40, {{100, 1}, {0, 1}, {250, 1}}, 17, 0.2},
+      {8, 2, 64, 16, 80, {{100, 120}, {37, 90}, {500, 95}}, 64, 0.5},
+      {4, 4, 32, 8, 40, {{20, 40}, {0, 1}}, 1000, 0.4},  // a window longer than every sequence
+      {4, 4, 32, 8, 40, {{20, 40}, {0, 1}}, 1, 0},       // a window of one key: itself
+  };
+  return all;
+}
+
 double tolerance(DType dtype) {
   return dtype == DType::f32 ? 1e-5 : dtype == DType::f16 ? 2e-3 : 1.5e-2;
 }
@@ -226,6 +253,39 @@ void check_device(Device device, const std::vector<AttentionCase>& case_list = c
 
 TEST(Attention, CpuMatchesFloat64Reference) {
   check_device(kCPU);
+}
+
+TEST(Attention, CpuSlidingWindowAndSoftcapMatchFloat64Reference) {
+  check_device(kCPU, window_and_softcap_cases());
+}
+
+TEST(Attention, NegativeWindowOrSoftcapIsAClearError) {
+  Tensor q = Tensor::from_floats(std::vector<float>(8, 0.5f), {1, 8});
+  for (auto [window, cap, field] :
+       {std::tuple<int64_t, double, const char*>{-1, 0, "sliding_window"},
+        {0, -2.0, "logit_softcap"}}) {
+    try {
+      ops::attention(q, q, q, 0, 1, 1, 8, 1.0, window, cap);
+      FAIL() << "expected an error for " << field;
+    } catch (const Error& error) {
+      EXPECT_THAT(error.what(), ::testing::HasSubstr(field));
+    }
+  }
+}
+
+// The CUDA kernels (prefill on tensor cores, prefill, split-KV decode) with windows and softcaps.
+TEST(GpuAttention, SlidingWindowAndSoftcapMatchFloat64Reference) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU device is available";
+  check_device(gpu, window_and_softcap_cases());
+  std::vector<AttentionCase> long_cases = {
+      // split-KV decode: the window starts inside a partition, or before every partition
+      {16, 4, 128, 16, 800, {{2047, 1}, {4999, 1}, {3100, 1}, {1999, 1}}, 700, 0.5},
+      {16, 4, 128, 16, 800, {{2047, 1}, {4999, 1}, {3100, 1}, {1999, 1}}, 4096, 0},
+      {8, 2, 128, 16, 60, {{0, 200}, {300, 70}, {5, 1}}, 33, 0.5},
+      {4, 2, 256, 16, 30, {{0, 70}, {90, 3}}, 9, 0.5},
+  };
+  check_device(gpu, long_cases);
 }
 
 TEST(GpuAttention, MatchesFloat64Reference) {

@@ -15,6 +15,7 @@
 #include "engine/generator.h"
 #include "engine/run_setup.h"
 #include "kernels/check.h"
+#include "models/architecture_registry.h"
 #include "support/compile_options.h"
 #include "support/runner_steps.h"
 #include "support/test_tensors.h"
@@ -61,8 +62,27 @@ TEST(Compiler, FusedRowKernelsMatchEager) {
   EXPECT_THROW(compiled(too_many), Error);
 }
 
+TEST(Compiler, ChainedReductionsInOneRowKernelMatchEager) {
+  // norm -> add -> norm fused into one row kernel (Gemma's post-attention and pre-MLP norms): the
+  // second reduction reads the first, and each keeps its own per-row array.
+  Tensor first_weight = random_tensor({48}, 4), second_weight = random_tensor({48}, 5);
+  auto function = [&](std::span<const Tensor> in) {
+    Tensor sum = ops::add(ops::rms_norm(in[0], first_weight, 1e-6), in[0]);
+    return std::vector<Tensor>{ops::rms_norm(sum, second_weight, 1e-6)};
+  };
+  std::shared_ptr<const CompiledPlan> plan;
+  CompiledFunction compiled(function, compiled_options(fresh_temp_dir("cache_chained"), &plan));
+  for (int64_t rows : {1, 7, 64}) {
+    std::vector<Tensor> inputs{random_tensor({rows, 48}, static_cast<uint32_t>(rows))};
+    EXPECT_LT(relative_error(compiled(inputs)[0], function(inputs)[0]), 1e-5) << rows << " rows";
+  }
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(plan->kernels.size(), 1u) << plan->explain();
+}
+
 TEST(Compiler, LlamaCompiledEqualsEagerForManyTokenCounts) {
-  auto model = std::make_shared<const LlamaModel>(load_model("synthetic:qwen3-tiny", {}), 256);
+  auto model =
+      std::shared_ptr<const CausalLM>(create_model(load_model("synthetic:qwen3-tiny", {}), 256));
   RunnerOptions eager_options;
   ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
   RunnerOptions compiled_options;
@@ -88,7 +108,8 @@ TEST(Compiler, LlamaCompiledEqualsEagerForManyTokenCounts) {
 TEST(Compiler, Stories260KTextIsIdenticalInEveryModeAndExplainShowsThePieces) {
   std::string dir = std::string(TESSERA_SHARED_DIR) + "/models/stories260K";
   auto tokenizer = load_tokenizer(dir + "/tok512.bin");
-  auto model = std::make_shared<const LlamaModel>(load_model(dir + "/stories260K.bin", {}), 512);
+  auto model =
+      std::shared_ptr<const CausalLM>(create_model(load_model(dir + "/stories260K.bin", {}), 512));
   std::string cache = fresh_temp_dir("cache_stories");
   std::map<std::string, std::string> texts;
   std::shared_ptr<const CompiledPlan> plan;

@@ -23,6 +23,7 @@
 #include "engine/run_setup.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
+#include "models/architecture_registry.h"
 #include "support/compile_options.h"
 #include "support/runner_steps.h"
 #include "support/test_tensors.h"
@@ -654,8 +655,8 @@ TEST(GpuCompiledMode, LlamaForwardEqualsEager) {
     GTEST_SKIP() << "no CUDA device available (needs a CUDA build and a device)";
   for (DType dtype : {DType::f32, DType::bf16}) {
     SCOPED_TRACE(dtype_name(dtype));
-    auto model =
-        std::make_shared<const LlamaModel>(load_model("synthetic:qwen3-tiny", {dtype, gpu}), 256);
+    auto model = std::shared_ptr<const CausalLM>(
+        create_model(load_model("synthetic:qwen3-tiny", {dtype, gpu}), 256));
     RunnerOptions eager_options;
     ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
     RunnerOptions compiled_options;

@@ -1,6 +1,7 @@
-// The Llama-family forward: no guard on the token count, eager == traced, KV-cached decoding ==
+// The model families' forward: no guard on the token count, eager == traced, KV-cached decoding ==
 // prefill, logits equal to transformers' on tiny models it saved (tests/data/hf_tiny, made by
-// tests/hf_reference/make_tiny_models.py), and the real stories260K's published greedy text.
+// tests/hf_reference/make_tiny_models.py) in eager and compiled modes (Llama, Mistral, Qwen2/3,
+// Gemma 2/3), and the real stories260K's published greedy text.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -12,8 +13,9 @@
 #include "engine/generator.h"
 #include "engine/run_setup.h"
 #include "kernels/check.h"
-#include "models/llama.h"
+#include "models/architecture_registry.h"
 #include "support/runner_steps.h"
+#include "support/test_tensors.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -29,10 +31,9 @@ const std::string kStoriesGreedy =
     "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
     "One day, she saw a big, red ball.";
 
-std::shared_ptr<const LlamaModel> load(const std::string& path, DType dtype = DType::f32,
-                                       int64_t max_positions = 128) {
-  return std::make_shared<const LlamaModel>(load_model(path, LoadOptions{dtype, kCPU}),
-                                            max_positions);
+std::shared_ptr<const CausalLM> load(const std::string& path, DType dtype = DType::f32,
+                                     int64_t max_positions = 128) {
+  return create_model(load_model(path, LoadOptions{dtype, kCPU}), max_positions);
 }
 
 double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
@@ -43,6 +44,15 @@ double relative_error(const std::vector<float>& got, const std::vector<double>& 
     norm += want[i] * want[i];
   }
   return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+// A tiny model's expected.json: the input ids and transformers' logits at every position.
+std::pair<std::vector<int32_t>, std::vector<std::vector<double>>> read_expected(
+    const std::string& folder) {
+  nlohmann::json expected;
+  std::ifstream(folder + "/expected.json") >> expected;
+  return {expected["input_ids"].get<std::vector<int32_t>>(),
+          expected["logits"].get<std::vector<std::vector<double>>>()};
 }
 
 }  // namespace
@@ -90,10 +100,7 @@ class HfTinyModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfTinyModel, LogitsMatchTransformers) {
   std::string folder = kHfTiny + GetParam();
-  nlohmann::json expected;
-  std::ifstream(folder + "/expected.json") >> expected;
-  std::vector<int32_t> ids = expected["input_ids"].get<std::vector<int32_t>>();
-  auto reference = expected["logits"].get<std::vector<std::vector<double>>>();
+  auto [ids, reference] = read_expected(folder);
   auto model = load(folder);
   ModelRunner runner(model, with_kv_blocks_for(RunnerOptions{}, model->max_positions()));
   // Every position through decode steps after a 1-token prefill, and the whole prompt at once.
@@ -111,9 +118,33 @@ TEST_P(HfTinyModel, LogitsMatchTransformers) {
               ids.size());
 }
 
+// The same in compiled mode (fused kernels, the graph split at attention), with every custom op
+// decomposed so the fuser sees the primitives: the Llama family once, and each Gemma (softcaps and
+// sliding windows in compiled graphs).
+class HfTinyModelCompiled : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfTinyModelCompiled, LogitsMatchTransformers) {
+  std::string folder = kHfTiny + GetParam();
+  auto [ids, reference] = read_expected(folder);
+  RunnerOptions options;
+  options.mode = "compiled";
+  options.max_num_batched_tokens = 64;
+  options.compilation.cache_dir = tessera::testing::fresh_temp_dir("cache_hf_tiny_" + GetParam());
+  options.custom_ops = CustomOpConfig::parse({"none"}, false);
+  auto model = load(folder);
+  ModelRunner runner(model, with_kv_blocks_for(options, model->max_positions()));
+  auto chunked = logits_by_chunks(runner, ids, {7, 1, 12, 20});
+  const size_t positions[] = {6, 7, 19, 39};  // the last token of each chunk
+  for (size_t i = 0; i < chunked.size(); ++i)
+    EXPECT_LT(relative_error(chunked[i], reference[positions[i]]), 1e-4)
+        << GetParam() << " position " << positions[i];
+}
+
 INSTANTIATE_TEST_SUITE_P(Transformers, HfTinyModel,
                          ::testing::Values("llama", "llama3-scaled-tied", "llama-bf16", "mistral",
-                                           "qwen2", "qwen3"));
+                                           "qwen2", "qwen3", "gemma2", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Transformers, HfTinyModelCompiled,
+                         ::testing::Values("qwen3", "gemma2", "gemma3"));
 
 TEST(Stories260K, GreedyTextMatchesLlama2cInEveryFormat) {
   std::string dir = kShared + "/models/stories260K";

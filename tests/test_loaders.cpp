@@ -19,8 +19,10 @@
 
 #include "kernels/backend.h"
 #include "kernels/check.h"
+#include "models/architecture_registry.h"
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/gguf.h"
+#include "models/loaders/loaders.h"
 #include "models/loaders/safetensors.h"
 #include "models/loaders/synthetic.h"
 #include "models/model_weights.h"
@@ -30,7 +32,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using loaders::GgufFile;
-using loaders::WeightSpec;
 
 const std::string kModels = std::string(TESSERA_SHARED_DIR) + "/models";
 const std::string kStoriesBin = kModels + "/stories260K/stories260K.bin";
@@ -449,7 +450,7 @@ TEST(SyntheticLoad, DeterministicShapedAndScaled) {
     const ModelWeights first = load_model("synthetic:" + name, {});
     const ModelWeights second = load_model("synthetic:" + name, {});
     expect_same_tensors(first, second);
-    const std::vector<WeightSpec> specs = loaders::expected_weights(first.config);
+    const std::vector<WeightSpec> specs = expected_weights(first.config);
     ASSERT_EQ(first.tensors.size(), specs.size());
     for (const WeightSpec& spec : specs) {
       const Tensor& tensor = first.get(spec.name, spec.shape);
@@ -538,7 +539,7 @@ TEST(SyntheticLoad, Llama1bConfigAndShapesWithoutAllocating) {
   EXPECT_EQ(config.rope_scaling.original_max_position_embeddings, 8192);
   EXPECT_TRUE(config.tie_word_embeddings);
   EXPECT_EQ(config.eos_token_ids, std::vector<int64_t>{128001});
-  const std::vector<WeightSpec> specs = loaders::expected_weights(config);
+  const std::vector<WeightSpec> specs = expected_weights(config);
   EXPECT_EQ(specs.size(), 2u + 16u * 9u);
   int64_t parameters = 0;
   for (const WeightSpec& spec : specs) parameters += shape_numel(spec.shape);
@@ -582,7 +583,7 @@ TEST(GpuLoad, SyntheticLlama1bInBf16) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("synthetic:llama-1b in bf16 on %s: %.2f s\n", gpu.str().c_str(), seconds);
   EXPECT_EQ(big.total_bytes(), 2u * 1235814400u);
-  for (const WeightSpec& spec : loaders::expected_weights(big.config)) {
+  for (const WeightSpec& spec : expected_weights(big.config)) {
     const Tensor& tensor = big.get(spec.name, spec.shape);
     EXPECT_EQ(tensor.device(), gpu) << spec.name;
     EXPECT_EQ(tensor.dtype(), DType::bf16) << spec.name;
@@ -647,6 +648,86 @@ TEST(HfFolderLoad, Qwen3AndLlama3RopeScalingConfigs) {
   EXPECT_EQ(read.rope_scaling.type, "llama3");
   EXPECT_DOUBLE_EQ(read.rope_scaling.factor, 8.0);
   EXPECT_EQ(read.rope_scaling.original_max_position_embeddings, 8192);
+}
+
+TEST(HfFolderLoad, GemmaConfigsInTransformers5And4Layouts) {
+  TempDir dir;
+  const std::string tiny = std::string(TESSERA_SOURCE_DIR) + "/tests/data/hf_tiny/";
+  auto read_json = [](const std::string& path) {
+    nlohmann::json json;
+    std::ifstream(path) >> json;
+    return json;
+  };
+  auto read_changed = [&](const nlohmann::json& json) {
+    write_text(dir / "config.json", json.dump());
+    return loaders::read_hf_config(dir.str());
+  };
+  const std::vector<std::string> alternating = {kSlidingAttention, kFullAttention,
+                                                kSlidingAttention, kFullAttention};
+  // Gemma 3 as transformers 5 writes it: rope_parameters per layer type, layer_types.
+  const ModelConfig v5 = loaders::read_hf_config(tiny + "gemma3");
+  EXPECT_TRUE(v5.qk_norm);
+  EXPECT_DOUBLE_EQ(v5.rope_theta, 1000000.0);
+  EXPECT_EQ(v5.rope_scaling.type, "linear");
+  EXPECT_DOUBLE_EQ(v5.rope_scaling.factor, 2.0);
+  EXPECT_DOUBLE_EQ(v5.rope_local_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(v5.query_pre_attn_scalar, 24.0);
+  EXPECT_DOUBLE_EQ(v5.final_logit_softcapping, 3.0);
+  EXPECT_DOUBLE_EQ(v5.attn_logit_softcapping, 0.0);
+  EXPECT_EQ(v5.layer_sliding_window(0), 4);
+  EXPECT_EQ(v5.layer_sliding_window(1), 0);
+  EXPECT_EQ(v5.hidden_act, "gelu_pytorch_tanh");
+  EXPECT_TRUE(v5.tie_word_embeddings);
+  // The same as transformers 4 wrote it: rope_theta, rope_scaling, rope_local_base_freq, and
+  // sliding_window_pattern instead of layer_types.
+  nlohmann::json gemma3 = read_json(tiny + "gemma3/config.json");
+  gemma3.erase("rope_parameters");
+  gemma3.erase("layer_types");
+  gemma3["rope_theta"] = 1000000.0;
+  gemma3["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  gemma3["rope_local_base_freq"] = 20000.0;
+  gemma3["sliding_window_pattern"] = 2;
+  const ModelConfig v4 = read_changed(gemma3);
+  EXPECT_DOUBLE_EQ(v4.rope_theta, 1000000.0);
+  EXPECT_EQ(v4.rope_scaling.type, "linear");
+  EXPECT_DOUBLE_EQ(v4.rope_scaling.factor, 2.0);
+  EXPECT_DOUBLE_EQ(v4.rope_local_theta, 20000.0);
+  EXPECT_EQ(v4.layer_types, alternating);
+  // A flat rope_parameters gives the full layers' base.
+  gemma3.erase("rope_theta");
+  gemma3.erase("rope_scaling");
+  gemma3["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
+  EXPECT_DOUBLE_EQ(read_changed(gemma3).rope_theta, 500000.0);
+
+  // Gemma 2 without layer_types alternates, sliding first; a null softcap is off, an absent one
+  // takes transformers' default.
+  nlohmann::json gemma2 = read_json(tiny + "gemma2/config.json");
+  gemma2.erase("layer_types");
+  gemma2["attn_logit_softcapping"] = nullptr;
+  ModelConfig read = read_changed(gemma2);
+  EXPECT_EQ(read.layer_types, alternating);
+  EXPECT_DOUBLE_EQ(read.attn_logit_softcapping, 0.0);
+  EXPECT_DOUBLE_EQ(read.final_logit_softcapping, 3.0);
+  EXPECT_DOUBLE_EQ(read.attention_scale(), 1.0 / std::sqrt(24.0));
+  gemma2.erase("attn_logit_softcapping");
+  gemma2.erase("final_logit_softcapping");
+  read = read_changed(gemma2);
+  EXPECT_DOUBLE_EQ(read.attn_logit_softcapping, 50.0);
+  EXPECT_DOUBLE_EQ(read.final_logit_softcapping, 30.0);
+
+  // Errors name the field.
+  nlohmann::json bad = read_json(tiny + "gemma3/config.json");
+  bad["attn_logit_softcapping"] = 10.0;  // transformers' Gemma 3 does not apply it
+  expect_mentions(error_of([&] { read_changed(bad); }), {"attn_logit_softcapping", "Gemma3"});
+  bad = read_json(tiny + "gemma3/config.json");
+  bad["layer_types"][0] = "chunked_attention";
+  expect_mentions(error_of([&] { read_changed(bad); }), {"layer_types", "chunked_attention"});
+  bad = read_json(tiny + "gemma2/config.json");
+  bad["sliding_window"] = 0;
+  expect_mentions(error_of([&] { read_changed(bad); }), {"config.json", "sliding_window"});
+  bad = read_json(tiny + "gemma2/config.json");
+  bad["final_logit_softcapping"] = -1.0;
+  expect_mentions(error_of([&] { read_changed(bad); }), {"final_logit_softcapping", "positive"});
 }
 
 TEST(GgufLoad, LlamaRoundTripUnpermutesQueryAndKeyRows) {

@@ -271,12 +271,13 @@ class Emitter {
       index.push_back(std::move(part));
     index.push_back(unknown_index("k"));
     RowReduction reduction;
+    // The element first: it may register the reductions it reads, which take the earlier names.
+    reduction.element = map(value_at(source, index));
     reduction.array = fmt::format("r{}", reductions_.size());
     reduction.is_max = is_max;
     reduction.scale = scale;
     reduction.groups = product(groups_shape);
     reduction.length = length;
-    reduction.element = map(value_at(source, index));
     reductions_.push_back(reduction);
     lanes_ = saved_lanes;
     vector_loads_ = saved_loads;

@@ -11,13 +11,15 @@ OpDef attention_op() {
   OpDef op;
   op.name = "attention";
   op.input_names = {"query", "key", "value"};
-  op.attributes = {{"layer", std::nullopt},
-                   {"num_heads", std::nullopt},
-                   {"num_kv_heads", std::nullopt},
-                   {"head_size", std::nullopt},
-                   {"scale", std::nullopt}};
+  op.attributes = {
+      {"layer", std::nullopt},        {"num_heads", std::nullopt},
+      {"num_kv_heads", std::nullopt}, {"head_size", std::nullopt},
+      {"scale", std::nullopt},        {"sliding_window", int64_t{0}},  // 0: every earlier key
+      {"logit_softcap", 0.0}};                                         // 0: scores as they are
   op.splitting = true;
-  op.doc = "paged causal attention of query [T, Hq*D] over the cached and new key/value [T, Hk*D]";
+  op.doc =
+      "paged causal attention of query [T, Hq*D] over the cached and new key/value [T, Hk*D], "
+      "optionally within a sliding window and with tanh-softcapped scores";
   op.meta = [](const MetaArgs& args) {
     int64_t heads = args.attributes.get_int("num_heads");
     int64_t kv_heads = args.attributes.get_int("num_kv_heads");
@@ -26,6 +28,12 @@ OpDef attention_op() {
                     "attention: num_heads ({}) must be a positive multiple of num_kv_heads ({}) "
                     "and head_size ({}) positive",
                     heads, kv_heads, head_size);
+    TESSERA_REQUIRE(args.attributes.get_int("sliding_window") >= 0,
+                    "attention: sliding_window must be 0 (none) or positive, got {}",
+                    args.attributes.get_int("sliding_window"));
+    TESSERA_REQUIRE(args.attributes.get_float("logit_softcap") >= 0,
+                    "attention: logit_softcap must be 0 (none) or positive, got {}",
+                    args.attributes.get_float("logit_softcap"));
     require_float(args, 0);
     for (size_t i = 0; i < 3; ++i) {
       require_rank(args, i, 2);

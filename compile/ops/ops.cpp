@@ -143,13 +143,16 @@ Tensor silu_and_mul(const Tensor& x) {
   return call("silu_and_mul", {x});
 }
 Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value, int64_t layer,
-                 int64_t num_heads, int64_t num_kv_heads, int64_t head_size, double scale) {
+                 int64_t num_heads, int64_t num_kv_heads, int64_t head_size, double scale,
+                 int64_t sliding_window, double logit_softcap) {
   return call("attention", {query, key, value},
               {{"layer", layer},
                {"num_heads", num_heads},
                {"num_kv_heads", num_kv_heads},
                {"head_size", head_size},
-               {"scale", scale}});
+               {"scale", scale},
+               {"sliding_window", sliding_window},
+               {"logit_softcap", logit_softcap}});
 }
 Tensor gelu_and_mul(const Tensor& x, const std::string& approximate) {
   return call("gelu_and_mul", {x}, {{"approximate", approximate}});

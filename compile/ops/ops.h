@@ -79,8 +79,11 @@ std::pair<Tensor, Tensor> rotary_embedding(const Tensor& positions, const Tensor
                                            int64_t head_size, bool is_neox);
 Tensor silu_and_mul(const Tensor& x);  // silu(x[..., :d]) * x[..., d:]
 // The splitting op: paged causal attention for `layer`, metadata from the forward context.
+// sliding_window > 0: a query at position p sees keys at positions > p - sliding_window;
+// logit_softcap > 0: scores become tanh(scores / cap) * cap before the mask (Gemma 2).
 Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value, int64_t layer,
-                 int64_t num_heads, int64_t num_kv_heads, int64_t head_size, double scale);
+                 int64_t num_heads, int64_t num_kv_heads, int64_t head_size, double scale,
+                 int64_t sliding_window = 0, double logit_softcap = 0);
 Tensor gelu_and_mul(const Tensor& x, const std::string& approximate = "none");
 
 }  // namespace tessera::ops

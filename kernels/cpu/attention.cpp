@@ -1,6 +1,8 @@
 // Paged attention on the CPU: writes this step's K/V into the paged cache at slot_mapping, then
 // each query token attends causally over its sequence's cached prefix and the new tokens, through
 // the block table. GQA: query head h reads kv head h / (num_heads / num_kv_heads). f32 math.
+// With a sliding window W a query at position p sees keys p - W + 1 .. p; with a logit softcap C
+// the scaled scores become tanh(score / C) * C (Gemma 2), before the softmax.
 #include <cmath>
 #include <vector>
 
@@ -15,6 +17,8 @@ namespace {
 struct AttentionShape {
   int64_t num_heads, num_kv_heads, head_size, block_size;
   float scale;
+  int64_t sliding_window;  // 0: none
+  float logit_softcap;     // 0: none
 };
 
 template <typename T>
@@ -57,25 +61,30 @@ void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& 
       const int32_t* blocks = meta.block_tables.data() + s * meta.max_blocks_per_seq;
       const T* q_row = query + token * heads * head_size + head * head_size;
       for (int64_t d = 0; d < head_size; ++d) q[d] = static_cast<float>(q_row[d]);
-      scores.resize(static_cast<size_t>(position + 1));
+      const int64_t first =
+          shape.sliding_window > 0 ? std::max<int64_t>(0, position - shape.sliding_window + 1) : 0;
+      scores.resize(static_cast<size_t>(position + 1 - first));
       float max_score = -INFINITY;
-      for (int64_t p = 0; p <= position; ++p) {
+      for (int64_t p = first; p <= position; ++p) {
         int64_t slot = static_cast<int64_t>(blocks[p / shape.block_size]) * shape.block_size +
                        p % shape.block_size;
         const T* k = key_cache + slot * kv_row + kv_head * head_size;
         float dot = 0;
         for (int64_t d = 0; d < head_size; ++d) dot += q[d] * static_cast<float>(k[d]);
-        scores[p] = dot * shape.scale;
-        max_score = std::max(max_score, scores[p]);
+        float score = dot * shape.scale;
+        if (shape.logit_softcap > 0)
+          score = std::tanh(score / shape.logit_softcap) * shape.logit_softcap;
+        scores[p - first] = score;
+        max_score = std::max(max_score, score);
       }
       float total = 0;
       for (float& score : scores) total += (score = std::exp(score - max_score));
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t p = 0; p <= position; ++p) {
+      for (int64_t p = first; p <= position; ++p) {
         int64_t slot = static_cast<int64_t>(blocks[p / shape.block_size]) * shape.block_size +
                        p % shape.block_size;
         const T* v = value_cache + slot * kv_row + kv_head * head_size;
-        float weight = scores[p] / total;
+        float weight = scores[p - first] / total;
         for (int64_t d = 0; d < head_size; ++d) acc[d] += weight * static_cast<float>(v[d]);
       }
       T* out_row = out + token * heads * head_size + head * head_size;
@@ -116,8 +125,11 @@ void attention_cpu(const KernelArgs& args) {
   PagedKVCache& cache = (*context.kv_caches)[layer];
   AttentionShape shape{args.attributes.get_int("num_heads"),
                        args.attributes.get_int("num_kv_heads"),
-                       args.attributes.get_int("head_size"), cache.block_size(),
-                       static_cast<float>(args.attributes.get_float("scale"))};
+                       args.attributes.get_int("head_size"),
+                       cache.block_size(),
+                       static_cast<float>(args.attributes.get_float("scale")),
+                       args.attributes.get_int("sliding_window", 0),
+                       static_cast<float>(args.attributes.get_float("logit_softcap", 0.0))};
   const Tensor &query = args.inputs[0], &key = args.inputs[1], &value = args.inputs[2];
   TESSERA_REQUIRE(cache.key.dtype() == query.dtype(),
                   "attention: KV cache dtype {} differs from the query's {}",

@@ -1,8 +1,9 @@
 // The attention op on the GPU, with the semantics of the CPU kernel (kernels/cpu/attention.cpp):
 // this step's K/V rows are written into the layer's paged cache at slot_mapping (slot -1 skips a
 // token), then each new token attends causally over its sequence through the block table, GQA
-// aware, with f32 math. Kernels: reshape_and_cache (below), decode (attention_decode.cuh: every
-// sequence has one new token) and prefill/mixed (attention_prefill.cuh).
+// aware, with f32 math, optionally within a sliding window and with softcapped scores. Kernels:
+// reshape_and_cache (below), decode (attention_decode.cuh: every sequence has one new token) and
+// prefill/mixed (attention_prefill.cuh).
 //
 // The host reads only metadata scalars (num_seqs, max_query_len, max_seq_len,
 // max_blocks_per_seq) and never copies from the device: per-sequence values come from the
@@ -266,6 +267,8 @@ void attention_gpu(const KernelArgs& args) {
   const int64_t kv_heads = args.attributes.get_int("num_kv_heads");
   const int64_t head_size = args.attributes.get_int("head_size");
   const double scale = args.attributes.get_float("scale");
+  const int64_t sliding_window = args.attributes.get_int("sliding_window", 0);
+  const double logit_softcap = args.attributes.get_float("logit_softcap", 0.0);
   const Tensor& query = args.inputs[0];
   const Tensor& key = args.inputs[1];
   const Tensor& value = args.inputs[2];
@@ -330,6 +333,8 @@ void attention_gpu(const KernelArgs& args) {
     params.block_size = static_cast<int>(cache.block_size());
     params.max_blocks_per_seq = static_cast<int>(meta.max_blocks_per_seq);
     params.scale_log2 = static_cast<float>(scale * 1.4426950408889634);  // log2(e)
+    params.sliding_window = static_cast<int>(std::min<int64_t>(sliding_window, INT32_MAX));
+    params.softcap_log2 = static_cast<float>(logit_softcap * 1.4426950408889634);
     // The packed kernels move whole 16-byte packs of rows; other layouts take the generic one.
     constexpr int E = kPackElements<T>;
     bool aligned = true;

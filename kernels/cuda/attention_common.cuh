@@ -31,8 +31,32 @@ struct AttentionParams {
   int head_size;
   int block_size;
   int max_blocks_per_seq;
-  float scale_log2;  // the softmax scale times log2(e): scores live in the exp2 domain
+  float scale_log2;    // the softmax scale times log2(e): scores live in the exp2 domain
+  int sliding_window;  // a query at position p sees keys > p - sliding_window; 0: every key
+  float softcap_log2;  // the logit softcap times log2(e); 0: none
 };
+
+// tanh softcapping in the exp2 domain: with s = score * log2(e) and c = cap * log2(e),
+// c * tanh(s / c) is (cap * tanh(score / cap)) * log2(e). Applied before the mask.
+__device__ __forceinline__ float softcap_score(float score, float softcap_log2) {
+  return softcap_log2 > 0.0f ? softcap_log2 * tanhf(score / softcap_log2) : score;
+}
+
+// Whether `key` lies before the sliding window of a query at `position` (never without one).
+__device__ __forceinline__ bool before_window(int key, int position, int sliding_window) {
+  return sliding_window > 0 && key <= position - sliding_window;
+}
+
+// The first key a query at `position` sees.
+__device__ __forceinline__ int window_first_key(int position, int sliding_window) {
+  return sliding_window > 0 ? max(0, position - sliding_window + 1) : 0;
+}
+
+// The running max to subtract in an online softmax step: a row whose keys so far all lie outside
+// its window has max -inf, and subtracting 0 instead keeps exp2(-inf - max) = 0, not NaN.
+__device__ __forceinline__ float softmax_base(float running_max) {
+  return running_max == -INFINITY ? 0.0f : running_max;
+}
 
 __host__ __device__ constexpr int round_up_to_4(int value) {
   return (value + 3) / 4 * 4;

@@ -8,7 +8,8 @@
 // the launched partitions whatever max_seq_len the host used to choose their number (a captured
 // graph stays correct as sequences grow). With one partition the block writes the output; with
 // more it writes its unnormalized accumulator, running max and sum, and the combine kernel merges
-// them (out = sum_p 2^(m_p - M) acc_p / sum_p 2^(m_p - M) l_p).
+// them (out = sum_p 2^(m_p - M) acc_p / sum_p 2^(m_p - M) l_p). With a sliding window the
+// partitions split only the keys inside it; scores are softcapped (when asked).
 //
 // Per tile of kDecodeTile keys:
 //  1. V rows are gathered into shared memory (f32) while
@@ -74,9 +75,11 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int first_head = kv_head * group + chunk * split.heads_per_block;
   const int heads = min(split.heads_per_block, group - chunk * split.heads_per_block);
   const int seq_len = params.seq_lens[seq];
-  const int per_partition = (seq_len + split.num_partitions - 1) / split.num_partitions;
+  const int first_key = window_first_key(seq_len - 1, params.sliding_window);
+  const int span = seq_len - first_key;
+  const int per_partition = (span + split.num_partitions - 1) / split.num_partitions;
   const int partition_size = (per_partition + kDecodeTile - 1) / kDecodeTile * kDecodeTile;
-  const int begin = partition * partition_size;
+  const int begin = first_key + partition * partition_size;
   const int end = min(seq_len, begin + partition_size);
 
   const int head_size = kExact ? kHeadSize : params.head_size;
@@ -196,7 +199,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
         }
         dot += GPU_SHFL_XOR(dot, 1);
         dot += GPU_SHFL_XOR(dot, 2);
-        if (lane_in_key == 0) scores[g * kDecodeTile + key] = valid ? dot : -INFINITY;
+        if (lane_in_key == 0)
+          scores[g * kDecodeTile + key] =
+              valid ? softcap_score(dot, params.softcap_log2) : -INFINITY;
       }
     }
     __syncthreads();

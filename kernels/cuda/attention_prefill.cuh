@@ -6,7 +6,9 @@
 // walks the keys 0 .. (last row's position) in tiles of kKeyTile, gathering each K/V tile through
 // the block table into shared memory as f32, and keeps an online softmax per row (running max m,
 // running sum l, output accumulator o rescaled by exp2(m_old - m_new)), so scores never leave
-// the block. Queries are pre-multiplied by scale * log2(e) so the softmax uses exp2.
+// the block. Queries are pre-multiplied by scale * log2(e) so the softmax uses exp2. With a
+// sliding window the walk starts at the tile holding the first row's first visible key, and
+// scores are softcapped (when asked) before the mask.
 //
 // Thread layout (128 threads = 16 x 8): thread (ty, tx) owns query rows ty + 16 i (i < 4), key
 // columns tx + 8 j (j < 4) of the score tile, and output columns 4 (tx + 8 g) .. + 3 of its rows.
@@ -97,7 +99,8 @@ __global__ void __launch_bounds__(kPrefillThreads)
     for (int g = 0; g < kOutGroups; ++g) out[i][g] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
 
-  for (int key_begin = 0; key_begin < keys; key_begin += kKeyTile) {
+  const int first_key = window_first_key(first_position, params.sliding_window);
+  for (int key_begin = first_key / kKeyTile * kKeyTile; key_begin < keys; key_begin += kKeyTile) {
     __syncthreads();  // the previous tile's readers are done (and the q tile is visible)
     auto cache_row = [&](const T* cache) {
       return [&, cache](int row) -> const T* {
@@ -131,22 +134,26 @@ __global__ void __launch_bounds__(kPrefillThreads)
       }
     }
 
-    // Causal mask, online softmax update, probabilities to shared memory. Every row sees key 0
-    // in the first tile, so its running max is finite from then on.
+    // Softcap, causal and window mask, online softmax update, probabilities to shared memory.
+    // Without a window every row sees key 0 in the first tile, so its running max is finite
+    // from then on; with one, a row may see none of a tile (softmax_base).
 #pragma unroll
     for (int i = 0; i < kPrefillRowsPerThread; ++i) {
       float tile_max = -INFINITY;
 #pragma unroll
       for (int j = 0; j < kPrefillKeysPerThread; ++j) {
-        if (key_begin + tx + 8 * j > row_position[i]) score[i][j] = -INFINITY;
+        const int key = key_begin + tx + 8 * j;
+        score[i][j] = softcap_score(score[i][j], params.softcap_log2);
+        if (key > row_position[i] || before_window(key, row_position[i], params.sliding_window))
+          score[i][j] = -INFINITY;
         tile_max = fmaxf(tile_max, score[i][j]);
       }
       tile_max = fmaxf(tile_max, GPU_SHFL_XOR(tile_max, 1));
       tile_max = fmaxf(tile_max, GPU_SHFL_XOR(tile_max, 2));
       tile_max = fmaxf(tile_max, GPU_SHFL_XOR(tile_max, 4));
-      const float new_max = fmaxf(row_max[i], tile_max);
+      const float new_max = softmax_base(fmaxf(row_max[i], tile_max));
       const float correction = exp2f(row_max[i] - new_max);  // 0 on the first tile
-      row_max[i] = new_max;
+      row_max[i] = fmaxf(row_max[i], tile_max);
       float tile_sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < kPrefillKeysPerThread; ++j) {

@@ -14,7 +14,8 @@
 //   - O += P V: the S accumulator layout is the A fragment layout, so P goes from registers to
 //     the mma after rounding to T; B fragments of V come from ldmatrix.trans.
 // Shared rows are padded by 8 elements (16 bytes) so ldmatrix's 8 row addresses hit distinct
-// banks.
+// banks. With a sliding window the walk starts at the tile holding the first row's first visible
+// key; scores are softcapped (when asked) before the mask.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16/.f16): lane = 4 * group + quad_lane;
 //   A (16x16): regs {row g, k 2q..2q+1}, {row g+8, same k}, {row g, k 2q+8..}, {row g+8, k 2q+8..}
@@ -183,7 +184,8 @@ __global__ void __launch_bounds__(kMmaThreads)
     copy_async_commit();
   };
   const int key_tiles = (keys + kMmaKeyTile - 1) / kMmaKeyTile;
-  load_key_tile(0, 0);
+  const int first_tile = window_first_key(first_position, params.sliding_window) / kMmaKeyTile;
+  load_key_tile(first_tile, first_tile % 2);
 
   // This warp's 16 q rows as A fragments; rows past the query are zeros.
   const int row_low = warp * 16 + group;  // and row_low + 8
@@ -214,7 +216,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   float max_low = -INFINITY, max_high = -INFINITY;
   float sum_low = 0.0f, sum_high = 0.0f;  // this lane's columns; summed over the quad at the end
 
-  for (int tile = 0; tile < key_tiles; ++tile) {
+  for (int tile = first_tile; tile < key_tiles; ++tile) {
     const int buffer = tile % 2;
     if (tile + 1 < key_tiles) {
       load_key_tile(tile + 1, 1 - buffer);
@@ -245,16 +247,21 @@ __global__ void __launch_bounds__(kMmaThreads)
       }
     }
 
-    // Scale into the exp2 domain, mask keys after each row's position, update the softmax.
+    // Scale into the exp2 domain, softcap, mask keys after each row's position (and before its
+    // window), update the softmax.
     const bool diagonal = key_begin + kMmaKeyTile - 1 > first_position;
+    const bool windowed = params.sliding_window > 0;
     float tile_max_low = -INFINITY, tile_max_high = -INFINITY;
 #pragma unroll
     for (int n = 0; n < kMmaKeyGroups; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float score = scores[n][e] * params.scale_log2;
+        float score = softcap_score(scores[n][e] * params.scale_log2, params.softcap_log2);
         const int key = key_begin + n * 8 + 2 * quad_lane + (e & 1);
-        if (diagonal && key > (e < 2 ? position_low : position_high)) score = -INFINITY;
+        const int position = e < 2 ? position_low : position_high;
+        if ((diagonal && key > position) ||
+            (windowed && before_window(key, position, params.sliding_window)))
+          score = -INFINITY;
         scores[n][e] = score;
       }
       tile_max_low = fmaxf(tile_max_low, fmaxf(scores[n][0], scores[n][1]));
@@ -264,13 +271,14 @@ __global__ void __launch_bounds__(kMmaThreads)
     tile_max_low = fmaxf(tile_max_low, GPU_SHFL_XOR(tile_max_low, 2));
     tile_max_high = fmaxf(tile_max_high, GPU_SHFL_XOR(tile_max_high, 1));
     tile_max_high = fmaxf(tile_max_high, GPU_SHFL_XOR(tile_max_high, 2));
-    // Finite: every row sees key 0 in the first tile.
-    const float new_max_low = fmaxf(max_low, tile_max_low);
-    const float new_max_high = fmaxf(max_high, tile_max_high);
+    // Finite without a window: every row sees key 0 in the first tile. With one, a row may see
+    // none of a tile (softmax_base).
+    const float new_max_low = softmax_base(fmaxf(max_low, tile_max_low));
+    const float new_max_high = softmax_base(fmaxf(max_high, tile_max_high));
     const float correction_low = exp2f(max_low - new_max_low);  // 0 on the first tile
     const float correction_high = exp2f(max_high - new_max_high);
-    max_low = new_max_low;
-    max_high = new_max_high;
+    max_low = fmaxf(max_low, tile_max_low);
+    max_high = fmaxf(max_high, tile_max_high);
     float tile_sum_low = 0.0f, tile_sum_high = 0.0f;
 #pragma unroll
     for (int n = 0; n < kMmaKeyGroups; ++n) {

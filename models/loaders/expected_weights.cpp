@@ -1,41 +1,9 @@
 #include "models/loaders/expected_weights.h"
 
 #include "kernels/check.h"
+#include "models/architecture_registry.h"
 
 namespace tessera::loaders {
-
-std::vector<WeightSpec> expected_weights(const ModelConfig& config) {
-  const int64_t hidden = config.hidden_size;
-  const int64_t q_rows = config.num_heads * config.head_dim;
-  const int64_t kv_rows = config.num_kv_heads * config.head_dim;
-  const int64_t intermediate = config.intermediate_size;
-  std::vector<WeightSpec> specs;
-  specs.push_back({"model.embed_tokens.weight", {config.vocab_size, hidden}});
-  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
-    const std::string prefix = fmt::format("model.layers.{}.", layer);
-    specs.push_back({prefix + "input_layernorm.weight", {hidden}});
-    specs.push_back({prefix + "self_attn.q_proj.weight", {q_rows, hidden}, true});
-    specs.push_back({prefix + "self_attn.k_proj.weight", {kv_rows, hidden}, true});
-    specs.push_back({prefix + "self_attn.v_proj.weight", {kv_rows, hidden}});
-    if (config.attention_bias) {
-      specs.push_back({prefix + "self_attn.q_proj.bias", {q_rows}, true});
-      specs.push_back({prefix + "self_attn.k_proj.bias", {kv_rows}, true});
-      specs.push_back({prefix + "self_attn.v_proj.bias", {kv_rows}});
-    }
-    if (config.qk_norm) {
-      specs.push_back({prefix + "self_attn.q_norm.weight", {config.head_dim}});
-      specs.push_back({prefix + "self_attn.k_norm.weight", {config.head_dim}});
-    }
-    specs.push_back({prefix + "self_attn.o_proj.weight", {hidden, q_rows}});
-    specs.push_back({prefix + "post_attention_layernorm.weight", {hidden}});
-    specs.push_back({prefix + "mlp.gate_proj.weight", {intermediate, hidden}});
-    specs.push_back({prefix + "mlp.up_proj.weight", {intermediate, hidden}});
-    specs.push_back({prefix + "mlp.down_proj.weight", {hidden, intermediate}});
-  }
-  specs.push_back({"model.norm.weight", {hidden}});
-  if (!config.tie_word_embeddings) specs.push_back({"lm_head.weight", {config.vocab_size, hidden}});
-  return specs;
-}
 
 void throw_missing_tensor(const ModelConfig& config, const std::string& where,
                           const WeightSpec& spec, const std::string& stored_name) {
@@ -54,7 +22,7 @@ std::map<std::string, Tensor> load_expected_weights(
     const std::function<std::optional<FoundTensor>(const WeightSpec&)>& find,
     const LoadOptions& options, bool stored_rope_pairs) {
   std::map<std::string, Tensor> tensors;
-  for (const WeightSpec& spec : expected_weights(config)) {
+  for (const WeightSpec& spec : tessera::expected_weights(config)) {
     std::optional<FoundTensor> found = find(spec);
     if (!found) throw_missing_tensor(config, missing_from, spec, spec.name);
     const std::string described = found->stored_name == spec.name

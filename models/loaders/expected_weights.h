@@ -1,7 +1,7 @@
-// The tensors a llama-family model of a given config has, by Hugging Face name and shape, and the
-// loop every loader runs over them: find each one in the checkpoint, check its shape, convert it.
-// Extra tensors in a checkpoint (rotary inv_freq buffers, a duplicate lm_head of a tied model) are
-// not loaded.
+// The loop every loader runs over the tensors a model expects (its architecture's list, models/
+// architecture_registry.h): find each one in the checkpoint, check its shape, convert it. Extra
+// tensors in a checkpoint (rotary inv_freq buffers, a duplicate lm_head of a tied model) are not
+// loaded.
 #pragma once
 
 #include <functional>
@@ -11,20 +11,11 @@
 #include <vector>
 
 #include "models/loaders/stored_tensor.h"
+#include "models/model.h"
 #include "models/model_config.h"
 #include "models/model_weights.h"
 
 namespace tessera::loaders {
-
-struct WeightSpec {
-  std::string name;  // "model.layers.0.self_attn.q_proj.weight"
-  Shape shape;
-  bool rope_rows = false;  // a q/k projection (weight or bias): rows follow the RoPE convention
-};
-
-// Every tensor of `config` in load order: embeddings, then each layer, the final norm, lm_head
-// (absent when tie_word_embeddings). Biases with attention_bias, q_norm/k_norm with qk_norm.
-std::vector<WeightSpec> expected_weights(const ModelConfig& config);
 
 // Where a loader found a tensor, for conversion and for messages.
 struct FoundTensor {

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/check.h"
+#include "models/architecture_registry.h"
+#include "models/hf_config_fields.h"
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/loaders.h"
 #include "models/loaders/safetensors.h"
@@ -16,9 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-const std::vector<std::string> kSupportedArchitectures = {"LlamaForCausalLM", "MistralForCausalLM",
-                                                          "Qwen2ForCausalLM", "Qwen3ForCausalLM"};
 
 json read_json_file(const fs::path& path) {
   std::ifstream in(path);
@@ -30,68 +29,7 @@ json read_json_file(const fs::path& path) {
   }
 }
 
-// Typed access to config fields; null counts as absent, as in transformers.
-class ConfigFields {
- public:
-  ConfigFields(const json& object, std::string file) : object_(object), file_(std::move(file)) {}
-
-  bool has(const char* key) const { return object_.contains(key) && !object_[key].is_null(); }
-
-  int64_t integer(const char* key) const {
-    TESSERA_REQUIRE(has(key), "{}: required field '{}' is missing", file_, key);
-    const json& value = object_[key];
-    TESSERA_REQUIRE(value.is_number_integer(), "{}: field '{}' must be an integer, got {}", file_,
-                    key, value.dump());
-    return value.get<int64_t>();
-  }
-  int64_t integer(const char* key, int64_t fallback) const {
-    return has(key) ? integer(key) : fallback;
-  }
-  double number(const char* key, double fallback) const {
-    if (!has(key)) return fallback;
-    const json& value = object_[key];
-    TESSERA_REQUIRE(value.is_number(), "{}: field '{}' must be a number, got {}", file_, key,
-                    value.dump());
-    return value.get<double>();
-  }
-  bool boolean(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const json& value = object_[key];
-    TESSERA_REQUIRE(value.is_boolean(), "{}: field '{}' must be true or false, got {}", file_, key,
-                    value.dump());
-    return value.get<bool>();
-  }
-  std::string text(const char* key, const std::string& fallback) const {
-    if (!has(key)) return fallback;
-    const json& value = object_[key];
-    TESSERA_REQUIRE(value.is_string(), "{}: field '{}' must be a string, got {}", file_, key,
-                    value.dump());
-    return value.get<std::string>();
-  }
-  // eos_token_id: one id or a list of ids.
-  std::vector<int64_t> ids(const char* key) const {
-    if (!has(key)) return {};
-    const json& value = object_[key];
-    if (value.is_number_integer()) return {value.get<int64_t>()};
-    TESSERA_REQUIRE(value.is_array(), "{}: field '{}' must be an id or a list of ids, got {}",
-                    file_, key, value.dump());
-    std::vector<int64_t> result;
-    for (const json& id : value) {
-      TESSERA_REQUIRE(id.is_number_integer(), "{}: field '{}' must hold integer ids, got {}", file_,
-                      key, value.dump());
-      result.push_back(id.get<int64_t>());
-    }
-    return result;
-  }
-  const json& raw(const char* key) const { return object_[key]; }
-  const std::string& file() const { return file_; }
-
- private:
-  const json& object_;
-  std::string file_;
-};
-
-std::string architecture_of(const ConfigFields& fields) {
+std::string architecture_of(const HfConfigFields& fields) {
   if (fields.has("architectures")) {
     const json& list = fields.raw("architectures");
     TESSERA_REQUIRE(list.is_array() && !list.empty() && list[0].is_string(),
@@ -100,63 +38,26 @@ std::string architecture_of(const ConfigFields& fields) {
     return list[0].get<std::string>();
   }
   // Older configs name only the model_type.
-  static const std::map<std::string, std::string> by_type = {{"llama", "LlamaForCausalLM"},
-                                                             {"mistral", "MistralForCausalLM"},
-                                                             {"qwen2", "Qwen2ForCausalLM"},
-                                                             {"qwen3", "Qwen3ForCausalLM"}};
+  const ArchitectureRegistry& registry = ArchitectureRegistry::global();
   const std::string model_type = fields.text("model_type", "");
-  auto it = by_type.find(model_type);
-  TESSERA_REQUIRE(it != by_type.end(),
+  const Architecture* architecture = registry.find_by_model_type(model_type);
+  TESSERA_REQUIRE(architecture != nullptr,
                   "{}: no 'architectures' and model_type '{}' is not supported; supported "
                   "architectures: {}",
-                  fields.file(), model_type, fmt::join(kSupportedArchitectures, ", "));
-  return it->second;
+                  fields.file(), model_type, fmt::join(registry.names(), ", "));
+  return architecture->name;
 }
 
 // transformers >= 5 writes rope_theta and the scaling together as "rope_parameters"; older
 // versions write "rope_theta" and "rope_scaling".
-const char* rope_key(const ConfigFields& fields) {
+const char* rope_key(const HfConfigFields& fields) {
   return fields.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
 }
 
-RopeScaling parse_rope_scaling(const ConfigFields& fields) {
-  RopeScaling scaling;
+RopeScaling parse_rope_scaling(const HfConfigFields& fields) {
   const char* key = rope_key(fields);
-  if (!fields.has(key)) return scaling;
-  const json& object = fields.raw(key);
-  TESSERA_REQUIRE(object.is_object(), "{}: '{}' must be an object or null, got {}", fields.file(),
-                  key, object.dump());
-  ConfigFields rope(object, fields.file() + " " + key);
-  scaling.type = rope.text("rope_type", rope.text("type", ""));
-  if (scaling.type == "default") scaling.type.clear();  // transformers' name for "none"
-  scaling.factor = rope.number("factor", scaling.factor);
-  scaling.low_freq_factor = rope.number("low_freq_factor", scaling.low_freq_factor);
-  scaling.high_freq_factor = rope.number("high_freq_factor", scaling.high_freq_factor);
-  scaling.original_max_position_embeddings =
-      rope.integer("original_max_position_embeddings", scaling.original_max_position_embeddings);
-  return scaling;
-}
-
-// Features of a config that the llama-family model code does not implement: refuse them rather
-// than compute something else.
-void reject_unsupported(const ConfigFields& fields, const std::string& architecture) {
-  TESSERA_REQUIRE(!fields.boolean("mlp_bias", false),
-                  "{}: mlp_bias true is not supported (gate/up/down projections without bias only)",
-                  fields.file());
-  if (architecture != "Qwen2ForCausalLM") {
-    TESSERA_REQUIRE(!fields.boolean("attention_bias", false),
-                    "{}: attention_bias true ({} puts a bias on o_proj too) is not supported",
-                    fields.file(), architecture);
-  }
-  TESSERA_REQUIRE(!fields.boolean("use_sliding_window", false),
-                  "{}: use_sliding_window true is not supported (full attention only)",
-                  fields.file());
-  if (architecture == "MistralForCausalLM" && fields.has("sliding_window")) {
-    spdlog::warn(
-        "{}: sliding_window {} is ignored: attention is full, which matches Mistral up "
-        "to that many tokens",
-        fields.file(), fields.integer("sliding_window"));
-  }
+  if (!fields.has(key)) return RopeScaling{};
+  return read_rope_scaling(fields.object(key));
 }
 
 }  // namespace
@@ -169,15 +70,12 @@ ModelConfig read_hf_config(const std::string& folder) {
                   folder);
   const json object = read_json_file(config_path);
   TESSERA_REQUIRE(object.is_object(), "{}: must hold a JSON object", config_path.string());
-  ConfigFields fields(object, config_path.string());
+  HfConfigFields fields(object, config_path.string());
 
   ModelConfig config;
   config.architecture = architecture_of(fields);
-  TESSERA_REQUIRE(std::find(kSupportedArchitectures.begin(), kSupportedArchitectures.end(),
-                            config.architecture) != kSupportedArchitectures.end(),
-                  "{}: architecture '{}' is not supported; supported: {}", fields.file(),
-                  config.architecture, fmt::join(kSupportedArchitectures, ", "));
-  reject_unsupported(fields, config.architecture);
+  const Architecture& architecture =
+      ArchitectureRegistry::global().get(config.architecture, fields.file());
   config.vocab_size = fields.integer("vocab_size");
   config.hidden_size = fields.integer("hidden_size");
   config.intermediate_size = fields.integer("intermediate_size");
@@ -191,14 +89,10 @@ ModelConfig read_hf_config(const std::string& folder) {
       fields.integer("max_position_embeddings", config.max_position_embeddings);
   config.rms_norm_eps = fields.number("rms_norm_eps", config.rms_norm_eps);
   config.rope_theta = fields.number("rope_theta", config.rope_theta);
-  if (fields.has("rope_parameters")) {
-    ConfigFields rope(fields.raw("rope_parameters"), fields.file() + " rope_parameters");
-    config.rope_theta = rope.number("rope_theta", config.rope_theta);
-  }
+  if (fields.has("rope_parameters"))
+    config.rope_theta = fields.object("rope_parameters").number("rope_theta", config.rope_theta);
   config.rope_scaling = parse_rope_scaling(fields);
   config.tie_word_embeddings = fields.boolean("tie_word_embeddings", false);
-  config.attention_bias = config.architecture == "Qwen2ForCausalLM";
-  config.qk_norm = config.architecture == "Qwen3ForCausalLM";
   config.hidden_act = fields.text("hidden_act", config.hidden_act);
   config.bos_token_id = fields.integer("bos_token_id", -1);
   config.eos_token_ids = fields.ids("eos_token_id");
@@ -208,12 +102,13 @@ ModelConfig read_hf_config(const std::string& folder) {
   } catch (const Error&) {
     config.checkpoint_dtype = DType::f32;  // the weights' own dtype replaces this when loaded
   }
+  architecture.read_hf_config(fields, config);
 
   // generation_config.json decides what generation stops on, as in transformers.
   const fs::path generation_path = fs::path(folder) / "generation_config.json";
   if (fs::exists(generation_path)) {
     const json generation = read_json_file(generation_path);
-    ConfigFields generation_fields(generation, generation_path.string());
+    HfConfigFields generation_fields(generation, generation_path.string());
     if (generation_fields.has("eos_token_id"))
       config.eos_token_ids = generation_fields.ids("eos_token_id");
     if (config.bos_token_id < 0)

@@ -8,6 +8,7 @@
 
 #include "kernels/check.h"
 #include "kernels/cpu/parallel.h"
+#include "models/architecture_registry.h"
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/loaders.h"
 

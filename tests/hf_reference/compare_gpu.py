@@ -3,7 +3,8 @@
 Run ON THE GPU MACHINE from the repo root, after building (build/bench/logits_dump must exist):
     python3 tests/hf_reference/compare_gpu.py [--only llama,qwen3] [--binary PATH]
 
-For each config (Llama, Qwen2, Qwen3, Mistral at small sizes, and the Llama-3.2-1B shape) it
+For each config (Llama, Qwen2, Qwen3, Mistral, Gemma 2 and Gemma 3 at small sizes, and the
+Llama-3.2-1B shape) it
   1. makes a model with seeded random weights scaled so activations are O(1) (HF's 0.02 init
      leaves the logits nearly flat, where any engine "matches"), saves it with save_pretrained
      in bfloat16 to /tmp/hf_models/NAME;
@@ -41,14 +42,24 @@ SMALL = dict(vocab_size=1024, hidden_size=256, intermediate_size=688, num_attent
              num_key_value_heads=4, max_position_embeddings=512, bos_token_id=1, eos_token_id=2)
 
 
-Spec = collections.namedtuple("Spec", "model_class config dtypes rope_theta rope_type")
+# norm_center: where RMSNorm weights center (Gemma multiplies by 1 + weight, so 0).
+Spec = collections.namedtuple("Spec", "model_class config dtypes rope_theta rope_type norm_center",
+                              defaults=(1.0,))
+
+# Gemma: windows shorter than the 96 ids, softcaps small enough to change the result.
+GEMMA = dict(SMALL, num_hidden_layers=4, hidden_activation="gelu_pytorch_tanh", sliding_window=16,
+             query_pre_attn_scalar=96, final_logit_softcapping=10.0, tie_word_embeddings=True)
 
 
 def model_specs():
     """NAME -> Spec: model class, config, dtypes Tessera runs in, and the RoPE settings the config
     must end up with. Imported late: --cpu-tiny needs no transformers."""
-    from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                              Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from make_tiny_models import gemma3_rope  # torch and transformers come with it
+    from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM,
+                              Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, MistralConfig,
+                              MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
+                              Qwen3ForCausalLM)
     small_dtypes = ("bf16", "f32")
     return {
         "llama": Spec(LlamaForCausalLM, LlamaConfig(
@@ -63,6 +74,15 @@ def model_specs():
         "mistral": Spec(MistralForCausalLM, MistralConfig(
             **SMALL, num_hidden_layers=2, sliding_window=None, rope_theta=10000.0,
             tie_word_embeddings=False), small_dtypes, 10000.0, "default"),
+        # head 64 / 128: the tensor-core prefill and the decode kernels with windows and caps
+        "gemma2": Spec(Gemma2ForCausalLM, Gemma2Config(
+            **GEMMA, head_dim=64, attn_logit_softcapping=5.0),
+            small_dtypes, 10000.0, "default", 0.0),
+        "gemma3": Spec(Gemma3ForCausalLM, Gemma3TextConfig(
+            **GEMMA, head_dim=128, layer_types=["sliding_attention", "sliding_attention",
+                                                "full_attention", "sliding_attention"],
+            **gemma3_rope(1000000.0, 10000.0, 2.0)),
+            small_dtypes, 1000000.0, "linear", 0.0),
         "llama-3.2-1b-shape": Spec(LlamaForCausalLM, LlamaConfig(
             vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
             num_attention_heads=32, num_key_value_heads=8, head_dim=64,
@@ -135,9 +155,9 @@ def run_logits_dump(binary, model_dir, ids, prefill, device, dtype, mode, work_d
 
 # --- Reference side (GPU). ---
 
-def randomize(model, seed):
-    """normal(0, 1/sqrt(fan_in)) weights keep activations O(1); norms 1 + 0.1 N(0, 1) and biases
-    0.2 N(0, 1) make every term matter."""
+def randomize(model, seed, norm_center):
+    """normal(0, 1/sqrt(fan_in)) weights keep activations O(1); norms norm_center + 0.1 N(0, 1)
+    and biases 0.2 N(0, 1) make every term matter."""
     import torch
     generator = torch.Generator(device="cuda").manual_seed(seed)
     with torch.no_grad():
@@ -145,7 +165,7 @@ def randomize(model, seed):
             noise = torch.randn(parameter.shape, generator=generator, device="cuda",
                                 dtype=torch.float32)
             if "norm" in name:
-                value = 1.0 + 0.1 * noise
+                value = norm_center + 0.1 * noise
             elif name.endswith("bias"):
                 value = 0.2 * noise
             else:
@@ -157,6 +177,7 @@ def check_rope(config, spec):
     """Fails when the installed transformers ignored the RoPE arguments given the config (v5
     reads the legacy rope_theta/rope_scaling into rope_parameters)."""
     parameters = dict(getattr(config, "rope_parameters", None) or {})
+    parameters = parameters.get("full_attention", parameters)  # Gemma 3: per layer type
     theta = parameters.get("rope_theta", getattr(config, "rope_theta", None))
     legacy = getattr(config, "rope_scaling", None) or {}
     rope_type = parameters.get("rope_type", legacy.get("rope_type", "default"))
@@ -167,11 +188,11 @@ def check_rope(config, spec):
                            "names RoPE arguments differently")
 
 
-def make_model(model_class, config, folder, seed):
+def make_model(spec, folder, seed):
     import torch
     with torch.device("cuda"):
-        model = model_class(config).float().eval()
-    randomize(model, seed)
+        model = spec.model_class(spec.config).float().eval()
+    randomize(model, seed, spec.norm_center)
     model.to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
     del model
     torch.cuda.empty_cache()
@@ -286,7 +307,7 @@ def gpu_main(args, work):
                             generator=generator).tolist()
         try:
             check_rope(spec.config, spec)
-            make_model(spec.model_class, spec.config, folder, seed=1000 + index)
+            make_model(spec, folder, seed=1000 + index)
             want = reference_logits(spec, folder, ids)
         except Exception as error:  # one config's failure must not hide the others' results
             print(f"{name}: making the model or its reference failed: {error!r}", flush=True)

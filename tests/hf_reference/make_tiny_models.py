@@ -1,19 +1,21 @@
 """Makes tiny Hugging Face models with random weights and their reference logits.
 
 Run on the GPU machine (it has torch and transformers; no network needed):
-    python3 tests/hf_reference/make_tiny_models.py OUT_DIR
+    python3 tests/hf_reference/make_tiny_models.py OUT_DIR [--only gemma2,gemma3]
 Each OUT_DIR/<name>/ holds config.json, generation_config.json, model.safetensors (as
 save_pretrained writes them) and expected.json: input ids and transformers' float32 logits for
 every position. The models are small enough (a few hundred KB) to commit as test data in
 tests/data/hf_tiny/, so the CPU suite compares Tessera's logits with transformers' in CI.
 """
+import argparse
+import inspect
 import json
-import sys
 from pathlib import Path
 
 import torch
 import transformers
-from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig,
+                          LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 COMMON = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -37,15 +39,48 @@ MODELS = {
               torch.float32),
 }
 
+# Gemma: windows shorter than the 40-token prompt and softcaps small enough to bite, so the
+# sliding layers, both caps and the local/global RoPE bases all change the logits.
+GEMMA_COMMON = dict(COMMON, num_hidden_layers=4, hidden_activation="gelu_pytorch_tanh",
+                    sliding_window=4, tie_word_embeddings=True)
 
-def randomize(model, seed):
+
+def gemma3_rope(global_theta, local_theta, linear_factor):
+    """Gemma 3's two RoPE bases (global layers scaled linearly), in the keyword this
+    transformers version takes: per-layer-type rope_parameters (v5) or the v4 fields."""
+    parameters = inspect.signature(Gemma3TextConfig.__init__).parameters
+    if "rope_parameters" in parameters:
+        return dict(rope_parameters={
+            "full_attention": {"rope_type": "linear", "factor": linear_factor,
+                               "rope_theta": global_theta},
+            "sliding_attention": {"rope_type": "default", "rope_theta": local_theta}})
+    return dict(rope_theta=global_theta, rope_local_base_freq=local_theta,
+                rope_scaling={"rope_type": "linear", "factor": linear_factor})
+
+
+MODELS["gemma2"] = (Gemma2ForCausalLM, Gemma2Config(
+    **GEMMA_COMMON, head_dim=16, query_pre_attn_scalar=24, attn_logit_softcapping=5.0,
+    final_logit_softcapping=3.0, rms_norm_eps=1e-6), torch.float32)
+MODELS["gemma3"] = (Gemma3ForCausalLM, Gemma3TextConfig(
+    **GEMMA_COMMON, head_dim=32, query_pre_attn_scalar=24, final_logit_softcapping=3.0,
+    rms_norm_eps=1e-6, layer_types=["sliding_attention", "full_attention", "sliding_attention",
+                                    "sliding_attention"],
+    **gemma3_rope(1000000.0, 10000.0, 2.0)), torch.float32)
+
+# Softcapping is only in transformers' eager attention.
+EAGER = {"gemma2", "gemma3"}
+# Gemma's RMSNorm multiplies by (1 + weight): its norm weights center on 0, not 1.
+NORM_CENTER = {"gemma2": 0.0, "gemma3": 0.0}
+
+
+def randomize(model, seed, norm_center=1.0):
     """Weights larger than HF's 0.02 init, and norms away from 1, so every term matters."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             noise = torch.randn(parameter.shape, generator=generator)
             if "norm" in name:
-                parameter.copy_(1.0 + 0.2 * noise)
+                parameter.copy_(norm_center + 0.2 * noise)
             elif name.endswith("bias"):
                 parameter.copy_(0.5 * noise)
             else:
@@ -53,18 +88,31 @@ def randomize(model, seed):
 
 
 def main():
-    out = Path(sys.argv[1])
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--only", default="", help="comma-separated names (default: all)")
+    args = parser.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    unknown = only - set(MODELS)
+    if unknown:
+        parser.error(f"unknown models {sorted(unknown)}; known: {', '.join(MODELS)}")
+    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print("transformers", transformers.__version__, "torch", torch.__version__)
     for index, (name, (model_class, config, dtype)) in enumerate(MODELS.items()):
+        if only and name not in only:
+            continue  # the index still seeds each model, so a subset reproduces the full run
+        extra = {"attn_implementation": "eager"} if name in EAGER else {}
+        if extra:
+            config._attn_implementation = "eager"
         torch.manual_seed(index)
         model = model_class(config).float().eval()
-        randomize(model, seed=1000 + index)
+        randomize(model, seed=1000 + index, norm_center=NORM_CENTER.get(name, 1.0))
         folder = out / name
         model.to(dtype).save_pretrained(folder, safe_serialization=True)
         # The reference runs in float32 on the stored (possibly rounded) weights, loaded afresh
         # so buffers such as RoPE's inv_freq are computed in float32, not rounded by .to().
-        model = model_class.from_pretrained(folder, dtype=torch.float32).eval()
+        model = model_class.from_pretrained(folder, dtype=torch.float32, **extra).eval()
         generator = torch.Generator().manual_seed(7 + index)
         input_ids = torch.randint(3, config.vocab_size, (1, 40), generator=generator)
         with torch.no_grad():

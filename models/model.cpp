@@ -1,0 +1,23 @@
+#include "models/model.h"
+
+#include "kernels/check.h"
+
+namespace tessera {
+
+CausalLM::CausalLM(const ModelWeights& weights, const std::vector<WeightSpec>& expected,
+                   int64_t max_positions)
+    : config_(weights.config), max_positions_(max_positions) {
+  config_.validate(weights.source);
+  TESSERA_CHECK(!expected.empty(), "{}: the model expects no weights", weights.source);
+  for (const WeightSpec& spec : expected) weights.get(spec.name, spec.shape);
+  const Tensor& first = weights.get(expected.front().name);
+  dtype_ = first.dtype();
+  device_ = first.device();
+}
+
+void CausalLM::count_weight_bytes(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* tensor : tensors)
+    if (tensor->defined()) weight_bytes_ += tensor->nbytes();
+}
+
+}  // namespace tessera

@@ -1,0 +1,58 @@
+// The interface every model family implements, and the weights it expects. A family is one file
+// (models/llama.cpp, models/gemma.cpp): a CausalLM subclass written against ops:: (eager, traced
+// and compiled alike) and a registration in the architecture registry
+// (models/architecture_registry.h) under its Hugging Face `architectures` names.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+#include "models/model_config.h"
+#include "models/model_weights.h"
+
+namespace tessera {
+
+// One tensor a model of a given config has, by Hugging Face name and shape.
+struct WeightSpec {
+  std::string name;  // "model.layers.0.self_attn.q_proj.weight"
+  Shape shape;
+  bool rope_rows = false;  // a q/k projection (weight or bias): rows follow the RoPE convention
+};
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+
+  // input_ids [T] (i32), positions [T] (i32) -> final hidden states [T, hidden]. Attention reads
+  // its metadata and KV caches from the forward context. Must not branch on T: tracing records no
+  // guard on the token count, so one compiled plan serves every step.
+  virtual Tensor forward(const Tensor& input_ids, const Tensor& positions) const = 0;
+  // hidden [N, hidden] -> logits [N, vocab].
+  virtual Tensor compute_logits(const Tensor& hidden) const = 0;
+
+  const ModelConfig& config() const { return config_; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  int64_t max_positions() const { return max_positions_; }
+  // What stays resident: the weights as the model holds them (fused copies included).
+  size_t weight_bytes() const { return weight_bytes_; }
+
+ protected:
+  // Validates the config and checks that `weights` holds every tensor of `expected` with its
+  // shape, so the subclass takes them by name only; dtype and device follow the first one.
+  CausalLM(const ModelWeights& weights, const std::vector<WeightSpec>& expected,
+           int64_t max_positions);
+  // Sums the bytes of the defined tensors given (for weight_bytes()).
+  void count_weight_bytes(std::initializer_list<const Tensor*> tensors);
+
+  ModelConfig config_;
+
+ private:
+  DType dtype_ = DType::f32;
+  Device device_ = kCPU;
+  int64_t max_positions_ = 0;
+  size_t weight_bytes_ = 0;
+};
+
+}  // namespace tessera
