@@ -16,7 +16,7 @@ OpDef attention_op() {
                    {"num_kv_heads", std::nullopt},
                    {"head_size", std::nullopt},
                    {"scale", std::nullopt}};
-  op.splitting = true;
+  op.kind = OpKind::splitting;
   op.doc = "paged causal attention of query [T, Hq*D] over the cached and new key/value [T, Hk*D]";
   op.meta = [](const MetaArgs& args) {
     int64_t heads = args.attributes.get_int("num_heads");
