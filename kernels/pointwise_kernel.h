@@ -24,12 +24,17 @@ void pointwise_formula_kernel(const KernelArgs& args) {
   }
   require_dtype(Formula::kName, "output", out, first.dtype());
   const PointwiseFunctor<Formula> functor(args.attributes);
-  Elementwise::template visit<Formula::kIntegers>(Formula::kName, first.dtype(), [&]<typename T>() {
+  auto run = [&]<typename T>() {
     [&]<size_t... I>(std::index_sequence<I...>) {
       Elementwise::template map<T>(Formula::kName, out, functor, args.inputs[I]...);
     }
     (std::make_index_sequence<Formula::kInputs>{});
-  });
+  };
+  if constexpr (Formula::kIntegers) {
+    Elementwise::visit_numeric(first.dtype(), run);
+  } else {
+    Elementwise::visit_float(Formula::kName, first.dtype(), run);
+  }
 }
 
 // Registers the kernel of every op of the table for `device`.

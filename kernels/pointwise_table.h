@@ -121,8 +121,9 @@ struct PointwiseFunctor {
   PointwiseFunctor() = default;
   // `op` names the op in errors (an activation of silu_and_mul is read for "silu_and_mul").
   explicit PointwiseFunctor(const Attributes& attributes, const char* op = Formula::kName) {
-    for (size_t i = 0; i < kParameterCount; ++i)
-      parameters[i] = pointwise_parameter_value(op, Formula::kParameters[i], attributes);
+    float* value = parameters;
+    for (const PointwiseParameter& parameter : Formula::kParameters)
+      *value++ = pointwise_parameter_value(op, parameter, attributes);
   }
 
   template <typename... Values>

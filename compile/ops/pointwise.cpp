@@ -68,7 +68,13 @@ OpDef formula_op(const PointwiseFormula& formula) {
     }
     op.attributes.push_back({parameter.attribute, default_value});
   }
-  op.meta = same_dtype_broadcast_meta(formula.integers);
+  MetaFn meta = same_dtype_broadcast_meta(formula.integers);
+  // A choice outside its choices is refused here, before any kernel or generated code sees it.
+  op.meta = [meta, formula](const MetaArgs& args) {
+    for (const PointwiseParameter& parameter : formula.parameters)
+      pointwise_parameter_value(formula.name.c_str(), parameter, args.attributes);
+    return meta(args);
+  };
   op.row_lowering = formula_lowering(formula);
   return op;
 }

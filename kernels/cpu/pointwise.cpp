@@ -17,13 +17,13 @@ namespace {
 // The formula table's ops on the CPU: values converted to the compute type (f32 for f16/bf16),
 // the formula applied, the result rounded back once.
 struct CpuElementwise {
-  template <bool kIntegers, typename Fn>
-  static void visit(const char* op, DType dtype, Fn&& fn) {
-    if constexpr (kIntegers) {
-      visit_dtype(dtype, fn);
-    } else {
-      visit_float_dtype(op, dtype, fn);
-    }
+  template <typename Fn>
+  static void visit_numeric(DType dtype, Fn&& fn) {
+    visit_dtype(dtype, fn);
+  }
+  template <typename Fn>
+  static void visit_float(const char* op, DType dtype, Fn&& fn) {
+    visit_float_dtype(op, dtype, fn);
   }
 
   template <typename T, typename Functor, typename... Tensors>
