@@ -20,7 +20,8 @@ class Tracer final : public DispatchHandler {
     for (size_t i = 0; i < inputs.size(); ++i)
       TESSERA_REQUIRE(inputs[i].defined(), "{}: argument {} is an undefined tensor", op.name, i);
     Attributes attributes = prepare_attributes(op, inputs, given);
-    if (op.custom && !op.splitting && op.decompose && !custom_ops_.enabled(op.name)) {
+    if (op.custom && op.kind != OpKind::splitting && op.decompose &&
+        !custom_ops_.enabled(op.name)) {
       return op.decompose(inputs, attributes);  // records the decomposition's own ops
     }
     std::vector<int> ids;

@@ -34,12 +34,6 @@ std::vector<WeightSpec> gemma_weights(const ModelConfig& config) {
   return specs;
 }
 
-// tanh(x / cap) * cap. TODO(ops::softcap): use the pointwise op once it lands; this is what it
-// decomposes to.
-Tensor softcap(const Tensor& x, double cap) {
-  return ops::mul_scalar(ops::tanh(ops::mul_scalar(x, 1.0 / cap)), cap);
-}
-
 class GemmaModel final : public CausalLM {
  public:
   GemmaModel(ModelWeights weights, int64_t max_positions);
@@ -177,7 +171,7 @@ Tensor GemmaModel::forward(const Tensor& input_ids, const Tensor& positions) con
 Tensor GemmaModel::compute_logits(const Tensor& hidden) const {
   Tensor logits = ops::linear(hidden, lm_head_);
   const double cap = config_.final_logit_softcapping;
-  return cap > 0 ? softcap(logits, cap) : logits;
+  return cap > 0 ? ops::softcap(logits, cap) : logits;
 }
 
 // A softcap field: transformers' class default when absent, none when null.

@@ -1,5 +1,6 @@
 #include "compile/codegen/cpp_codegen.h"
 
+#include "compile/codegen/scalar_math_text.h"
 #include "kernels/check.h"
 
 namespace tessera {
@@ -36,20 +37,18 @@ static inline float tsr_round_bf16(float v) {
   uint32_t bits = (uint32_t)tsr_bf16_bits(v) << 16; float f; std::memcpy(&f, &bits, 4); return f;
 }
 static inline float tsr_round_f16(float v) { return (float)(_Float16)v; }
-static inline float tsr_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-static inline float tsr_silu(float x) { return x / (1.0f + expf(-x)); }
-static inline float tsr_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-static inline float tsr_gelu_tanh(float x) {
-  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-}
-static inline float tsr_square(float x) { return x * x; }
-static inline float tsr_max(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }
+#define TSR_SCALAR static inline
 )";
+
+// The prelude, then the pointwise formulas the hand-written kernels compile too.
+std::string prelude() {
+  return std::string(kPrelude) + kScalarMathSource;
+}
 
 }  // namespace
 
 std::string generate_cpp_kernel(const RowKernelBody& body, const std::string& name) {
-  std::string source = kPrelude;
+  std::string source = prelude();
   // The name stays out of the source: identical kernels of different layers share one artifact.
   (void)name;
   source +=

@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "compile/codegen/scalar_math_text.h"
 #include "kernels/check.h"
 
 namespace tessera {
@@ -87,15 +88,7 @@ static __device__ __forceinline__ float tsr_round_bf16(float v) {
 static __device__ __forceinline__ float tsr_round_f16(float v) {
   return __half2float(__float2half_rn(v));
 }
-static __device__ __forceinline__ float tsr_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-static __device__ __forceinline__ float tsr_silu(float x) { return x / (1.0f + expf(-x)); }
-static __device__ __forceinline__ float tsr_gelu(float x) {
-  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-}
-static __device__ __forceinline__ float tsr_gelu_tanh(float x) {
-  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-}
-static __device__ __forceinline__ float tsr_square(float x) { return x * x; }
+// The reductions' max: NaN in either gives NaN.
 static __device__ __forceinline__ float tsr_max(float a, float b) {
   return (a != a || b != b) ? NAN : (a > b ? a : b);
 }
@@ -131,7 +124,13 @@ static __device__ __forceinline__ float tsr_block_max(float v, float* scratch) {
   __syncthreads();
   return v;
 }
+#define TSR_SCALAR static __device__ __forceinline__
 )";
+
+// The prelude, then the pointwise formulas the hand-written kernels compile too.
+std::string prelude() {
+  return std::string(kPrelude) + kScalarMathSource;
+}
 
 constexpr int kWarpSize = 32;
 constexpr size_t kStaticSharedLimit = 48 * 1024;  // bytes of static __shared__ per block
@@ -259,7 +258,7 @@ std::string generate_cuda_kernel(const RowKernelBody& body) {
                   "enable_fusion: false) for this model",
                   shared_bytes, kStaticSharedLimit);
 
-  std::string source = kPrelude;
+  std::string source = prelude();
   source +=
       fmt::format("\n#define TSR_BLOCK {}\n#define TSR_WARPS (TSR_BLOCK / TSR_WARP)\n", block_size);
   source += fmt::format("struct tsr_buffers {{ void* p[{}]; }};\n\n", num_buffers);

@@ -1,15 +1,11 @@
 #include "compile/codegen/row_kernel.h"
 
-#include <algorithm>
-#include <cmath>
-#include <cstdlib>
 #include <functional>
 #include <map>
-#include <numeric>
-#include <optional>
 #include <set>
 #include <utility>
 
+#include "compile/codegen/row_lowering.h"
 #include "kernels/check.h"
 
 namespace tessera {
@@ -31,119 +27,6 @@ const char* prelude_type(DType dtype) {
 }
 
 namespace {
-
-// What the vectorizer knows about an integer index expression e(i) of an output's element. A
-// vector group computes i = first + lane for lane < lanes, with `first` a multiple of lanes.
-struct LaneForm {
-  std::optional<int64_t> step;  // e(first + lane) == e(first) + step * lane, when known
-  int64_t divisor = 1;          // e(first) is a multiple of this (0: e(first) is 0)
-};
-
-struct IndexExpr {
-  std::string text;
-  LaneForm form;
-};
-
-using Index = std::vector<IndexExpr>;
-
-IndexExpr constant_index(int64_t value) {
-  return {std::to_string(value), {0, std::abs(value)}};
-}
-// The same for every lane of a group, of unknown value (`row`, an id read from an input).
-IndexExpr invariant_index(std::string text) {
-  return {std::move(text), {0, 1}};
-}
-IndexExpr unknown_index(std::string text) {
-  return {std::move(text), {std::nullopt, 1}};
-}
-
-LaneForm plus(const LaneForm& a, const LaneForm& b) {
-  std::optional<int64_t> step;
-  if (a.step && b.step) step = *a.step + *b.step;
-  return {step, std::gcd(a.divisor, b.divisor)};
-}
-
-LaneForm times(const LaneForm& a, int64_t factor) {
-  std::optional<int64_t> step;
-  if (a.step) step = *a.step * factor;
-  return {step, a.divisor * std::abs(factor)};
-}
-
-// Whether e takes `lanes` consecutive values from a multiple of lanes: then e / n and e % n for
-// n a multiple of lanes stay in one block of n (indices are never negative where they are read).
-bool aligned_run(const LaneForm& a, int64_t lanes) {
-  return a.step == 1 && a.divisor % lanes == 0;
-}
-
-LaneForm remainder(const LaneForm& a, int64_t n, int64_t lanes) {
-  if (n == 1) return {0, 0};
-  if (a.step == 0) return {0, std::gcd(a.divisor, n)};
-  if (aligned_run(a, lanes) && n % lanes == 0) return {1, std::gcd(a.divisor, n)};
-  return {std::nullopt, 1};
-}
-
-LaneForm quotient(const LaneForm& a, int64_t n, int64_t lanes) {
-  if (a.step == 0 || (aligned_run(a, lanes) && n % lanes == 0)) {
-    int64_t divisor = a.divisor == 0 ? 0 : a.divisor % n == 0 ? a.divisor / n : 1;
-    return {0, divisor};
-  }
-  return {std::nullopt, 1};
-}
-
-std::string literal(double value) {
-  if (std::isinf(value)) return value > 0 ? "INFINITY" : "(-INFINITY)";
-  if (std::isnan(value)) return "NAN";
-  std::string digits = fmt::format("{:.9g}", value);
-  // "3f" is not a float literal: a whole number needs its decimal point.
-  if (digits.find_first_of(".e") == std::string::npos) digits += ".0";
-  return digits + "f";
-}
-
-std::vector<int64_t> inner_shape(const TensorMeta& meta) {
-  std::vector<int64_t> inner;
-  for (size_t d = 1; d < meta.shape.size(); ++d) inner.push_back(meta.shape[d].constant());
-  return inner;
-}
-
-int64_t product(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
-
-// The multi-index of flat position `flat` in a row-major `shape`.
-Index unflatten(const IndexExpr& flat, const std::vector<int64_t>& shape, int64_t lanes) {
-  Index index(shape.size());
-  int64_t stride = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    if (stride == 1) {
-      index[d] = {fmt::format("(({}) % {})", flat.text, shape[d]),
-                  remainder(flat.form, shape[d], lanes)};
-    } else {
-      index[d] = {fmt::format("(({}) / {} % {})", flat.text, stride, shape[d]),
-                  remainder(quotient(flat.form, stride, lanes), shape[d], lanes)};
-    }
-    stride *= shape[d];
-  }
-  return index;
-}
-
-// Appends `index` * `stride` to the linear expression `sum` (in the generated code's format).
-void add_term(IndexExpr& sum, const IndexExpr& index, int64_t stride) {
-  sum.text = fmt::format("{} + ({}) * {}", sum.text, index.text, stride);
-  sum.form = plus(sum.form, times(index.form, stride));
-}
-
-IndexExpr flatten(const Index& index, const std::vector<int64_t>& shape) {
-  IndexExpr flat = constant_index(0);
-  int64_t stride = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    if (shape[d] != 1) add_term(flat, index[d], stride);
-    stride *= shape[d];
-  }
-  flat.text = "(" + flat.text + ")";
-  return flat;
-}
 
 class Emitter {
  public:
@@ -197,19 +80,6 @@ class Emitter {
     Index index{invariant_index("row")};
     for (IndexExpr& part : unflatten({"i", {1, lanes_}}, inner, lanes_))
       index.push_back(std::move(part));
-    return index;
-  }
-
-  // Index of input value `id` (rank r) when read at `out_index` of a broadcast result: trailing
-  // dims aligned, size-1 dims read at 0.
-  Index broadcast_index(int id, const Index& out_index) const {
-    const SymShape& shape = graph_.value(id).meta.shape;
-    Index index;
-    size_t lead = out_index.size() - shape.size();
-    for (size_t d = 0; d < shape.size(); ++d) {
-      bool one = shape[d].is_constant() && shape[d].constant() == 1;
-      index.push_back(one ? constant_index(0) : out_index[lead + d]);
-    }
     return index;
   }
 
@@ -292,144 +162,68 @@ class Emitter {
     return fmt::format("{}[{}]", array, flatten(groups, groups_shape).text);
   }
 
+  // The element of value `id` at `index`: a load of a kernel input, or the expression its
+  // producer's row lowering emits.
   std::string value_at(int id, const Index& index) {
     if (!in_kernel(id)) return load(id, index);
     const Node& node = producer(id);
-    const std::string& op = node.op->name;
-    const Attributes& a = node.attributes;
-    auto arg = [&](size_t i) {
-      return value_at(node.inputs[i], broadcast_index(node.inputs[i], index));
-    };
-    if (op == "neg") return fmt::format("(-{})", arg(0));
-    if (op == "exp") return fmt::format("expf({})", arg(0));
-    if (op == "log") return fmt::format("logf({})", arg(0));
-    if (op == "sqrt") return fmt::format("sqrtf({})", arg(0));
-    if (op == "rsqrt") return fmt::format("(1.0f / sqrtf({}))", arg(0));
-    if (op == "tanh") return fmt::format("tanhf({})", arg(0));
-    if (op == "sigmoid") return fmt::format("tsr_sigmoid({})", arg(0));
-    if (op == "silu") return fmt::format("tsr_silu({})", arg(0));
-    if (op == "gelu")
-      return (a.get_string("approximate") == "tanh" ? "tsr_gelu_tanh(" : "tsr_gelu(") + arg(0) +
-             ")";
-    if (op == "pow_scalar") {
-      double e = a.get_float("exponent");
-      if (e == 2.0) return fmt::format("tsr_square({})", arg(0));
-      return fmt::format("powf({}, {})", arg(0), literal(e));
-    }
-    if (op == "add_scalar") return fmt::format("({} + {})", arg(0), literal(a.get_float("scalar")));
-    if (op == "mul_scalar") return fmt::format("({} * {})", arg(0), literal(a.get_float("scalar")));
-    if (op == "add") return fmt::format("({} + {})", arg(0), arg(1));
-    if (op == "sub") return fmt::format("({} - {})", arg(0), arg(1));
-    if (op == "mul") return fmt::format("({} * {})", arg(0), arg(1));
-    if (op == "div") return fmt::format("({} / {})", arg(0), arg(1));
-    if (op == "maximum") return fmt::format("tsr_max({}, {})", arg(0), arg(1));
-    if (op == "where") {
-      // Both branches index the broadcast output, so their reads are valid for every lane.
-      return fmt::format("({} != 0 ? {} : {})",
-                         int_load(node.inputs[0], broadcast_index(node.inputs[0], index)).text,
-                         arg(1), arg(2));
-    }
-    if (op == "cast") {
-      DType to = graph_.value(id).meta.dtype;
-      if (to == DType::bf16) return fmt::format("tsr_round_bf16({})", arg(0));
-      if (to == DType::f16) return fmt::format("tsr_round_f16({})", arg(0));
-      return arg(0);
-    }
-    if (op == "sum" || op == "mean" || op == "max") {
-      int source = node.inputs[0];
-      auto [it, inserted] = reduction_arrays_.emplace(id, "");
-      if (inserted) {
-        double length = static_cast<double>(graph_.value(source).meta.shape.back().constant());
-        it->second = reduction(source, op == "max", op == "mean" ? 1.0 / length : 1.0,
-                               [](const std::string& e) { return e; });
-      }
-      return read_reduction(it->second, source, index);
-    }
-    if (op == "softmax") {
-      int source = node.inputs[0];
-      auto [it, inserted] = softmax_arrays_.emplace(id, std::pair<std::string, std::string>{});
-      if (inserted) {
-        it->second.first = reduction(source, true, 1.0, [](const std::string& e) { return e; });
-        std::string maximum = it->second.first;
-        it->second.second = reduction(source, false, 1.0, [&](const std::string& e) {
-          return fmt::format("expf({} - {}[g])", e, maximum);
-        });
-      }
-      std::string x = value_at(source, index);
-      return fmt::format("(expf({} - {}) / {})", x, read_reduction(it->second.first, source, index),
-                         read_reduction(it->second.second, source, index));
-    }
-    if (op == "embedding") {
-      int weight = node.inputs[0];
-      int64_t width = graph_.value(weight).meta.shape[1].constant();
-      IndexExpr row = int_load(node.inputs[1], Index{index[0]});
-      IndexExpr offset{fmt::format("{} * {} + ({})", row.text, width, index[1].text),
-                       plus(times(row.form, width), index[1].form)};
-      return load_at(input_slot_.at(weight), offset);
-    }
-    if (op == "cat") {
-      int64_t dim = a.get_int("dim");
-      // A lane past an input's part of the cat reads it out of range in the branch it does not
-      // take: with several inputs, no branch is read by every lane.
-      int conditional = node.inputs.size() > 1 ? 1 : 0;
-      conditional_depth_ += conditional;
-      std::string result;
-      int64_t start = 0;
-      std::vector<std::string> branches;
-      for (size_t i = 0; i < node.inputs.size(); ++i) {
-        int64_t size = graph_.value(node.inputs[i]).meta.shape[dim].constant();
-        Index shifted = index;
-        shifted[dim] = {fmt::format("({} - {})", index[dim].text, start),
-                        plus(index[dim].form, constant_index(-start).form)};
-        std::string value = value_at(node.inputs[i], shifted);
-        branches.push_back(
-            i + 1 == node.inputs.size()
-                ? value
-                : fmt::format("({} < {} ? {} : ", index[dim].text, start + size, value));
-        start += size;
-      }
-      conditional_depth_ -= conditional;
-      for (const std::string& b : branches) result += b;
-      result += std::string(node.inputs.size() - 1, ')');
-      return result;
-    }
-    if (op == "reshape" || op == "view" || op == "contiguous") {
-      int source = node.inputs[0];
-      std::vector<int64_t> out_inner = inner_shape(graph_.value(id).meta);
-      std::vector<int64_t> in_inner = inner_shape(graph_.value(source).meta);
-      Index source_index{index[0]};
-      Index inner(index.begin() + 1, index.end());
-      for (IndexExpr& part : unflatten(flatten(inner, out_inner), in_inner, lanes_))
-        source_index.push_back(std::move(part));
-      return value_at(source, source_index);
-    }
-    if (op == "slice") {
-      Index source_index = index;
-      int64_t dim = a.get_int("dim");
-      int64_t start = a.get_int("start");
-      const SymShape& shape = graph_.value(node.inputs[0]).meta.shape;
-      if (start < 0) start += shape[dim].constant();
-      start = std::max<int64_t>(start, 0);
-      int64_t step = a.get_int("step");
-      source_index[dim] = {fmt::format("({} + {} * {})", start, step, index[dim].text),
-                           plus(constant_index(start).form, times(index[dim].form, step))};
-      return value_at(node.inputs[0], source_index);
-    }
-    if (op == "transpose") {
-      Index source_index = index;
-      std::swap(source_index[a.get_int("dim0")], source_index[a.get_int("dim1")]);
-      return value_at(node.inputs[0], source_index);
-    }
-    TESSERA_CHECK(false, "op {} cannot be emitted in a row kernel", op);
+    const RowLowering& lowering = node.op->row_lowering;
+    TESSERA_CHECK(static_cast<bool>(lowering.emit), "op {} cannot be emitted in a row kernel",
+                  node.op->name);
+    NodeEmitter emitter(*this, node, id, index);
+    return lowering.emit(emitter);
   }
+
+  // RowEmitter for one node's output at one index.
+  class NodeEmitter final : public RowEmitter {
+   public:
+    NodeEmitter(Emitter& emitter, const Node& node, int output, const Index& index)
+        : emitter_(emitter), node_(node), output_(output), index_(index) {}
+
+    size_t num_inputs() const override { return node_.inputs.size(); }
+    const TensorMeta& input_meta(size_t input) const override {
+      return emitter_.graph_.value(node_.inputs[input]).meta;
+    }
+    const TensorMeta& output_meta() const override { return emitter_.graph_.value(output_).meta; }
+    const Attributes& attributes() const override { return node_.attributes; }
+    const Index& index() const override { return index_; }
+    int64_t lanes() const override { return emitter_.lanes_; }
+    std::string value(size_t input, const Index& index) override {
+      return emitter_.value_at(node_.inputs[input], index);
+    }
+    IndexExpr integer(size_t input, const Index& index) override {
+      return emitter_.int_load(node_.inputs[input], index);
+    }
+    std::string load(size_t input, const IndexExpr& offset) override {
+      return emitter_.load_at(emitter_.input_slot_.at(node_.inputs[input]), offset);
+    }
+    std::string reduction(int tag, size_t input, bool is_max, double scale,
+                          const std::function<std::string(const std::string&)>& map) override {
+      auto [it, inserted] = emitter_.reduction_arrays_.emplace(std::pair{output_, tag}, "");
+      if (inserted) it->second = emitter_.reduction(node_.inputs[input], is_max, scale, map);
+      return it->second;
+    }
+    std::string read_reduction(const std::string& array, size_t input,
+                               const Index& index) override {
+      return emitter_.read_reduction(array, node_.inputs[input], index);
+    }
+    void begin_branches() override { ++emitter_.conditional_depth_; }
+    void end_branches() override { --emitter_.conditional_depth_; }
+
+   private:
+    Emitter& emitter_;
+    const Node& node_;
+    int output_;
+    const Index& index_;
+  };
 
   const Graph& graph_;
   const FusedKernel& kernel_;
   std::map<int, int> input_slot_;
   std::set<int> members_;
   std::vector<RowReduction> reductions_;
-  std::map<int, std::string> reduction_arrays_;
-  std::map<int, std::pair<std::string, std::string>> softmax_arrays_;
+  // Per (node output, tag): the reductions its lowering registered, shared by both passes.
+  std::map<std::pair<int, int>, std::string> reduction_arrays_;
   // The vector pass (build()): lanes per group, where vector loads go, and how many cat branches
   // enclose the expression being emitted. Outside it, lanes_ is 1 and vector_loads_ null.
   int64_t lanes_ = 1;

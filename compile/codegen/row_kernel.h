@@ -1,7 +1,9 @@
 // The target-neutral body of a fused row kernel: C expressions for its reductions and outputs,
 // over a row index `row`, written against a small prelude each target defines (tsr_ld/tsr_st for
-// every dtype, tsr_silu, tsr_round_bf16, ...). The C++ and CUDA generators wrap these in loops
-// of their own (a loop over rows on the CPU, a block per row on the GPU).
+// every dtype, tsr_round_bf16, ...) plus the pointwise formulas of kernels/scalar_math.inc
+// (tsr_silu, ...). Each node's expression comes from its op's row lowering (OpDef::row_lowering,
+// compile/codegen/row_lowering.h). The C++ and CUDA generators wrap these in loops of their own
+// (a loop over rows on the CPU, a block per row on the GPU).
 #pragma once
 
 #include <cstdint>

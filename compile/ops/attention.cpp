@@ -16,7 +16,7 @@ OpDef attention_op() {
       {"num_kv_heads", std::nullopt}, {"head_size", std::nullopt},
       {"scale", std::nullopt},        {"sliding_window", int64_t{0}},  // 0: every earlier key
       {"logit_softcap", 0.0}};                                         // 0: scores as they are
-  op.splitting = true;
+  op.kind = OpKind::splitting;
   op.doc =
       "paged causal attention of query [T, Hq*D] over the cached and new key/value [T, Hk*D], "
       "optionally within a sliding window and with tanh-softcapped scores";

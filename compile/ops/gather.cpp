@@ -1,4 +1,5 @@
 // Gathers and joins: embedding (rows by id) and cat.
+#include "compile/codegen/row_lowering.h"
 #include "compile/ops/meta_helpers.h"
 
 #include "kernels/check.h"
@@ -6,9 +7,64 @@
 namespace tessera {
 namespace {
 
+// A weight row per output row: ids [rows], read as an integer; the weight is a constant, so it
+// is a kernel input.
+RowLowering embedding_lowering() {
+  RowLowering lowering;
+  lowering.accepts = [](const RowCandidate& candidate) {
+    return candidate.inputs[1].rank() == 1 && candidate.input_has_rows(1) &&
+           candidate.constant_inputs[0];
+  };
+  lowering.emit = [](RowEmitter& emitter) {
+    const Index& index = emitter.index();
+    int64_t width = emitter.input_meta(0).shape[1].constant();
+    IndexExpr row = emitter.integer(1, Index{index[0]});
+    IndexExpr offset{fmt::format("{} * {} + ({})", row.text, width, index[1].text),
+                     plus(times(row.form, width), index[1].form)};
+    return emitter.load(0, offset);
+  };
+  return lowering;
+}
+
+// Along any dim but the rows: a branch per input, chosen by the index along `dim`.
+RowLowering cat_lowering() {
+  RowLowering lowering;
+  lowering.accepts = [](const RowCandidate& candidate) {
+    if (candidate.attributes.get_int("dim") == 0) return false;
+    for (size_t i = 0; i < candidate.inputs.size(); ++i)
+      if (!candidate.input_has_rows(i)) return false;
+    return candidate.float_inputs();
+  };
+  lowering.emit = [](RowEmitter& emitter) {
+    const Index& index = emitter.index();
+    const size_t count = emitter.num_inputs();
+    int64_t dim = emitter.attributes().get_int("dim");
+    // A lane past an input's part of the cat reads it out of range in the branch it does not
+    // take: with several inputs, no branch is read by every lane.
+    if (count > 1) emitter.begin_branches();
+    std::string result;
+    int64_t start = 0;
+    for (size_t i = 0; i < count; ++i) {
+      int64_t size = emitter.input_meta(i).shape[dim].constant();
+      Index shifted = index;
+      shifted[dim] = shifted_index(index[dim], -start);
+      std::string value = emitter.value(i, shifted);
+      result += i + 1 == count
+                    ? value
+                    : fmt::format("({} < {} ? {} : ", index[dim].text, start + size, value);
+      start += size;
+    }
+    if (count > 1) emitter.end_branches();
+    return result + std::string(count - 1, ')');
+  };
+  return lowering;
+}
+
 OpDef embedding_op() {
   OpDef op;
   op.name = "embedding";
+  op.kind = OpKind::gather;
+  op.row_lowering = embedding_lowering();
   op.input_names = {"weight", "ids"};
   op.doc = "weight [V, D] rows gathered by ids (i32/i64) [...] -> [..., D]";
   op.meta = [](const MetaArgs& args) {
@@ -25,6 +81,8 @@ OpDef embedding_op() {
 OpDef cat_op() {
   OpDef op;
   op.name = "cat";
+  op.kind = OpKind::gather;
+  op.row_lowering = cat_lowering();
   op.input_names = {"tensors"};
   op.variadic = true;
   op.min_inputs = 1;

@@ -18,6 +18,7 @@ void require_inner_sizes_match(const MetaArgs& args, const SymInt& left, const S
 OpDef matmul_op() {
   OpDef op;
   op.name = "matmul";
+  op.kind = OpKind::library;
   op.input_names = {"a", "b"};
   op.doc = "a [..., M, K] @ b [K, N] or b [..., K, N] -> [..., M, N]";
   op.meta = [](const MetaArgs& args) {
@@ -48,6 +49,7 @@ OpDef matmul_op() {
 OpDef linear_op() {
   OpDef op;
   op.name = "linear";
+  op.kind = OpKind::library;
   op.input_names = {"x", "weight", "bias"};
   op.optional_inputs = {"bias"};
   op.doc = "x [..., K] @ weight[N, K]^T + bias [N] -> [..., N]";

@@ -47,8 +47,12 @@ bool sizes_equal(const SymInt& a, const SymInt& b, const char* why) {
 }
 
 SymShape broadcast_shapes(const MetaArgs& args, std::initializer_list<size_t> indices) {
+  return broadcast_shapes(args, std::span<const size_t>(indices.begin(), indices.size()));
+}
+
+SymShape broadcast_shapes(const MetaArgs& args, std::span<const size_t> indices) {
   SymShape result;
-  size_t result_owner = *indices.begin();
+  size_t result_owner = indices.front();
   for (size_t index : indices) {
     const SymShape& shape = args.input(index).shape;
     if (shape.size() > result.size())

@@ -21,6 +21,7 @@ void require_rank(const MetaArgs& args, size_t index, int64_t rank);
 bool sizes_equal(const SymInt& a, const SymInt& b, const char* why);
 // The broadcast shape of the given inputs (NumPy rules).
 SymShape broadcast_shapes(const MetaArgs& args, std::initializer_list<size_t> indices);
+SymShape broadcast_shapes(const MetaArgs& args, std::span<const size_t> indices);
 // Wraps a possibly negative dim for an input of `rank`, naming the op when out of range.
 int64_t wrap_dim_for(const MetaArgs& args, int64_t dim, int64_t rank);
 // A canonicalize function that wraps the named int attributes (dims of input 0) to >= 0.

@@ -51,6 +51,9 @@ Tensor add_scalar(const Tensor& x, double scalar) {
 Tensor mul_scalar(const Tensor& x, double scalar) {
   return call("mul_scalar", {x}, {{"scalar", scalar}});
 }
+Tensor softcap(const Tensor& x, double cap) {
+  return call("softcap", {x}, {{"cap", cap}});
+}
 
 Tensor add(const Tensor& a, const Tensor& b) {
   return call("add", {a, b});

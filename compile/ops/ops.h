@@ -31,6 +31,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor pow_scalar(const Tensor& x, double exponent);  // attr "exponent"
 Tensor add_scalar(const Tensor& x, double scalar);    // attr "scalar"
 Tensor mul_scalar(const Tensor& x, double scalar);    // attr "scalar"
+Tensor softcap(const Tensor& x, double cap);          // cap * tanh(x / cap); attr "cap"
 
 // Pointwise binary with broadcasting; both inputs of one dtype (add/sub/mul/maximum also ints).
 Tensor add(const Tensor& a, const Tensor& b);

@@ -18,6 +18,24 @@ std::string MetaArgs::input_name(size_t index) const {
   return index < names.size() ? names[index] : fmt::format("input{}", index);
 }
 
+const char* op_kind_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::pointwise:
+      return "pointwise";
+    case OpKind::reduction:
+      return "reduction";
+    case OpKind::view:
+      return "view";
+    case OpKind::gather:
+      return "gather";
+    case OpKind::library:
+      return "library";
+    case OpKind::splitting:
+      return "splitting";
+  }
+  return "?";
+}
+
 OpRegistry& OpRegistry::global() {
   static OpRegistry registry;
   return registry;
@@ -26,6 +44,13 @@ OpRegistry& OpRegistry::global() {
 bool OpRegistry::add(OpDef op) {
   TESSERA_CHECK(find(op.name) == nullptr, "op '{}' registered twice", op.name);
   TESSERA_CHECK(static_cast<bool>(op.meta), "op '{}' registered without a meta function", op.name);
+  // Dispatch runs `eager` instead of a kernel, so only views may have one, and every view must.
+  TESSERA_CHECK((op.kind == OpKind::view) == static_cast<bool>(op.eager),
+                "op '{}' of kind {} {} a device-free eager implementation", op.name,
+                op_kind_name(op.kind), op.eager ? "has" : "lacks");
+  TESSERA_CHECK(
+      static_cast<bool>(op.row_lowering.accepts) == static_cast<bool>(op.row_lowering.emit),
+      "op '{}' has half a row lowering", op.name);
   ops_.push_back(std::make_unique<OpDef>(std::move(op)));
   by_name_[ops_.back()->name] = ops_.back().get();
   return true;

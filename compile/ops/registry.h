@@ -1,8 +1,9 @@
-// The op registry: every op is registered once with its schema, a meta (fake) function that
-// computes output dtypes and symbolic shapes (and rejects bad arguments with a message naming the
-// op, the argument and the shapes), optional decomposition into other ops, optional device-free
-// eager implementation (views), and flags. Kernels per device live in kernels/ and are found by
-// op name through kernels/kernel_registry.h.
+// The op registry: every op is registered once with its schema, its kind, a meta (fake) function
+// that computes output dtypes and symbolic shapes (and rejects bad arguments with a message naming
+// the op, the argument and the shapes), optional decomposition into other ops, the device-free
+// implementation of a view, how it lowers into a fused row kernel, and flags. The compile passes
+// ask these questions of the OpDef, never a list of names. Kernels per device live in kernels/
+// and are found by op name through kernels/kernel_registry.h.
 #pragma once
 
 #include <functional>
@@ -45,6 +46,36 @@ using MetaFn = std::function<std::vector<TensorMeta>(const MetaArgs&)>;
 // Runs an op's computation in terms of other ops (decomposition) or of Tensor views (eager).
 using TensorFn = std::function<std::vector<Tensor>(std::span<const Tensor>, const Attributes&)>;
 
+// What an op is, as the compile passes see it.
+enum class OpKind {
+  pointwise,  // elementwise over broadcast inputs; its kernels read any strides
+  reduction,  // over the last dim (softmax included)
+  view,       // the same storage seen another way: `eager` implements it on any device
+  gather,     // reads input elements chosen by index or position (embedding, cat)
+  library,    // runs its own kernel (GEMM, custom ops), opaque to the compiler
+  splitting,  // the compiled graph is split around it (attention)
+};
+const char* op_kind_name(OpKind kind);  // "pointwise", ...
+
+// What cleanup knows of a node when it asks whether the node returns its input 0 unchanged.
+struct IdentityQuery {
+  const TensorMeta& input;
+  const TensorMeta& output;
+  const Attributes& attributes;
+  bool input_is_view = false;  // input 0 is a view op's output, so it may be strided
+};
+using IdentityTest = std::function<bool(const IdentityQuery&)>;
+
+// How an op places itself in a fused row kernel; the types are in compile/codegen/row_lowering.h.
+struct RowCandidate;
+class RowEmitter;
+struct RowLowering {
+  // Whether a node of this op can be computed inside a row kernel of the candidate's rows.
+  std::function<bool(const RowCandidate&)> accepts;
+  // The C expression of the node's output element at the emitter's index.
+  std::function<std::string(RowEmitter&)> emit;
+};
+
 struct AttributeSpec {
   std::string name;
   std::optional<AttributeValue> default_value;  // nullopt: required
@@ -57,14 +88,20 @@ struct OpDef {
   size_t min_inputs = 0;                     // with variadic: the fewest tensors accepted in all
   std::vector<std::string> optional_inputs;  // trailing inputs that may be left out ("bias")
   std::vector<AttributeSpec> attributes;
+  OpKind kind = OpKind::library;
   MetaFn meta;
   TensorFn decompose;  // empty when the op is primitive
-  TensorFn eager;      // device-independent implementation (views); bypasses kernels
+  // The device-independent implementation of a view op (kind view, and only then): it runs
+  // instead of a kernel.
+  TensorFn eager;
+  // Whether a node returns its input unchanged, so cleanup can drop it; empty: never.
+  IdentityTest is_identity;
+  // Empty: the op is never fused (it runs as its own step).
+  RowLowering row_lowering;
   // Rewrites attributes to one canonical form (negative dims wrapped), so kernels see and graphs
   // hash one spelling.
   std::function<void(std::span<const TensorMeta>, Attributes&)> canonicalize;
-  bool custom = false;     // enabled/disabled by the compilation config's custom_ops
-  bool splitting = false;  // the compiled graph is split around it
+  bool custom = false;  // enabled/disabled by the compilation config's custom_ops
   bool strided_inputs =
       false;  // its kernels read any strides; otherwise inputs are made contiguous
   std::string doc;

@@ -1,7 +1,9 @@
 // Shape ops: views over the same storage in eager mode (no kernel, device independent), graph
 // nodes while tracing (the compiler turns most into index arithmetic).
+#include <algorithm>
 #include <limits>
 
+#include "compile/codegen/row_lowering.h"
 #include "compile/ops/meta_helpers.h"
 #include "kernels/check.h"
 
@@ -12,11 +14,44 @@ std::vector<Tensor> one(Tensor tensor) {
   return {std::move(tensor)};
 }
 
+bool same_shape(const SymShape& a, const SymShape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].same_as(b[i])) return false;
+  return true;
+}
+
+bool same_shape_as_input(const IdentityQuery& query) {
+  return same_shape(query.input.shape, query.output.shape);
+}
+
+// Inside a row kernel a view is index arithmetic; it must keep the rows where they are.
+bool view_keeps_rows(const RowCandidate& candidate) {
+  return candidate.input_has_rows(0) && candidate.float_inputs();
+}
+
+// reshape, view, contiguous: the element at the same row-major position of the row.
+RowLowering reshape_lowering() {
+  return {view_keeps_rows, [](RowEmitter& emitter) {
+            const Index& index = emitter.index();
+            std::vector<int64_t> out_inner = inner_shape(emitter.output_meta());
+            std::vector<int64_t> in_inner = inner_shape(emitter.input_meta(0));
+            Index source_index{index[0]};
+            Index inner(index.begin() + 1, index.end());
+            for (IndexExpr& part : unflatten(flatten(inner, out_inner), in_inner, emitter.lanes()))
+              source_index.push_back(std::move(part));
+            return emitter.value(0, source_index);
+          }};
+}
+
 OpDef view_op(const std::string& name, bool copies_when_needed) {
   OpDef op;
   op.name = name;
+  op.kind = OpKind::view;
   op.input_names = {"x"};
   op.attributes = {{"shape", std::nullopt}};
+  op.is_identity = same_shape_as_input;
+  op.row_lowering = reshape_lowering();
   op.doc = copies_when_needed ? "reshape; a view when the layout allows, else a copy"
                               : "view of a contiguous tensor with another shape";
   op.meta = [](const MetaArgs& args) {
@@ -41,6 +76,23 @@ constexpr int64_t kSliceToEnd = std::numeric_limits<int64_t>::max();
 OpDef slice_op() {
   OpDef op;
   op.name = "slice";
+  op.kind = OpKind::view;
+  op.is_identity = [](const IdentityQuery& query) {
+    return query.attributes.get_int("step") == 1 && same_shape_as_input(query);
+  };
+  op.row_lowering.accepts = [](const RowCandidate& candidate) {
+    return view_keeps_rows(candidate) && candidate.attributes.get_int("dim") != 0;
+  };
+  op.row_lowering.emit = [](RowEmitter& emitter) {
+    Index source_index = emitter.index();
+    int64_t dim = emitter.attributes().get_int("dim");
+    int64_t start = emitter.attributes().get_int("start");
+    if (start < 0) start += emitter.input_meta(0).shape[dim].constant();
+    start = std::max<int64_t>(start, 0);
+    source_index[dim] =
+        strided_index(start, emitter.attributes().get_int("step"), source_index[dim]);
+    return emitter.value(0, source_index);
+  };
   op.input_names = {"x"};
   op.attributes = {
       {"dim", std::nullopt}, {"start", int64_t{0}}, {"end", kSliceToEnd}, {"step", int64_t{1}}};
@@ -74,6 +126,17 @@ OpDef slice_op() {
 OpDef transpose_op() {
   OpDef op;
   op.name = "transpose";
+  op.kind = OpKind::view;
+  op.row_lowering.accepts = [](const RowCandidate& candidate) {
+    return view_keeps_rows(candidate) && candidate.attributes.get_int("dim0") != 0 &&
+           candidate.attributes.get_int("dim1") != 0;
+  };
+  op.row_lowering.emit = [](RowEmitter& emitter) {
+    Index source_index = emitter.index();
+    std::swap(source_index[emitter.attributes().get_int("dim0")],
+              source_index[emitter.attributes().get_int("dim1")]);
+    return emitter.value(0, source_index);
+  };
   op.input_names = {"x"};
   op.attributes = {{"dim0", std::nullopt}, {"dim1", std::nullopt}};
   op.doc = "swaps two dims (a view)";
@@ -94,6 +157,10 @@ OpDef transpose_op() {
 OpDef contiguous_op() {
   OpDef op;
   op.name = "contiguous";
+  op.kind = OpKind::view;
+  // Outputs of kernels, inputs and constants are contiguous already; views may not be.
+  op.is_identity = [](const IdentityQuery& query) { return !query.input_is_view; };
+  op.row_lowering = reshape_lowering();
   op.input_names = {"x"};
   op.doc = "the same values in a contiguous layout (itself when already contiguous)";
   op.meta = [](const MetaArgs& args) { return std::vector<TensorMeta>{args.input(0)}; };

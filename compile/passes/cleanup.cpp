@@ -10,28 +10,14 @@
 namespace tessera {
 namespace {
 
-bool same_shape(const SymShape& a, const SymShape& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!a[i].same_as(b[i])) return false;
-  return true;
-}
-
 // True when the node returns its input unchanged (the value, not just the numbers).
 bool is_noop(const Graph& graph, const Node& node) {
-  if (node.kind != NodeKind::call || node.inputs.empty()) return false;
-  const std::string& op = node.op->name;
-  const TensorMeta& in = graph.value(node.inputs[0]).meta;
-  const TensorMeta& out = graph.value(node.outputs[0]).meta;
-  if (op == "cast") return in.dtype == out.dtype;
-  if (op == "reshape" || op == "view") return same_shape(in.shape, out.shape);
-  if (op == "slice") return node.attributes.get_int("step") == 1 && same_shape(in.shape, out.shape);
-  if (op == "contiguous") {
-    // Outputs of kernels, inputs and constants are contiguous already; views may not be.
-    const Node& producer = graph.nodes()[graph.value(node.inputs[0]).producer];
-    return producer.kind != NodeKind::call || !is_view_op(producer.op->name);
-  }
-  return false;
+  if (node.kind != NodeKind::call || node.inputs.empty() || !node.op->is_identity) return false;
+  const Node& producer = graph.nodes()[graph.value(node.inputs[0]).producer];
+  IdentityQuery query{graph.value(node.inputs[0]).meta, graph.value(node.outputs[0]).meta,
+                      node.attributes,
+                      producer.kind == NodeKind::call && producer.op->kind == OpKind::view};
+  return node.op->is_identity(query);
 }
 
 }  // namespace
@@ -43,7 +29,7 @@ void cleanup(Graph& graph, const PassConfig& config) {
   for (size_t i = graph.nodes().size(); i-- > 0;) {
     const Node& node = graph.nodes()[i];
     bool live = node.kind == NodeKind::output ||
-                (node.kind == NodeKind::call && node.op->splitting) ||
+                (node.kind == NodeKind::call && node.op->kind == OpKind::splitting) ||
                 node.kind == NodeKind::placeholder;
     for (int id : node.outputs) live = live || live_value[id];
     if (!live) continue;
@@ -79,7 +65,7 @@ void cleanup(Graph& graph, const PassConfig& config) {
           break;
         }
         std::string key;
-        if (config.enable_cse && !node.op->splitting) {
+        if (config.enable_cse && node.op->kind != OpKind::splitting) {
           key = fmt::format("{}({})[{}]", node.op->name, fmt::join(inputs, ","),
                             node.attributes.str());
           auto it = seen.find(key);

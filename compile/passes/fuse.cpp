@@ -1,22 +1,16 @@
-// Fuse: within each piece, a run of consecutive fusible nodes that share their row count (dim 0)
-// becomes one row kernel. A run ends at a library op (GEMM, a custom op's own kernel) or a
-// splitting op, so kernels and library calls alternate in program order and no cycle can form.
-// Views inside a run are folded into the kernel's index arithmetic; outside, they stay aliases.
+// Fuse: within each piece, a run of consecutive fusible nodes (ops with a row lowering) that share
+// their row count (dim 0) becomes one row kernel. A run ends at a library op (GEMM, a custom op's
+// own kernel) or a splitting op, so kernels and library calls alternate in program order and no
+// cycle can form. Views inside a run are folded into the kernel's index arithmetic; outside, they
+// stay aliases.
 #include <set>
 
+#include "compile/codegen/row_lowering.h"
 #include "compile/passes/passes.h"
 #include "kernels/check.h"
 
 namespace tessera {
 namespace {
-
-const std::set<std::string>& pointwise_ops() {
-  static const std::set<std::string> ops = {
-      "neg",  "exp",  "log",        "sqrt",       "rsqrt",      "tanh", "sigmoid",
-      "silu", "gelu", "pow_scalar", "add_scalar", "mul_scalar", "add",  "sub",
-      "mul",  "div",  "maximum",    "where",      "cast"};
-  return ops;
-}
 
 bool all_float(const Graph& graph, const std::vector<int>& ids) {
   for (int id : ids)
@@ -24,41 +18,21 @@ bool all_float(const Graph& graph, const std::vector<int>& ids) {
   return true;
 }
 
-// Whether the node can live in a row kernel whose rows are `rows` (dim 0 of every value).
+// Whether the node can live in a row kernel whose rows are `rows` (dim 0 of every value): one
+// float output with those rows, and its op's row lowering accepts it.
 bool fits_row_kernel(const Graph& graph, const Node& node, const SymInt& rows) {
-  const std::string& op = node.op->name;
+  const RowLowering& lowering = node.op->row_lowering;
+  if (!lowering.accepts || node.outputs.size() != 1) return false;
   const TensorMeta& out = graph.value(node.outputs[0]).meta;
-  if (node.outputs.size() != 1 || out.rank() < 1 || !out.shape[0].same_as(rows)) return false;
-  if (!all_float(graph, node.outputs)) return false;
-  if (op == "where") {
-    return all_float(graph, {node.inputs[1], node.inputs[2]});
+  if (out.rank() < 1 || !out.shape[0].same_as(rows) || !all_float(graph, node.outputs))
+    return false;
+  std::vector<TensorMeta> inputs;
+  std::vector<bool> constant_inputs;
+  for (int id : node.inputs) {
+    inputs.push_back(graph.value(id).meta);
+    constant_inputs.push_back(graph.nodes()[graph.value(id).producer].kind == NodeKind::constant);
   }
-  if (op == "cast") return all_float(graph, node.inputs);
-  if (pointwise_ops().count(op)) return all_float(graph, node.inputs);
-  if (op == "sum" || op == "mean" || op == "max" || op == "softmax") {
-    const TensorMeta& in = graph.value(node.inputs[0]).meta;
-    return in.rank() >= 2 && in.shape[0].same_as(rows) && in.shape.back().is_constant();
-  }
-  if (op == "embedding") {
-    const TensorMeta& ids = graph.value(node.inputs[1]).meta;
-    const Node& weight = graph.nodes()[graph.value(node.inputs[0]).producer];
-    return ids.rank() == 1 && ids.shape[0].same_as(rows) && weight.kind == NodeKind::constant;
-  }
-  if (op == "cat") {
-    if (node.attributes.get_int("dim") == 0) return false;
-    for (int id : node.inputs)
-      if (!graph.value(id).meta.shape[0].same_as(rows)) return false;
-    return all_float(graph, node.inputs);
-  }
-  if (is_view_op(op)) {
-    const TensorMeta& in = graph.value(node.inputs[0]).meta;
-    if (in.rank() < 1 || !in.shape[0].same_as(rows) || !all_float(graph, node.inputs)) return false;
-    if (op == "slice") return node.attributes.get_int("dim") != 0;
-    if (op == "transpose")
-      return node.attributes.get_int("dim0") != 0 && node.attributes.get_int("dim1") != 0;
-    return true;  // reshape/view/contiguous keeping dim 0
-  }
-  return false;
+  return lowering.accepts(RowCandidate{inputs, out, node.attributes, rows, constant_inputs});
 }
 
 // Closes a run: its materialized values are those used outside it or returned.
@@ -118,12 +92,6 @@ void close_run(CompiledPlan& plan, std::vector<int>& run_steps, std::vector<Step
 
 }  // namespace
 
-bool is_fusible_op(const std::string& op_name) {
-  return pointwise_ops().count(op_name) || is_view_op(op_name) || op_name == "sum" ||
-         op_name == "mean" || op_name == "max" || op_name == "softmax" || op_name == "embedding" ||
-         op_name == "cat";
-}
-
 void fuse(CompiledPlan& plan, bool enable_fusion) {
   if (!enable_fusion) return;
   const Graph& graph = plan.graph;
@@ -137,7 +105,7 @@ void fuse(CompiledPlan& plan, bool enable_fusion) {
     const Step& step = plan.steps[s];
     const Node& node = graph.nodes()[step.node];
     bool fusible = (step.kind == StepKind::library || step.kind == StepKind::view) &&
-                   is_fusible_op(node.op->name);
+                   static_cast<bool>(node.op->row_lowering.accepts);
     if (fusible) {
       SymInt rows = graph.value(node.outputs[0]).meta.rank() >= 1
                         ? graph.value(node.outputs[0]).meta.shape[0]

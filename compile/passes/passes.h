@@ -3,8 +3,9 @@
 //
 // The custom-op config is applied while tracing, as vLLM's CustomOp dispatch does: a disabled
 // custom op is recorded as its decomposition (compile/tracer.cpp), so no pass is needed for it.
-// Composite primitives (softmax) need no decomposition pass either: the row-kernel emitter knows
-// them as reductions plus pointwise math.
+// Composite primitives (softmax) need no decomposition pass either: their row lowering
+// (OpDef::row_lowering) writes them as reductions plus pointwise math. The passes ask the OpDef
+// what an op is (kind, is_identity, row_lowering), never a list of names.
 #pragma once
 
 #include "compile/compiled_plan.h"
@@ -24,9 +25,5 @@ void materialize_views(CompiledPlan& plan);
 // Arena offsets for every materialized value and every graph input, by liveness, at the largest
 // sizes.
 void plan_memory(CompiledPlan& plan);
-
-// Ops the row-kernel fuser can place inside a fused kernel.
-bool is_fusible_op(const std::string& op_name);
-bool is_view_op(const std::string& op_name);
 
 }  // namespace tessera

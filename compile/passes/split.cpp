@@ -9,11 +9,6 @@
 
 namespace tessera {
 
-bool is_view_op(const std::string& op_name) {
-  return op_name == "reshape" || op_name == "view" || op_name == "slice" ||
-         op_name == "transpose" || op_name == "contiguous";
-}
-
 std::vector<Step> split_into_pieces(const Graph& graph,
                                     const std::vector<std::string>& splitting_ops,
                                     int* num_pieces) {
@@ -29,13 +24,14 @@ std::vector<Step> split_into_pieces(const Graph& graph,
     Step step;
     step.node = static_cast<int>(i);
     step.piece = piece;
-    bool splitting = node.op->splitting || std::find(splitting_ops.begin(), splitting_ops.end(),
-                                                     node.op->name) != splitting_ops.end();
+    bool splitting =
+        node.op->kind == OpKind::splitting ||
+        std::find(splitting_ops.begin(), splitting_ops.end(), node.op->name) != splitting_ops.end();
     if (splitting) {
       step.kind = StepKind::splitting;
       ++piece;
     } else {
-      step.kind = is_view_op(node.op->name) ? StepKind::view : StepKind::library;
+      step.kind = node.op->kind == OpKind::view ? StepKind::view : StepKind::library;
     }
     steps.push_back(step);
   }

@@ -55,14 +55,14 @@ std::string attributes_text(const OpDef& op) {
 std::string flags_text(const OpDef& op) {
   std::vector<std::string> flags;
   if (op.custom) flags.push_back("custom");
-  if (op.splitting) flags.push_back("splitting");
+  if (op.kind == OpKind::splitting) flags.push_back("splitting");
   if (op.decompose) flags.push_back("decomposes");
   return flags.empty() ? "-" : fmt::format("{}", fmt::join(flags, ","));
 }
 
 // Device types with a registered kernel; ops implemented as views run on any device instead.
 std::string kernels_text(const OpDef& op) {
-  if (op.eager) return "any device (view)";
+  if (op.kind == OpKind::view) return "any device (view)";
   std::vector<std::string> types;
   for (DeviceType type : kDeviceTypes) {
     if (find_kernel(op.name, type) != nullptr) types.push_back(device_type_name(type));

@@ -2,47 +2,22 @@
 // activation_and_mul.cpp): out[..., j] = act(x[..., j]) * x[..., d + j] for x [..., 2d], the gated
 // MLP's gate and up halves. Computed in f32 and rounded once; rows are spread over threads.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <string>
 
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/pointwise_table.h"
 
 namespace tessera::cpu {
 namespace {
 
-// The same expressions as the silu and gelu kernels (kernels/cpu/pointwise.cpp).
-struct Silu {
-  static constexpr const char* kName = "silu_and_mul";
-  explicit Silu(const Attributes&) {}
-  float operator()(float x) const { return x / (1.0f + std::exp(-x)); }
-};
-
-struct Gelu {
-  static constexpr const char* kName = "gelu_and_mul";
-  bool tanh_form = false;
-  explicit Gelu(const Attributes& attributes) {
-    const std::string approximate = attributes.get_string("approximate", "none");
-    TESSERA_REQUIRE(approximate == "none" || approximate == "tanh",
-                    "gelu_and_mul: approximate='{}' is not valid; use 'none' or 'tanh'",
-                    approximate);
-    tanh_form = approximate == "tanh";
-  }
-  float operator()(float x) const {
-    if (tanh_form) {
-      constexpr float kSqrt2OverPi = 0.7978845608028654f;
-      return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
-    }
-    constexpr float kInverseSqrt2 = 0.7071067811865476f;
-    return 0.5f * x * (1.0f + std::erf(x * kInverseSqrt2));
-  }
-};
-
+// Activation: the formula of the pointwise op (kernels/pointwise_table.h) applied to the gate.
 template <typename Activation>
 void activation_and_mul_kernel(const KernelArgs& args) {
-  const char* op = Activation::kName;
+  const std::string name = std::string(Activation::kName) + "_and_mul";
+  const char* op = name.c_str();
   const Tensor& x = args.inputs[0];
   const Tensor& out = args.outputs[0];
   require_contiguous(op, "x", x);
@@ -56,7 +31,7 @@ void activation_and_mul_kernel(const KernelArgs& args) {
   require_sizes(op, "output", out, out_sizes);
   if (half == 0) return;
   const int64_t rows = out.numel() / half;
-  const Activation activation(args.attributes);
+  const PointwiseFunctor<Activation> activation(args.attributes, op);
   visit_float_dtype(op, x.dtype(), [&]<typename T>() {
     const T* in = x.data<T>();
     T* result = out.data<T>();
@@ -73,8 +48,10 @@ void activation_and_mul_kernel(const KernelArgs& args) {
   });
 }
 
-TESSERA_REGISTER_KERNEL("silu_and_mul", DeviceType::cpu, activation_and_mul_kernel<Silu>);
-TESSERA_REGISTER_KERNEL("gelu_and_mul", DeviceType::cpu, activation_and_mul_kernel<Gelu>);
+TESSERA_REGISTER_KERNEL("silu_and_mul", DeviceType::cpu,
+                        activation_and_mul_kernel<pointwise::silu>);
+TESSERA_REGISTER_KERNEL("gelu_and_mul", DeviceType::cpu,
+                        activation_and_mul_kernel<pointwise::gelu>);
 
 }  // namespace
 }  // namespace tessera::cpu

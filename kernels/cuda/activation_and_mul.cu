@@ -12,38 +12,12 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/pointwise_table.h"
 
 namespace tessera::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-
-// The same expressions as the GPU silu and gelu kernels (kernels/cuda/pointwise.cu).
-struct Silu {
-  static constexpr const char* kName = "silu_and_mul";
-  explicit Silu(const Attributes&) {}
-  __device__ float operator()(float x) const { return x / (1.0f + expf(-x)); }
-};
-
-struct Gelu {
-  static constexpr const char* kName = "gelu_and_mul";
-  bool tanh_form = false;
-  explicit Gelu(const Attributes& attributes) {
-    const std::string approximate = attributes.get_string("approximate", "none");
-    TESSERA_REQUIRE(approximate == "none" || approximate == "tanh",
-                    "gelu_and_mul: approximate='{}' is not valid; use 'none' or 'tanh'",
-                    approximate);
-    tanh_form = approximate == "tanh";
-  }
-  __device__ float operator()(float x) const {
-    if (tanh_form) {
-      constexpr float kSqrt2OverPi = 0.7978845608028654f;
-      return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
-    }
-    constexpr float kInverseSqrt2 = 0.7071067811865476f;
-    return 0.5f * x * (1.0f + erff(x * kInverseSqrt2));
-  }
-};
 
 // x [rows, 2 * half] -> out [rows, half]; half is a multiple of E.
 template <typename T, int E, typename Activation>
@@ -71,17 +45,20 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T, int E, typename Activation>
-void launch_activation_and_mul(int64_t rows, int64_t half, const Activation& activation,
-                               const Tensor& x, const Tensor& out, gpuStream_t stream) {
+void launch_activation_and_mul(const char* op, int64_t rows, int64_t half,
+                               const Activation& activation, const Tensor& x, const Tensor& out,
+                               gpuStream_t stream) {
   const unsigned int blocks = grid_size(rows * (half / E), kThreads);
   activation_and_mul_kernel<T, E, Activation><<<blocks, kThreads, 0, stream>>>(
       rows, half, activation, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()));
-  GPU_CHECK_LAUNCH(Activation::kName);
+  GPU_CHECK_LAUNCH(op);
 }
 
+// Activation: the formula of the pointwise op (kernels/pointwise_table.h) applied to the gate.
 template <typename Activation>
 void activation_and_mul(const KernelArgs& args) {
-  const char* op = Activation::kName;
+  const std::string name = std::string(Activation::kName) + "_and_mul";
+  const char* op = name.c_str();
   const Tensor& x = args.inputs[0];
   const Tensor& out = args.outputs[0];
   for (const Tensor* tensor : {&x, &out}) {
@@ -96,22 +73,22 @@ void activation_and_mul(const KernelArgs& args) {
   TESSERA_REQUIRE(
       out.sizes() == out_sizes && out.dtype() == x.dtype() && out.device() == x.device(),
       "{}: output {} must be x {} with the last size halved", op, out.str(), x.str());
-  const Activation activation(args.attributes);
+  const PointwiseFunctor<Activation> activation(args.attributes, op);
   if (out.numel() == 0) return;
   const int64_t rows = out.numel() / half;
   LaunchScope scope(x.device());
   visit_device_float_dtype(op, x.dtype(), [&]<typename T>() {
     constexpr int V = kPackElements<T>;
     if (half % V == 0 && pack_aligned<T, V>(x.data_ptr()) && pack_aligned<T, V>(out.data_ptr())) {
-      launch_activation_and_mul<T, V>(rows, half, activation, x, out, scope.stream());
+      launch_activation_and_mul<T, V>(op, rows, half, activation, x, out, scope.stream());
     } else {
-      launch_activation_and_mul<T, 1>(rows, half, activation, x, out, scope.stream());
+      launch_activation_and_mul<T, 1>(op, rows, half, activation, x, out, scope.stream());
     }
   });
 }
 
-TESSERA_REGISTER_KERNEL("silu_and_mul", kGpuDeviceType, activation_and_mul<Silu>);
-TESSERA_REGISTER_KERNEL("gelu_and_mul", kGpuDeviceType, activation_and_mul<Gelu>);
+TESSERA_REGISTER_KERNEL("silu_and_mul", kGpuDeviceType, activation_and_mul<pointwise::silu>);
+TESSERA_REGISTER_KERNEL("gelu_and_mul", kGpuDeviceType, activation_and_mul<pointwise::gelu>);
 
 }  // namespace
 }  // namespace tessera::gpu

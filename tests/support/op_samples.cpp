@@ -109,6 +109,8 @@ class SampleTable {
         {"pow_scalar", ValueKind::positive, {{"exponent", -1.5}}},
         {"add_scalar", ValueKind::general, {{"scalar", 0.75}}},
         {"mul_scalar", ValueKind::general, {{"scalar", -1.25}}},
+        {"softcap", ValueKind::general, {{"cap", 1.5}}},
+        {"softcap", ValueKind::large, {{"cap", 30.0}}},
     };
     for (const UnaryVariant& variant : variants) {
       for (DType dtype : kFloatDTypes)

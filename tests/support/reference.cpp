@@ -133,6 +133,11 @@ const std::map<std::string, UnaryFn>& unary_ops() {
        [](double x, const Attributes& a) { return std::pow(x, a.get_float("exponent")); }},
       {"add_scalar", [](double x, const Attributes& a) { return x + a.get_float("scalar"); }},
       {"mul_scalar", [](double x, const Attributes& a) { return x * a.get_float("scalar"); }},
+      {"softcap",
+       [](double x, const Attributes& a) {
+         double cap = a.get_float("cap");
+         return cap * std::tanh(x / cap);
+       }},
   };
   return ops;
 }

@@ -11,6 +11,7 @@ OpDef activation_and_mul_op(const std::string& name, std::vector<AttributeSpec> 
                             std::function<Tensor(const Tensor&, const Attributes&)> activation) {
   OpDef op;
   op.name = name;
+  op.kind = OpKind::library;
   op.input_names = {"x"};
   op.attributes = std::move(attributes);
   op.custom = true;

@@ -30,6 +30,7 @@ Tensor normalize_f32(const Tensor& x_f32, const Tensor& weight, double eps, DTyp
 OpDef rms_norm_op() {
   OpDef op;
   op.name = "rms_norm";
+  op.kind = OpKind::library;
   op.input_names = {"x", "weight"};
   op.attributes = {{"eps", 1e-6}};
   op.custom = true;
@@ -49,6 +50,7 @@ OpDef rms_norm_op() {
 OpDef fused_add_rms_norm_op() {
   OpDef op;
   op.name = "fused_add_rms_norm";
+  op.kind = OpKind::library;
   op.input_names = {"x", "residual", "weight"};
   op.attributes = {{"eps", 1e-6}};
   op.custom = true;

@@ -22,6 +22,7 @@ void check_heads(const MetaArgs& args, size_t index, int64_t head_size) {
 OpDef rotary_embedding_op() {
   OpDef op;
   op.name = "rotary_embedding";
+  op.kind = OpKind::library;
   op.input_names = {"positions", "query", "key", "cos_sin_cache"};
   op.attributes = {{"head_size", std::nullopt}, {"is_neox", true}};
   op.custom = true;
