@@ -106,22 +106,26 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
   return plan;
 }
 
-CompileBackend make_compiled_backend(
-    CompilerOptions options, std::function<void(std::shared_ptr<const CompiledPlan>)> on_plan) {
-  return [options, on_plan](const Graph& graph, std::span<const Tensor>) -> CompiledCallable {
+CompileBackend make_compiled_backend(CompilerOptions options, PlanCallback on_plan,
+                                     PiecewiseBackendCallback on_backend) {
+  return [options, on_plan, on_backend](const Graph& graph,
+                                        std::span<const Tensor>) -> CompiledCallable {
     std::shared_ptr<const CompiledPlan> plan = compile_graph(graph, options);
     if (on_plan) on_plan(plan);
     auto backend = std::make_shared<PiecewiseBackend>(plan);
+    if (on_backend) on_backend(backend);
     return [backend](std::span<const Tensor> inputs) { return backend->run(inputs); };
   };
 }
 
-CompileOptions compiled_mode_options(
-    const CompilerOptions& compiler, std::vector<DynamicDim> dynamic_dims,
-    CustomOpConfig custom_ops, std::function<void(std::shared_ptr<const CompiledPlan>)> on_plan) {
+CompileOptions compiled_mode_options(const CompilerOptions& compiler,
+                                     std::vector<DynamicDim> dynamic_dims,
+                                     CustomOpConfig custom_ops, PlanCallback on_plan,
+                                     PiecewiseBackendCallback on_backend) {
   CompileOptions options;
   options.backend = "compiled";
-  options.backend_function = make_compiled_backend(compiler, std::move(on_plan));
+  options.backend_function =
+      make_compiled_backend(compiler, std::move(on_plan), std::move(on_backend));
   options.dynamic_dims = std::move(dynamic_dims);
   options.custom_ops = std::move(custom_ops);
   options.recompile_limit = static_cast<int>(compiler.config.recompile_limit);

@@ -14,6 +14,13 @@
 
 namespace tessera {
 
+class PiecewiseBackend;  // compile/piecewise_backend.h
+
+// Called with each plan compiled (`tessera explain`, tests and logs read it) and with the backend
+// that runs it (the model runner captures its pieces into graphs).
+using PlanCallback = std::function<void(std::shared_ptr<const CompiledPlan>)>;
+using PiecewiseBackendCallback = std::function<void(std::shared_ptr<PiecewiseBackend>)>;
+
 struct CompilerOptions {
   CompilationConfig config;
   // The largest value any symbol takes (the token count: max_num_batched_tokens); the arena is
@@ -23,16 +30,15 @@ struct CompilerOptions {
 
 std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOptions& options);
 
-// A backend for CompiledFunction. Each compiled plan is also handed to `on_plan`, when given
-// (`tessera explain`, tests and logs read it).
-CompileBackend make_compiled_backend(
-    CompilerOptions options, std::function<void(std::shared_ptr<const CompiledPlan>)> on_plan = {});
+// A backend for CompiledFunction; the callbacks, when given, see each plan and its backend.
+CompileBackend make_compiled_backend(CompilerOptions options, PlanCallback on_plan = {},
+                                     PiecewiseBackendCallback on_backend = {});
 
 // Options for a CompiledFunction in `compiled` mode: this backend, the given dynamic dims and
 // custom ops, and the config's recompile limit. What the model runner and the tests build.
-CompileOptions compiled_mode_options(
-    const CompilerOptions& compiler, std::vector<DynamicDim> dynamic_dims,
-    CustomOpConfig custom_ops,
-    std::function<void(std::shared_ptr<const CompiledPlan>)> on_plan = {});
+CompileOptions compiled_mode_options(const CompilerOptions& compiler,
+                                     std::vector<DynamicDim> dynamic_dims,
+                                     CustomOpConfig custom_ops, PlanCallback on_plan = {},
+                                     PiecewiseBackendCallback on_backend = {});
 
 }  // namespace tessera

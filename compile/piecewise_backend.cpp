@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
 
 #include "compile/codegen/codegen_target.h"
 #include "kernels/check.h"
@@ -148,17 +151,25 @@ Bindings PiecewiseBackend::bindings_of(std::span<const Tensor> inputs) const {
 }
 
 const BoundPlan& PiecewiseBackend::bind(const Bindings& bindings) {
+  return bound_plan(bindings);
+}
+
+BoundPlan& PiecewiseBackend::bound_plan(const Bindings& bindings) {
   ++calls_;
   auto found = bound_.find(bindings);
   if (found != bound_.end()) {
     found->second->last_used = calls_;
     return *found->second;
   }
-  if (bound_.size() >= kMaxBoundPlans) {
-    auto oldest = std::min_element(bound_.begin(), bound_.end(), [](const auto& a, const auto& b) {
-      return a.second->last_used < b.second->last_used;
-    });
-    bound_.erase(oldest);
+  if (bound_.size() >= kMaxBoundPlans + captured_sizes_.size()) {
+    // The least recently used binding without graphs: captured ones stay for the process.
+    auto oldest = bound_.end();
+    for (auto it = bound_.begin(); it != bound_.end(); ++it) {
+      if (it->second->graphs.empty() &&
+          (oldest == bound_.end() || it->second->last_used < oldest->second->last_used))
+        oldest = it;
+    }
+    if (oldest != bound_.end()) bound_.erase(oldest);
   }
   const Graph& graph = plan_->graph;
   auto bound = std::make_unique<BoundPlan>();
@@ -209,10 +220,75 @@ std::vector<Tensor> PiecewiseBackend::run(std::span<const Tensor> inputs) {
   copy_inputs(bound, inputs);
   Stream& stream = backend(device_).current_stream(device_.index);
   for (size_t p = 0; p < pieces_.size(); ++p) {
-    launch_piece(bound, static_cast<int>(p), stream);
+    if (bound.graphs.empty())
+      launch_piece(bound, static_cast<int>(p), stream);
+    else
+      bound.graphs[p]->replay(stream);
     if (p < splitting_.size()) launch_splitting(bound, static_cast<int>(p), stream);
   }
   return bound.outputs;
+}
+
+CaptureSummary PiecewiseBackend::capture(const std::vector<int64_t>& sizes, int64_t warmups) {
+  using Clock = std::chrono::steady_clock;
+  DeviceBackend& device = backend(device_);
+  TESSERA_REQUIRE(device.supports_graphs(),
+                  "{} cannot capture graphs; set compilation.cudagraph_mode=none", device_.str());
+  TESSERA_REQUIRE(plan_->max_sizes.size() == 1,
+                  "graph capture needs a plan with one dynamic size (the token count); this one "
+                  "has {}",
+                  plan_->max_sizes.size());
+  const auto& [symbol, largest] = *plan_->max_sizes.begin();
+  std::vector<int64_t> ordered = sizes;
+  std::sort(ordered.begin(), ordered.end(), std::greater<>());
+  ordered.erase(std::unique(ordered.begin(), ordered.end()), ordered.end());
+  for (int64_t size : ordered) {
+    TESSERA_REQUIRE(size >= 1 && size <= largest,
+                    "capture size {} is outside 1..{}, the sizes the compiled plan was built for; "
+                    "lower compilation.cudagraph_capture_sizes or raise "
+                    "engine.max_num_batched_tokens",
+                    size, largest);
+  }
+  if (!capture_stream_) capture_stream_ = device.create_stream(device_.index);
+  Stream& stream = *capture_stream_;
+  CaptureSummary summary;
+  const auto start = Clock::now();
+  device.synchronize(device_.index);
+  const size_t free_before = device.memory_info(device_.index).second;
+  for (int64_t size : ordered) {  // largest first, as vLLM does
+    BoundPlan& bound = bound_plan(Bindings{{symbol, size}});
+    if (!bound.graphs.empty()) continue;
+    // Warm-up launches load whatever loads lazily (library handles, algorithm choices) outside
+    // the capture. They run on zero inputs: ids and positions index tables, so the arena's old
+    // bytes would read out of bounds; what the pieces compute does not matter here.
+    for (const Tensor& slot : bound.inputs) {
+      Tensor zeros = Tensor::empty(slot.sizes(), slot.dtype(), kCPU);
+      std::memset(zeros.data_ptr(), 0, zeros.nbytes());
+      Tensor(slot).copy_from(zeros);
+    }
+    for (int64_t w = 0; w < warmups; ++w)
+      for (size_t p = 0; p < pieces_.size(); ++p) launch_piece(bound, static_cast<int>(p), stream);
+    stream.synchronize();
+    for (size_t p = 0; p < pieces_.size(); ++p) {
+      device.begin_capture(stream);
+      try {
+        launch_piece(bound, static_cast<int>(p), stream);
+      } catch (...) {
+        (void)device.end_capture(stream);  // leave the stream usable, then report the failure
+        throw;
+      }
+      bound.graphs.push_back(device.end_capture(stream));
+    }
+    summary.graphs += bound.graphs.size();
+    captured_sizes_.push_back(size);
+  }
+  std::sort(captured_sizes_.begin(), captured_sizes_.end());
+  device.synchronize(device_.index);
+  const size_t free_after = device.memory_info(device_.index).second;
+  summary.sizes = captured_sizes_;
+  summary.device_bytes = free_before > free_after ? free_before - free_after : 0;
+  summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return summary;
 }
 
 }  // namespace tessera

@@ -25,6 +25,16 @@ struct BoundPlan {
   std::vector<std::vector<BoundStep>> pieces;  // per piece, per step
   std::vector<BoundStep> splitting;            // the splitting op after piece i
   std::vector<Tensor> outputs;                 // the graph's outputs (arena slots or constants)
+  // One device graph per piece once this size is captured (capture()); calls then replay them.
+  std::vector<std::unique_ptr<GraphExec>> graphs;
+};
+
+// What capture() did, for the startup log.
+struct CaptureSummary {
+  std::vector<int64_t> sizes;  // token counts captured, ascending
+  size_t graphs = 0;
+  double seconds = 0;
+  size_t device_bytes = 0;  // device memory the graphs took (free memory before - after)
 };
 
 class PiecewiseBackend {
@@ -44,12 +54,22 @@ class PiecewiseBackend {
   void launch_piece(const BoundPlan& bound, int index, Stream& stream) const;
   void launch_splitting(const BoundPlan& bound, int index, Stream& stream) const;
 
+  // Captures every piece at each token count of `sizes` into device graphs (largest first, each
+  // after `warmups` uncaptured launches, as vLLM does); later calls of a captured size replay
+  // them, with the splitting ops launched between the replays. The plan must have one dynamic
+  // symbol (the token count) and its device must support graphs. Sizes past the plan's largest
+  // are an error.
+  CaptureSummary capture(const std::vector<int64_t>& sizes, int64_t warmups);
+  // The captured token counts, ascending (empty before capture()).
+  const std::vector<int64_t>& captured_sizes() const { return captured_sizes_; }
+
   const std::vector<Piece>& pieces() const { return pieces_; }
   const CompiledPlan& plan() const { return *plan_; }
   Device device() const { return device_; }
   size_t launches_per_call() const { return plan_->launches_per_call(); }
 
  private:
+  BoundPlan& bound_plan(const Bindings& bindings);
   ResolvedStep resolve(const Step& step) const;
   BoundStep bind_step(const ResolvedStep& step, std::vector<Tensor>& values,
                       const Bindings& bindings) const;
@@ -62,9 +82,11 @@ class PiecewiseBackend {
   std::vector<ResolvedStep> splitting_;
   std::map<Bindings, std::unique_ptr<BoundPlan>> bound_;
   uint64_t calls_ = 0;
+  std::vector<int64_t> captured_sizes_;
+  std::unique_ptr<Stream> capture_stream_;
 };
 
-// Bindings kept per backend: every decode size and the recent prefill sizes.
+// Bindings kept per backend besides the captured ones: the recent sizes.
 inline constexpr size_t kMaxBoundPlans = 128;
 
 }  // namespace tessera

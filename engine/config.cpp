@@ -148,34 +148,22 @@ const Fields& fields() {
                                              "a list of \"all\", \"none\", \"+name\", \"-name\"");
     f["compilation.splitting_ops"] =
         list_field(compilation, &C::splitting_ops, "a list of op names");
-    // CUDA graph capture is issue 10: its keys parse, and any value that needs capture is an
-    // error rather than a setting that silently does nothing.
-    const std::string no_capture = "CUDA graph capture is not built yet (issue 10); ";
+    // Piecewise capture exists; full graphs (issue 10) are errors rather than settings that
+    // silently do nothing.
     f["compilation.cudagraph_mode"] = unbuilt(
         choice_field(compilation, &C::cudagraph_mode,
                      {"none", "piecewise", "full", "full_and_piecewise"}),
-        [](const RunConfig& c) { return c.compilation.cudagraph_mode != "none"; },
-        no_capture + "use none");
-    f["compilation.cudagraph_capture_sizes"] = unbuilt(
-        list_field<C, int64_t>(compilation, &C::cudagraph_capture_sizes,
-                               "a list of positive integers", require_positive),
-        [](const RunConfig& c) { return !c.compilation.cudagraph_capture_sizes.empty(); },
-        no_capture + "remove the key");
-    f["compilation.max_cudagraph_capture_size"] = unbuilt(
-        make_field<C, int64_t>(compilation, &C::max_cudagraph_capture_size, "a positive integer",
-                               require_positive),
         [](const RunConfig& c) {
-          return c.compilation.max_cudagraph_capture_size !=
-                 CompilationConfig{}.max_cudagraph_capture_size;
+          return c.compilation.cudagraph_mode == "full" ||
+                 c.compilation.cudagraph_mode == "full_and_piecewise";
         },
-        no_capture + "remove the key");
-    f["compilation.cudagraph_num_warmups"] = unbuilt(
-        make_field<C, int64_t>(compilation, &C::cudagraph_num_warmups, "an integer >= 0",
-                               require_non_negative),
-        [](const RunConfig& c) {
-          return c.compilation.cudagraph_num_warmups != CompilationConfig{}.cudagraph_num_warmups;
-        },
-        no_capture + "remove the key");
+        "full CUDA graphs are not built yet (issue 10); use piecewise or none");
+    f["compilation.cudagraph_capture_sizes"] = list_field<C, int64_t>(
+        compilation, &C::cudagraph_capture_sizes, "a list of positive integers", require_positive);
+    f["compilation.max_cudagraph_capture_size"] = make_field<C, int64_t>(
+        compilation, &C::max_cudagraph_capture_size, "a positive integer", require_positive);
+    f["compilation.cudagraph_num_warmups"] = make_field<C, int64_t>(
+        compilation, &C::cudagraph_num_warmups, "an integer >= 0", require_non_negative);
     f["compilation.pass_config.enable_fusion"] =
         Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
                 c.compilation.pass_config.enable_fusion = scalar_as<bool>(n, w, "true or false");
@@ -283,6 +271,16 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     }
     set_key(config, key, value, "override");
   }
+  const CompilationConfig defaults;
+  const CompilationConfig& compilation = config.compilation;
+  bool capture_keys_set =
+      !compilation.cudagraph_capture_sizes.empty() ||
+      compilation.max_cudagraph_capture_size != defaults.max_cudagraph_capture_size ||
+      compilation.cudagraph_num_warmups != defaults.cudagraph_num_warmups;
+  TESSERA_REQUIRE(!capture_keys_set || compilation.cudagraph_mode != "none",
+                  "compilation.cudagraph_capture_sizes, max_cudagraph_capture_size and "
+                  "cudagraph_num_warmups have no effect with compilation.cudagraph_mode=none; "
+                  "set cudagraph_mode=piecewise or remove them");
   return config;
 }
 

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 #include "compile/ops/dispatch.h"
 #include "compile/ops/ops.h"
+#include "compile/piecewise_backend.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
 
@@ -42,7 +45,10 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
     CompilerOptions compiler{options_.compilation, options_.max_num_batched_tokens};
     compile = compiled_mode_options(
         compiler, token_dims, options_.custom_ops,
-        [latest = latest_plan_](std::shared_ptr<const CompiledPlan> plan) { *latest = plan; });
+        [latest = latest_plan_](std::shared_ptr<const CompiledPlan> plan) { *latest = plan; },
+        [latest = latest_backend_](std::shared_ptr<PiecewiseBackend> backend) {
+          *latest = std::move(backend);
+        });
   } else {
     compile.backend = options_.mode;  // "eager" runs the forward as called, with custom_ops
     compile.custom_ops = options_.custom_ops;
@@ -54,6 +60,51 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
     return std::vector<Tensor>{model->forward(inputs[0], inputs[1])};
   };
   compiled_ = std::make_unique<CompiledFunction>(forward, compile);
+  const std::string& graph_mode = options_.compilation.cudagraph_mode;
+  if (graph_mode != "none") {
+    TESSERA_REQUIRE(graph_mode == "piecewise",
+                    "compilation.cudagraph_mode={}: only none and piecewise are built (full "
+                    "graphs are issue 10)",
+                    graph_mode);
+    TESSERA_REQUIRE(!model_->device().is_cpu() && backend(model_->device()).supports_graphs(),
+                    "compilation.cudagraph_mode=piecewise needs a GPU ({} has no graphs); use none",
+                    model_->device().str());
+    TESSERA_REQUIRE(options_.mode == "compiled",
+                    "compilation.cudagraph_mode=piecewise captures compiled pieces: it needs "
+                    "compilation.mode=compiled, not {}",
+                    options_.mode);
+    capture_graphs();
+  }
+}
+
+void ModelRunner::capture_graphs() {
+  // A forward at the largest step compiles the plan; its tokens are cached nowhere (slot -1) and
+  // attend nothing (no sequences), so any KV cache size will do.
+  const int64_t tokens = options_.max_num_batched_tokens;
+  Device device = model_->device();
+  AttentionMetadata meta;
+  meta.num_tokens = tokens;
+  meta.query_start_loc = {0};
+  meta.slot_mapping.assign(static_cast<size_t>(tokens), -1);
+  meta.device_query_start_loc = int_tensor(meta.query_start_loc, device);
+  meta.device_slot_mapping = int_tensor(meta.slot_mapping, device);
+  std::vector<int32_t> zeros(static_cast<size_t>(tokens), 0);
+  std::vector<Tensor> inputs{int_tensor(zeros, device), int_tensor(zeros, device)};
+  {
+    ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
+    (*compiled_)(inputs);
+  }
+  TESSERA_CHECK(*latest_backend_ != nullptr, "the compiled forward has no piecewise backend");
+  std::vector<int64_t> sizes = options_.compilation.resolved_capture_sizes(tokens);
+  CaptureSummary summary =
+      (*latest_backend_)->capture(sizes, options_.compilation.cudagraph_num_warmups);
+  spdlog::info("captured {} graphs ({} pieces) for sizes [{}] in {:.2f} s, {:.3f} GiB",
+               summary.graphs, (*latest_backend_)->pieces().size(), fmt::join(summary.sizes, ", "),
+               summary.seconds, static_cast<double>(summary.device_bytes) / (1u << 30));
+}
+
+std::vector<int64_t> ModelRunner::captured_sizes() const {
+  return *latest_backend_ ? (*latest_backend_)->captured_sizes() : std::vector<int64_t>{};
 }
 
 size_t ModelRunner::kv_cache_bytes() const {
@@ -131,6 +182,14 @@ Tensor ModelRunner::execute(std::span<const SequenceInput> batch) {
     TESSERA_REQUIRE(id >= 0 && id < model_->config().vocab_size,
                     "token id {} is outside the model's vocabulary of {}", id,
                     model_->config().vocab_size);
+  }
+  // A batch runs padded up to the nearest captured size, if any: the padding rows are token 0 at
+  // position 0, outside the metadata's tokens, so attention neither caches nor attends them.
+  const std::vector<int64_t> sizes = captured_sizes();
+  auto padded = std::lower_bound(sizes.begin(), sizes.end(), meta.num_tokens);
+  if (padded != sizes.end()) {
+    token_ids.resize(static_cast<size_t>(*padded), 0);
+    positions.resize(static_cast<size_t>(*padded), 0);
   }
   Device device = model_->device();
   std::vector<Tensor> inputs{int_tensor(token_ids, device), int_tensor(positions, device)};

@@ -50,8 +50,13 @@ class ModelRunner {
   const CompiledFunction* compiled() const { return compiled_.get(); }
   // The plan of the latest compilation in `compiled` mode (nullptr before the first step).
   std::shared_ptr<const CompiledPlan> latest_plan() const { return *latest_plan_; }
+  // The token counts captured into CUDA graphs (compilation.cudagraph_mode=piecewise), ascending.
+  std::vector<int64_t> captured_sizes() const;
 
  private:
+  // cudagraph_mode=piecewise: one forward at max_num_batched_tokens compiles the plan, then every
+  // piece is captured at each capture size.
+  void capture_graphs();
   AttentionMetadata build_metadata(std::span<const SequenceInput> batch,
                                    std::vector<int32_t>& token_ids, std::vector<int32_t>& positions,
                                    std::vector<int32_t>& last_token_rows) const;
@@ -62,6 +67,8 @@ class ModelRunner {
   std::unique_ptr<CompiledFunction> compiled_;
   std::shared_ptr<std::shared_ptr<const CompiledPlan>> latest_plan_ =
       std::make_shared<std::shared_ptr<const CompiledPlan>>();
+  std::shared_ptr<std::shared_ptr<PiecewiseBackend>> latest_backend_ =
+      std::make_shared<std::shared_ptr<PiecewiseBackend>>();
 };
 
 // The rows of host-readable logits as vectors: for tests and dumps, not for the decode loop.

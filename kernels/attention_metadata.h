@@ -19,7 +19,10 @@ struct PagedKVCache {
 
 struct AttentionMetadata {
   int64_t num_seqs = 0;
-  int64_t num_tokens = 0;  // tokens in this step (the sum of query lengths)
+  // Tokens in this step (the sum of query lengths). The q/k/v rows given to attention may be
+  // more (a batch padded up to a captured graph's size): rows past num_tokens are not cached and
+  // not attended, and their output rows are left as they are.
+  int64_t num_tokens = 0;
   int64_t max_query_len = 0;
   int64_t max_seq_len = 0;
   int64_t max_blocks_per_seq = 0;

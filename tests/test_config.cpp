@@ -41,8 +41,6 @@ TEST(Config, PresetsLoad) {
   EXPECT_EQ(eager.compilation.cudagraph_mode, "none");
 }
 
-// cudagraph_mode and capture sizes are errors until capture exists (issue 10), so the file sets
-// and the override changes compilation.mode and splitting_ops instead.
 TEST(Config, OverridesApplyAfterTheFile) {
   std::string path =
       write_temp("overrides", "engine:\n  max_num_seqs: 8\ncompilation:\n  mode: traced\n");
@@ -104,20 +102,33 @@ TEST(Config, BadInputIsAClearError) {
 TEST(Config, KeysOfFeaturesNotBuiltYetAreErrorsWhenTheyNeedThem) {
   EXPECT_EQ(load_run_config("").compilation.cudagraph_mode, "none");  // the default works
   EXPECT_NO_THROW(load_run_config("", {"compilation.cudagraph_mode=none"}));
-  EXPECT_THAT(error_of("", {"compilation.cudagraph_mode=piecewise"}),
-              HasSubstr("compilation.cudagraph_mode=piecewise: CUDA graph capture is not built "
-                        "yet (issue 10); use none"));
   EXPECT_THAT(error_of("compilation:\n  cudagraph_mode: full\n"),
-              HasSubstr("compilation.cudagraph_mode=full: CUDA graph capture is not built yet"));
-  EXPECT_THAT(error_of("", {"compilation.cudagraph_capture_sizes=[1, 2, 4]"}),
-              HasSubstr("compilation.cudagraph_capture_sizes=[1, 2, 4]: CUDA graph capture is not "
-                        "built yet"));
+              HasSubstr("compilation.cudagraph_mode=full: full CUDA graphs are not built yet "
+                        "(issue 10); use piecewise or none"));
+  EXPECT_THAT(error_of("", {"compilation.cudagraph_mode=full_and_piecewise"}),
+              HasSubstr("full CUDA graphs are not built yet"));
   EXPECT_NO_THROW(load_run_config("", {"compilation.cudagraph_capture_sizes=[]"}));
-  EXPECT_THAT(error_of("", {"compilation.max_cudagraph_capture_size=64"}),
-              HasSubstr("compilation.max_cudagraph_capture_size=64: CUDA graph capture"));
-  EXPECT_THAT(error_of("", {"compilation.cudagraph_num_warmups=3"}),
-              HasSubstr("compilation.cudagraph_num_warmups=3: CUDA graph capture"));
   EXPECT_THAT(error_of("engine:\n  gpu_memory_utilization: 0.5\n"),
               HasSubstr("engine.gpu_memory_utilization=0.5: sizing the KV cache from free GPU "
                         "memory is not built yet (issue 10); set engine.num_kv_blocks"));
+}
+
+TEST(Config, CaptureKeysNeedAGraphMode) {
+  RunConfig config = load_run_config(
+      "", {"compilation.cudagraph_mode=piecewise", "compilation.cudagraph_capture_sizes=[1, 2, 4]",
+           "compilation.max_cudagraph_capture_size=64", "compilation.cudagraph_num_warmups=3"});
+  EXPECT_EQ(config.compilation.cudagraph_mode, "piecewise");
+  EXPECT_EQ(config.compilation.cudagraph_capture_sizes, (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(config.compilation.max_cudagraph_capture_size, 64);
+  EXPECT_EQ(config.compilation.cudagraph_num_warmups, 3);
+  for (const char* key :
+       {"compilation.cudagraph_capture_sizes=[8]", "compilation.max_cudagraph_capture_size=64",
+        "compilation.cudagraph_num_warmups=3"}) {
+    EXPECT_THAT(error_of("", {key}),
+                HasSubstr("have no effect with compilation.cudagraph_mode=none"))
+        << key;
+  }
+  EXPECT_THAT(error_of("", {"compilation.cudagraph_mode=piecewise",
+                            "compilation.cudagraph_capture_sizes=[1, 0]"}),
+              HasSubstr("must be positive"));
 }

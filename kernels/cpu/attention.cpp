@@ -95,8 +95,9 @@ void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& 
 
 // Checks the metadata against the cache before any kernel reads through it.
 void check_metadata(const AttentionMetadata& meta, const PagedKVCache& cache, int64_t num_tokens) {
-  TESSERA_REQUIRE(meta.num_tokens == num_tokens,
-                  "attention: the step's metadata has {} tokens but the query has {}",
+  // Rows past the step's tokens pad the batch up to a captured size: not cached, not attended.
+  TESSERA_REQUIRE(meta.num_tokens <= num_tokens,
+                  "attention: the step's metadata has {} tokens but the query only {}",
                   meta.num_tokens, num_tokens);
   TESSERA_CHECK(static_cast<int64_t>(meta.query_start_loc.size()) == meta.num_seqs + 1);
   TESSERA_CHECK(static_cast<int64_t>(meta.slot_mapping.size()) == meta.num_tokens);

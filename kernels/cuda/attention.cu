@@ -295,10 +295,14 @@ void attention_gpu(const KernelArgs& args) {
                   query.str(), key.str(), value.str(), out.str(), layer, cache.key.str());
   TESSERA_REQUIRE(cache.key.is_contiguous() && cache.value.is_contiguous(),
                   "attention: layer {}'s KV cache {} must be contiguous", layer, cache.key.str());
-  const int64_t tokens = query.size(0);
-  TESSERA_REQUIRE(meta.num_tokens == tokens,
-                  "attention: the step's metadata has {} tokens but the query has {}",
-                  meta.num_tokens, tokens);
+  TESSERA_REQUIRE(meta.num_tokens <= query.size(0),
+                  "attention: the step's metadata has {} tokens but the query only {}",
+                  meta.num_tokens, query.size(0));
+  // Rows past the step's tokens pad the batch up to a captured graph's size: they are neither
+  // cached nor attended, and their output rows are left as they are.
+  const int64_t tokens = meta.num_tokens;
+  const Tensor query_rows = query.slice(0, 0, tokens), key_rows = key.slice(0, 0, tokens),
+               value_rows = value.slice(0, 0, tokens);
   TESSERA_REQUIRE(meta.num_seqs <= kGridLimitYZ,
                   "attention: {} sequences in one step; the {} kernels take at most {}",
                   meta.num_seqs, runtime_name(), kGridLimitYZ);
@@ -306,7 +310,7 @@ void attention_gpu(const KernelArgs& args) {
   require_metadata_tensor(meta.device_slot_mapping, "device_slot_mapping", tokens, device);
 
   LaunchScope scope(device);
-  reshape_and_cache(key, value, cache, meta.device_slot_mapping, scope.stream());
+  reshape_and_cache(key_rows, value_rows, cache, meta.device_slot_mapping, scope.stream());
   if (meta.num_seqs == 0) return;
   require_metadata_tensor(meta.device_query_start_loc, "device_query_start_loc", meta.num_seqs + 1,
                           device);
@@ -320,7 +324,7 @@ void attention_gpu(const KernelArgs& args) {
   const Launch launch{meta.num_seqs, meta.max_query_len, meta.max_seq_len, device, scope.stream()};
   visit_device_float_dtype(kOp, query.dtype(), [&]<typename T>() {
     AttentionParams<T> params{};
-    params.query = static_cast<const T*>(query.data_ptr());
+    params.query = static_cast<const T*>(query_rows.data_ptr());
     params.key_cache = static_cast<const T*>(cache.key.data_ptr());
     params.value_cache = static_cast<const T*>(cache.value.data_ptr());
     params.out = static_cast<T*>(out.data_ptr());

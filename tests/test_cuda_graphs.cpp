@@ -1,0 +1,110 @@
+// CUDA graphs in the model runner (compilation.cudagraph_mode=piecewise): every compiled piece
+// captured per capture size, attention run between the replays, batches padded up to the nearest
+// captured size. Replays must give what the same compiled forward gives without graphs, for
+// captured and padded sizes alike, across decode steps whose KV cache and metadata change, and
+// with a second runner capturing in the same process.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine/generator.h"
+#include "engine/run_setup.h"
+#include "kernels/backend.h"
+#include "kernels/check.h"
+#include "models/architecture_registry.h"
+#include "models/loaders/loaders.h"
+#include "models/tokenizer.h"
+#include "support/runner_steps.h"
+#include "support/test_tensors.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+using ::testing::HasSubstr;
+
+namespace {
+
+const std::string kStories = std::string(TESSERA_SHARED_DIR) + "/models/stories260K";
+
+RunnerOptions compiled_runner(const std::string& graph_mode, const std::string& cache) {
+  RunnerOptions options;
+  options.mode = "compiled";
+  options.max_num_batched_tokens = 64;
+  options.compilation.cache_dir = cache;
+  options.compilation.cudagraph_mode = graph_mode;
+  options.compilation.cudagraph_capture_sizes = {1, 2, 4, 8, 16, 32};
+  return options;
+}
+
+std::shared_ptr<const CausalLM> stories(Device device) {
+  return create_model(load_model(kStories + "/stories260K.bin", LoadOptions{DType::f32, device}),
+                      256);
+}
+
+double rows_relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  return relative_error(Tensor::from_floats(got, {static_cast<int64_t>(got.size())}),
+                        Tensor::from_floats(want, {static_cast<int64_t>(want.size())}));
+}
+
+}  // namespace
+
+TEST(CudaGraphs, PiecewiseOnTheCpuIsAClearError) {
+  auto model = stories(kCPU);
+  try {
+    ModelRunner runner(model, with_kv_blocks_for(compiled_runner("piecewise", fresh_temp_dir("g")),
+                                                 model->max_positions()));
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("compilation.cudagraph_mode=piecewise needs a GPU"));
+  }
+}
+
+TEST(GpuCudaGraphs, ReplaysMatchTheCompiledForwardAtCapturedAndPaddedSizes) {
+  Device gpu;
+  if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
+  auto model = stories(gpu);
+  const std::string cache = fresh_temp_dir("graphs_sizes");
+  ModelRunner plain(model,
+                    with_kv_blocks_for(compiled_runner("none", cache), model->max_positions()));
+  ModelRunner graphs(
+      model, with_kv_blocks_for(compiled_runner("piecewise", cache), model->max_positions()));
+  EXPECT_EQ(graphs.captured_sizes(), (std::vector<int64_t>{1, 2, 4, 8, 16, 32}));
+  EXPECT_TRUE(plain.captured_sizes().empty());
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < 60; ++i) ids.push_back((i * 37 + 11) % 512);
+  // Prefill chunks of captured sizes (1, 8, 16), of sizes padded up (3 -> 4, 13 -> 16, 5 -> 8)
+  // and past the largest (40: no graph), then decode steps.
+  for (const std::vector<int64_t>& chunks :
+       {std::vector<int64_t>{8, 1, 1, 16}, {3, 13, 5, 1, 1}, {40, 1, 1}}) {
+    SCOPED_TRACE(::testing::PrintToString(chunks));
+    auto want = logits_by_chunks(plain, ids, chunks);
+    auto got = logits_by_chunks(graphs, ids, chunks);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t step = 0; step < want.size(); ++step)
+      EXPECT_LT(rows_relative_error(got[step], want[step]), 1e-5) << "step " << step;
+  }
+}
+
+TEST(GpuCudaGraphs, GreedyDecodeWithGraphsIsTokenForTokenTheSame) {
+  Device gpu;
+  if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
+  auto model = stories(gpu);
+  auto tokenizer = load_tokenizer(kStories + "/tok512.bin");
+  const std::string cache = fresh_temp_dir("graphs_decode");
+  GenerateRequest request;
+  request.prompt = "Once upon a time";
+  request.sampling.temperature = 0;
+  request.sampling.max_tokens = 64;
+  request.stop_token_ids = {-1};  // never stop early: 64 decode steps
+  auto run = [&](ModelRunner& runner) { return generate(runner, *tokenizer, request).output_ids; };
+  ModelRunner plain(model,
+                    with_kv_blocks_for(compiled_runner("none", cache), model->max_positions()));
+  std::vector<int32_t> want = run(plain);
+  ASSERT_EQ(want.size(), 64u);
+  ModelRunner first(
+      model, with_kv_blocks_for(compiled_runner("piecewise", cache), model->max_positions()));
+  EXPECT_EQ(run(first), want);
+  // A second runner capturing its own graphs leaves the first one's intact.
+  ModelRunner second(
+      model, with_kv_blocks_for(compiled_runner("piecewise", cache), model->max_positions()));
+  EXPECT_EQ(run(second), want);
+  EXPECT_EQ(run(first), want);
+}
