@@ -238,7 +238,7 @@ Row time_decode(ModelRunner& runner, const std::string& mode, int64_t batch, con
     for (int64_t position = 0; position < total; ++position)
       sequences[s].tokens.push_back(token_id(s, position, vocab));
 
-  KVCacheManager blocks(runner.options().num_kv_blocks, runner.options().block_size);
+  KVCacheManager blocks(runner.num_kv_blocks(), runner.options().block_size);
   advance(runner, blocks, sequences, options.context, token_budget);
   for (int64_t step = 0; step < options.warmup; ++step)
     advance(runner, blocks, sequences, 1, batch);

@@ -128,7 +128,7 @@ Options parse(int argc, char** argv) {
 // Prefill, then teacher-forced decode steps; one logits row per step.
 std::vector<std::vector<float>> run_steps(ModelRunner& runner, const std::vector<int32_t>& ids,
                                           int64_t prefill) {
-  KVCacheManager blocks(runner.options().num_kv_blocks, runner.options().block_size);
+  KVCacheManager blocks(runner.num_kv_blocks(), runner.options().block_size);
   std::vector<std::vector<float>> rows;
   int64_t done = 0;
   while (done < static_cast<int64_t>(ids.size())) {

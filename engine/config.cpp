@@ -122,18 +122,12 @@ const Fields& fields() {
         make_field<E, int64_t>(engine, &E::block_size, "a positive integer", require_positive);
     f["engine.num_kv_blocks"] =
         make_field<E, int64_t>(engine, &E::num_kv_blocks, "an integer >= 0", require_non_negative);
-    f["engine.gpu_memory_utilization"] = unbuilt(
-        make_field<E, double>(engine, &E::gpu_memory_utilization, "a number in (0, 1]",
-                              [](const double& v, const std::string& where) {
-                                if (!(v > 0 && v <= 1))
-                                  throw Error(
-                                      fmt::format("{}: must be in (0, 1], got {}", where, v));
-                              }),
-        [](const RunConfig& c) {
-          return c.engine.gpu_memory_utilization != EngineConfig{}.gpu_memory_utilization;
-        },
-        "sizing the KV cache from free GPU memory is not built yet (issue 10); set "
-        "engine.num_kv_blocks instead");
+    f["engine.gpu_memory_utilization"] = make_field<E, double>(
+        engine, &E::gpu_memory_utilization, "a number in (0, 1]",
+        [](const double& v, const std::string& where) {
+          if (!(v > 0 && v <= 1))
+            throw Error(fmt::format("{}: must be in (0, 1], got {}", where, v));
+        });
     f["engine.enable_prefix_caching"] =
         make_field(engine, &E::enable_prefix_caching, "true or false");
     f["engine.seed"] = make_field(engine, &E::seed, "an integer");

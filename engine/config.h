@@ -20,8 +20,9 @@ struct EngineConfig {
   int64_t max_num_batched_tokens = 2048;
   int64_t max_num_seqs = 64;
   int64_t block_size = 16;
-  int64_t num_kv_blocks = 0;  // 0: enough for one sequence of the model's length (run_setup)
-  double gpu_memory_utilization = 0.9;  // only the default until KV sizing from memory (issue 10)
+  // 0: from gpu_memory_utilization on a GPU, one sequence of the model's length on the CPU.
+  int64_t num_kv_blocks = 0;
+  double gpu_memory_utilization = 0.9;  // the share of GPU memory the KV cache may fill up to
   bool enable_prefix_caching = true;
   int64_t seed = 0;
   std::string host = "127.0.0.1";

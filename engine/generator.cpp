@@ -31,7 +31,7 @@ GenerationResult generate(ModelRunner& runner, const Tokenizer& tokenizer,
   Sampler sampler(request.sampling);
   StreamingDecoder decoder(tokenizer, result.prompt_ids);  // the prompt is the text's context
   // The generator schedules one sequence, so it owns the blocks: the runner's whole cache.
-  KVCacheManager blocks(runner.options().num_kv_blocks, runner.options().block_size);
+  KVCacheManager blocks(runner.num_kv_blocks(), runner.options().block_size);
   const SequenceId sequence = 0;
   std::vector<int32_t> pending = result.prompt_ids;
   int64_t cached = 0;

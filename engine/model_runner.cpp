@@ -1,6 +1,7 @@
 #include "engine/model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <spdlog/spdlog.h>
 
@@ -14,6 +15,8 @@ namespace tessera {
 
 namespace {
 
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 Tensor int_tensor(const std::vector<int32_t>& values, Device device) {
   std::vector<int64_t> wide(values.begin(), values.end());
   return Tensor::from_ints(wide, {static_cast<int64_t>(values.size())}, DType::i32, device);
@@ -23,21 +26,22 @@ Tensor int_tensor(const std::vector<int32_t>& values, Device device) {
 
 ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions options)
     : model_(std::move(model)), options_(std::move(options)) {
-  TESSERA_REQUIRE(options_.num_kv_blocks > 0 && options_.block_size > 0,
-                  "the runner needs a KV cache of at least one block of at least one token (got "
-                  "num_kv_blocks {}, block_size {}); engine/run_setup sizes it from the config",
+  TESSERA_REQUIRE(options_.num_kv_blocks >= 0 && options_.block_size > 0,
+                  "the runner needs num_kv_blocks >= 0 and block_size > 0 (got {}, {})",
                   options_.num_kv_blocks, options_.block_size);
   TESSERA_REQUIRE(
       options_.mode == "eager" || options_.mode == "traced" || options_.mode == "compiled",
       "compilation mode '{}' is not valid; valid choices: eager, traced, compiled", options_.mode);
-  const ModelConfig& config = model_->config();
-  Shape cache_shape{options_.num_kv_blocks, options_.block_size, config.num_kv_heads,
-                    config.head_dim};
-  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
-    kv_caches_.push_back(
-        PagedKVCache{Tensor::empty(cache_shape, model_->dtype(), model_->device()),
-                     Tensor::empty(cache_shape, model_->dtype(), model_->device())});
-  }
+  const bool size_from_memory = options_.num_kv_blocks == 0;
+  TESSERA_REQUIRE(!size_from_memory || !model_->device().is_cpu(),
+                  "the KV cache on the CPU needs engine.num_kv_blocks (run_setup sizes it for one "
+                  "sequence of the model's length)");
+  TESSERA_REQUIRE(!size_from_memory ||
+                      (options_.gpu_memory_utilization > 0 && options_.gpu_memory_utilization <= 1),
+                  "engine.gpu_memory_utilization must be in (0, 1], got {}",
+                  options_.gpu_memory_utilization);
+  // Sized from memory, the profile runs against a one-block cache it never touches.
+  allocate_kv_cache(size_from_memory ? 1 : options_.num_kv_blocks);
   // The token count: one symbol shared by input_ids and positions.
   std::vector<DynamicDim> token_dims = {{0, 0}, {1, 0}};
   CompileOptions compile;
@@ -61,7 +65,8 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
   };
   compiled_ = std::make_unique<CompiledFunction>(forward, compile);
   const std::string& graph_mode = options_.compilation.cudagraph_mode;
-  if (graph_mode != "none") {
+  const bool graphs = graph_mode != "none";
+  if (graphs) {
     TESSERA_REQUIRE(graph_mode == "piecewise",
                     "compilation.cudagraph_mode={}: only none and piecewise are built (full "
                     "graphs are issue 10)",
@@ -73,34 +78,128 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
                     "compilation.cudagraph_mode=piecewise captures compiled pieces: it needs "
                     "compilation.mode=compiled, not {}",
                     options_.mode);
-    capture_graphs();
+  }
+  if (!size_from_memory && !graphs) return;
+  const size_t transient_peak = profile_forward();
+  // Nothing left for the KV cache is an error before the capture, not after it.
+  if (size_from_memory) kv_blocks_from_memory(transient_peak, 0, false);
+  const size_t graph_bytes = graphs ? capture_graphs() : 0;
+  if (size_from_memory) {
+    int64_t blocks = kv_blocks_from_memory(transient_peak, graph_bytes, true);
+    kv_caches_.clear();
+    allocate_kv_cache(blocks);
   }
 }
 
-void ModelRunner::capture_graphs() {
-  // A forward at the largest step compiles the plan; its tokens are cached nowhere (slot -1) and
-  // attend nothing (no sequences), so any KV cache size will do.
+void ModelRunner::allocate_kv_cache(int64_t blocks) {
+  const ModelConfig& config = model_->config();
+  Shape cache_shape{blocks, options_.block_size, config.num_kv_heads, config.head_dim};
+  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+    kv_caches_.push_back(
+        PagedKVCache{Tensor::empty(cache_shape, model_->dtype(), model_->device()),
+                     Tensor::empty(cache_shape, model_->dtype(), model_->device())});
+  }
+  num_kv_blocks_ = blocks;
+}
+
+size_t ModelRunner::profile_forward() {
   const int64_t tokens = options_.max_num_batched_tokens;
-  Device device = model_->device();
-  AttentionMetadata meta;
+  const Device device = model_->device();
+  Allocator& allocator = backend(device).allocator(device.index);
+  backend(device).synchronize(device.index);
+  const size_t held_before = allocator.stats().current_bytes;
+  allocator.reset_peak();
+  const auto start = std::chrono::steady_clock::now();
+  AttentionMetadata meta;  // no sequences: tokens are cached nowhere (slot -1), attend nothing
   meta.num_tokens = tokens;
   meta.query_start_loc = {0};
   meta.slot_mapping.assign(static_cast<size_t>(tokens), -1);
-  meta.device_query_start_loc = int_tensor(meta.query_start_loc, device);
-  meta.device_slot_mapping = int_tensor(meta.slot_mapping, device);
-  std::vector<int32_t> zeros(static_cast<size_t>(tokens), 0);
-  std::vector<Tensor> inputs{int_tensor(zeros, device), int_tensor(zeros, device)};
-  {
-    ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
-    (*compiled_)(inputs);
+  if (!device.is_cpu()) {
+    meta.device_query_start_loc = int_tensor(meta.query_start_loc, device);
+    meta.device_slot_mapping = int_tensor(meta.slot_mapping, device);
   }
+  std::vector<int32_t> zeros(static_cast<size_t>(tokens), 0);
+  {
+    std::vector<Tensor> inputs{int_tensor(zeros, device), int_tensor(zeros, device)};
+    ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
+    Tensor hidden = (*compiled_)(inputs).at(0);
+    const int64_t rows = std::min(options_.max_num_seqs, tokens);
+    Tensor logits =
+        ops::cast(model_->compute_logits(hidden.slice(0, 0, rows).contiguous()), DType::f32);
+    backend(device).synchronize(device.index);
+  }
+  const MemoryStats stats = allocator.stats();
+  const size_t peak = stats.peak_bytes > held_before ? stats.peak_bytes - held_before : 0;
+  const size_t kept = stats.current_bytes > held_before ? stats.current_bytes - held_before : 0;
+  spdlog::info(
+      "profile forward at {} tokens in {:.2f} s: activation peak {:.3f} GiB ({:.3f} GiB "
+      "held after it: the compiled arena)",
+      tokens, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      peak / kGiB, kept / kGiB);
+  return peak - kept;
+}
+
+size_t ModelRunner::capture_graphs() {
   TESSERA_CHECK(*latest_backend_ != nullptr, "the compiled forward has no piecewise backend");
-  std::vector<int64_t> sizes = options_.compilation.resolved_capture_sizes(tokens);
+  std::vector<int64_t> sizes =
+      options_.compilation.resolved_capture_sizes(options_.max_num_batched_tokens);
   CaptureSummary summary =
       (*latest_backend_)->capture(sizes, options_.compilation.cudagraph_num_warmups);
   spdlog::info("captured {} graphs ({} pieces) for sizes [{}] in {:.2f} s, {:.3f} GiB",
                summary.graphs, (*latest_backend_)->pieces().size(), fmt::join(summary.sizes, ", "),
-               summary.seconds, static_cast<double>(summary.device_bytes) / (1u << 30));
+               summary.seconds, summary.device_bytes / kGiB);
+  return summary.device_bytes;
+}
+
+int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_bytes, bool final) {
+  const Device device = model_->device();
+  DeviceBackend& gpu = backend(device);
+  gpu.synchronize(device.index);
+  Allocator& allocator = gpu.allocator(device.index);
+  allocator.empty_cache();  // cached free blocks are free memory for the KV cache
+  const auto [total, free] = gpu.memory_info(device.index);
+  const double budget = static_cast<double>(total) * options_.gpu_memory_utilization;
+  const size_t placeholder = kv_cache_bytes();  // the profile's one-block cache, freed next
+  const size_t used = total - free - placeholder;
+  const size_t weights = model_->weight_bytes();
+  auto plan = latest_plan();
+  const size_t arena = plan ? plan->memory.arena_bytes : 0;
+  const size_t known = weights + arena + graph_bytes;
+  const size_t other = used > known ? used - known : 0;
+  const double left = budget - static_cast<double>(used) - static_cast<double>(transient_peak);
+  const ModelConfig& config = model_->config();
+  const size_t block_bytes =
+      2 * static_cast<size_t>(config.num_layers) *
+      static_cast<size_t>(options_.block_size * config.num_kv_heads * config.head_dim) *
+      element_size(model_->dtype());
+  const int64_t blocks =
+      left > 0 ? static_cast<int64_t>(left / static_cast<double>(block_bytes)) : 0;
+  const int64_t tokens = blocks * options_.block_size;
+  const int64_t one_sequence = model_->max_positions();
+  TESSERA_REQUIRE(
+      tokens >= one_sequence,
+      "the KV cache would hold {} tokens ({:.2f} GiB left of {:.2f} GiB x "
+      "engine.gpu_memory_utilization {} after weights {:.2f} GiB, activations {:.2f} GiB, CUDA "
+      "graphs {:.2f} GiB and {:.2f} GiB of other memory), fewer than one sequence of {} tokens: "
+      "raise engine.gpu_memory_utilization, or lower engine.max_model_len or "
+      "engine.max_num_batched_tokens, or set engine.num_kv_blocks",
+      std::max<int64_t>(tokens, 0), std::max(left, 0.0) / kGiB, total / kGiB,
+      options_.gpu_memory_utilization, weights / kGiB, (arena + transient_peak) / kGiB,
+      graph_bytes / kGiB, other / kGiB, one_sequence);
+  if (final) {
+    spdlog::info(
+        "memory on {}: {:.2f} GiB x {} = {:.2f} GiB: weights {:.3f} GiB, activation peak {:.3f} "
+        "GiB (arena {:.3f} + transient {:.3f}), CUDA graphs {:.3f} GiB, other {:.3f} GiB "
+        "(context, library workspaces, other processes)",
+        device.str(), total / kGiB, options_.gpu_memory_utilization, budget / kGiB, weights / kGiB,
+        (arena + transient_peak) / kGiB, arena / kGiB, transient_peak / kGiB, graph_bytes / kGiB,
+        other / kGiB);
+    spdlog::info("KV cache: {:.2f} GiB, {} blocks, {} tokens, {:.1f}x concurrency at {} tokens",
+                 static_cast<double>(blocks) * static_cast<double>(block_bytes) / kGiB, blocks,
+                 tokens, static_cast<double>(tokens) / static_cast<double>(one_sequence),
+                 one_sequence);
+  }
+  return blocks;
 }
 
 std::vector<int64_t> ModelRunner::captured_sizes() const {
@@ -121,7 +220,7 @@ std::string ModelRunner::memory_report() const {
   return fmt::format(
       "memory on {}: weights {:.1f} MiB, KV cache {:.1f} MiB ({} blocks of {} tokens), compiled "
       "arena {:.1f} MiB; allocator: in use {:.1f} MiB, peak {:.1f} MiB, reserved {:.1f} MiB",
-      device.str(), mib(model_->weight_bytes()), mib(kv_cache_bytes()), options_.num_kv_blocks,
+      device.str(), mib(model_->weight_bytes()), mib(kv_cache_bytes()), num_kv_blocks_,
       options_.block_size, plan ? mib(plan->memory.arena_bytes) : 0.0, mib(stats.current_bytes),
       mib(stats.peak_bytes), mib(stats.reserved_bytes));
 }

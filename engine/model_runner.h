@@ -24,7 +24,11 @@ struct RunnerOptions {
   int64_t max_num_batched_tokens = 2048;  // the largest step; compiled plans are sized for it
   CustomOpConfig custom_ops;              // which custom ops run as kernels (the rest decompose)
   int64_t block_size = 16;
-  int64_t num_kv_blocks = 0;  // the KV cache's size in blocks; required (run_setup computes it)
+  // The KV cache's size in blocks; 0 on a GPU: sized from gpu_memory_utilization after a profile
+  // forward at max_num_batched_tokens (run_setup fills it on the CPU).
+  int64_t num_kv_blocks = 0;
+  double gpu_memory_utilization = 0.9;  // the share of the GPU's memory this runner may take
+  int64_t max_num_seqs = 64;            // the most logits rows a step computes (profiled)
 };
 
 struct SequenceInput {
@@ -43,6 +47,8 @@ class ModelRunner {
 
   const CausalLM& model() const { return *model_; }
   const RunnerOptions& options() const { return options_; }
+  // Blocks in the KV cache (options().num_kv_blocks, or what free memory allowed).
+  int64_t num_kv_blocks() const { return num_kv_blocks_; }
   size_t kv_cache_bytes() const;
   // Weights, KV cache, the compiled arena, and what the device allocator holds (peak, reserved).
   std::string memory_report() const;
@@ -54,9 +60,17 @@ class ModelRunner {
   std::vector<int64_t> captured_sizes() const;
 
  private:
-  // cudagraph_mode=piecewise: one forward at max_num_batched_tokens compiles the plan, then every
-  // piece is captured at each capture size.
-  void capture_graphs();
+  void allocate_kv_cache(int64_t blocks);
+  // One forward at max_num_batched_tokens plus the logits of max_num_seqs rows, caching and
+  // attending nothing: compiles the plan; returns the device memory the step needed beyond
+  // what it holds afterwards (its transient peak).
+  size_t profile_forward();
+  // cudagraph_mode=piecewise: every compiled piece captured at each capture size; returns the
+  // device memory the graphs took.
+  size_t capture_graphs();
+  // The blocks that fit in total * gpu_memory_utilization beside everything held now and the
+  // profiled transient peak; logs every term, fails naming the settings when below one sequence.
+  int64_t kv_blocks_from_memory(size_t transient_peak, size_t graph_bytes, bool final);
   AttentionMetadata build_metadata(std::span<const SequenceInput> batch,
                                    std::vector<int32_t>& token_ids, std::vector<int32_t>& positions,
                                    std::vector<int32_t>& last_token_rows) const;
@@ -64,6 +78,7 @@ class ModelRunner {
   std::shared_ptr<const CausalLM> model_;
   RunnerOptions options_;
   std::vector<PagedKVCache> kv_caches_;
+  int64_t num_kv_blocks_ = 0;
   std::unique_ptr<CompiledFunction> compiled_;
   std::shared_ptr<std::shared_ptr<const CompiledPlan>> latest_plan_ =
       std::make_shared<std::shared_ptr<const CompiledPlan>>();

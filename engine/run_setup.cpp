@@ -47,12 +47,18 @@ RunnerOptions make_runner_options(const RunConfig& config, int64_t max_positions
   options.max_num_batched_tokens = config.engine.max_num_batched_tokens;
   options.block_size = config.engine.block_size;
   options.num_kv_blocks = config.engine.num_kv_blocks;
-  options = with_kv_blocks_for(options, max_positions);
-  spdlog::info("KV cache: {} blocks of {} tokens ({}; {} tokens)", options.num_kv_blocks,
-               options.block_size,
-               config.engine.num_kv_blocks > 0 ? "engine.num_kv_blocks"
-                                               : "one sequence of the model's length",
-               options.num_kv_blocks * options.block_size);
+  options.gpu_memory_utilization = config.engine.gpu_memory_utilization;
+  options.max_num_seqs = config.engine.max_num_seqs;
+  if (options.num_kv_blocks > 0) {
+    spdlog::info("KV cache: {} blocks of {} tokens (engine.num_kv_blocks; {} tokens)",
+                 options.num_kv_blocks, options.block_size,
+                 options.num_kv_blocks * options.block_size);
+  } else if (run_device(config.engine).is_cpu()) {
+    options = with_kv_blocks_for(options, max_positions);
+    spdlog::info("KV cache: {} blocks of {} tokens (one sequence of the model's length; {} tokens)",
+                 options.num_kv_blocks, options.block_size,
+                 options.num_kv_blocks * options.block_size);
+  }  // else the runner sizes it from engine.gpu_memory_utilization after profiling
   return options;
 }
 

@@ -57,6 +57,41 @@ TEST(CudaGraphs, PiecewiseOnTheCpuIsAClearError) {
   }
 }
 
+TEST(KvCacheSizing, TheCpuNeedsItsBlocksGiven) {
+  auto model = stories(kCPU);
+  RunnerOptions options;  // num_kv_blocks 0: sized from GPU memory, which the CPU has not
+  try {
+    ModelRunner runner(model, options);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("engine.num_kv_blocks"));
+  }
+}
+
+TEST(GpuKvCacheSizing, BlocksComeFromFreeMemoryAndTooLittleIsAClearError) {
+  Device gpu;
+  if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
+  auto model = stories(gpu);
+  auto [total, free] = backend(gpu).memory_info(gpu.index);
+  RunnerOptions options = compiled_runner("piecewise", fresh_temp_dir("graphs_sizing"));
+  options.gpu_memory_utilization = 0.25;
+  {
+    ModelRunner runner(model, options);
+    const double kv_bytes = static_cast<double>(runner.kv_cache_bytes());
+    EXPECT_GT(kv_bytes, 0.2 * static_cast<double>(total) - static_cast<double>(total - free));
+    EXPECT_LT(kv_bytes, 0.25 * static_cast<double>(total));
+    std::vector<int32_t> ids{1, 2, 3, 4, 5};
+    EXPECT_EQ(logits_by_chunks(runner, ids, {5}).size(), 1u);  // the cache it sized works
+  }
+  options.gpu_memory_utilization = 1e-6;
+  try {
+    ModelRunner runner(model, options);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("raise engine.gpu_memory_utilization"));
+  }
+}
+
 TEST(GpuCudaGraphs, ReplaysMatchTheCompiledForwardAtCapturedAndPaddedSizes) {
   Device gpu;
   if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";

@@ -42,7 +42,7 @@ int run_explain(const std::vector<std::string>& args) {
   ModelRunner runner(model, options);
   // One step of a few tokens traces and compiles the forward.
   std::vector<int32_t> ids{1, 2, 3, 4};
-  KVCacheManager blocks(options.num_kv_blocks, options.block_size);
+  KVCacheManager blocks(runner.num_kv_blocks(), options.block_size);
   blocks.allocate(0, static_cast<int64_t>(ids.size()));
   SequenceInput input{ids, 0, blocks.block_table(0)};
   auto compile_start = Clock::now();
