@@ -132,8 +132,8 @@ size_t ModelRunner::profile_forward() {
   const size_t peak = stats.peak_bytes > held_before ? stats.peak_bytes - held_before : 0;
   const size_t kept = stats.current_bytes > held_before ? stats.current_bytes - held_before : 0;
   spdlog::info(
-      "profile forward at {} tokens in {:.2f} s: activation peak {:.3f} GiB ({:.3f} GiB "
-      "held after it: the compiled arena)",
+      "profile forward at {} tokens in {:.2f} s: peak {:.3f} GiB above what was held, {:.3f} "
+      "GiB of it still held after (the compiled arena, library workspaces)",
       tokens, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
       peak / kGiB, kept / kGiB);
   return peak - kept;
