@@ -229,7 +229,8 @@ std::vector<Tensor> PiecewiseBackend::run(std::span<const Tensor> inputs) {
   return bound.outputs;
 }
 
-CaptureSummary PiecewiseBackend::capture(const std::vector<int64_t>& sizes, int64_t warmups) {
+CaptureSummary PiecewiseBackend::capture(const std::vector<int64_t>& sizes, int64_t warmups,
+                                         const std::function<void(size_t, size_t)>& on_progress) {
   using Clock = std::chrono::steady_clock;
   DeviceBackend& device = backend(device_);
   TESSERA_REQUIRE(device.supports_graphs(),
@@ -281,6 +282,7 @@ CaptureSummary PiecewiseBackend::capture(const std::vector<int64_t>& sizes, int6
     }
     summary.graphs += bound.graphs.size();
     captured_sizes_.push_back(size);
+    if (on_progress) on_progress(captured_sizes_.size(), ordered.size());
   }
   std::sort(captured_sizes_.begin(), captured_sizes_.end());
   device.synchronize(device_.index);

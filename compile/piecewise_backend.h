@@ -7,6 +7,7 @@
 // from the device's codegen target (compile/codegen/codegen_target.h).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -59,7 +60,9 @@ class PiecewiseBackend {
   // them, with the splitting ops launched between the replays. The plan must have one dynamic
   // symbol (the token count) and its device must support graphs. Sizes past the plan's largest
   // are an error.
-  CaptureSummary capture(const std::vector<int64_t>& sizes, int64_t warmups);
+  // `on_progress` (when given) hears (sizes done, sizes in all) after each size.
+  CaptureSummary capture(const std::vector<int64_t>& sizes, int64_t warmups,
+                         const std::function<void(size_t, size_t)>& on_progress = {});
   // The captured token counts, ascending (empty before capture()).
   const std::vector<int64_t>& captured_sizes() const { return captured_sizes_; }
 

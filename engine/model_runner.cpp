@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include "compile/ops/dispatch.h"
 #include "compile/ops/ops.h"
@@ -143,8 +145,16 @@ size_t ModelRunner::capture_graphs() {
   TESSERA_CHECK(*latest_backend_ != nullptr, "the compiled forward has no piecewise backend");
   std::vector<int64_t> sizes =
       options_.compilation.resolved_capture_sizes(options_.max_num_batched_tokens);
+  // A progress bar on a terminal; logs alone otherwise.
+  const bool terminal = isatty(fileno(stderr)) != 0;
+  auto progress = [terminal](size_t done, size_t total) {
+    if (!terminal) return;
+    const size_t width = 30, filled = width * done / std::max<size_t>(total, 1);
+    fmt::print(stderr, "\rcapturing CUDA graphs [{}{}] {}/{} sizes{}", std::string(filled, '#'),
+               std::string(width - filled, ' '), done, total, done == total ? "\n" : "");
+  };
   CaptureSummary summary =
-      (*latest_backend_)->capture(sizes, options_.compilation.cudagraph_num_warmups);
+      (*latest_backend_)->capture(sizes, options_.compilation.cudagraph_num_warmups, progress);
   spdlog::info("captured {} graphs ({} pieces) for sizes [{}] in {:.2f} s, {:.3f} GiB",
                summary.graphs, (*latest_backend_)->pieces().size(), fmt::join(summary.sizes, ", "),
                summary.seconds, summary.device_bytes / kGiB);

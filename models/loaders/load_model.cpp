@@ -1,5 +1,7 @@
 // load_model(): picks the loader by the path's form.
 #include <spdlog/spdlog.h>
+
+#include <chrono>
 #include <filesystem>
 
 #include "kernels/check.h"
@@ -10,6 +12,7 @@ namespace tessera {
 
 ModelWeights load_model(const std::string& path, const LoadOptions& options) {
   namespace fs = std::filesystem;
+  const auto start = std::chrono::steady_clock::now();
   constexpr std::string_view kSyntheticPrefix = "synthetic:";
   ModelWeights weights;
   if (path.starts_with(kSyntheticPrefix)) {
@@ -38,9 +41,10 @@ ModelWeights load_model(const std::string& path, const LoadOptions& options) {
                       path));
     }
   }
-  spdlog::info("loaded {}: {}, {:.1f} MiB as {} on {}", weights.source, weights.config.str(),
-               static_cast<double>(weights.total_bytes()) / (1 << 20), dtype_name(options.dtype),
-               options.device.str());
+  spdlog::info("loaded {} in {:.2f} s: {}, {:.1f} MiB as {} on {}", weights.source,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+               weights.config.str(), static_cast<double>(weights.total_bytes()) / (1 << 20),
+               dtype_name(options.dtype), options.device.str());
   return weights;
 }
 
