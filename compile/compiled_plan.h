@@ -64,6 +64,7 @@ struct CompiledPlan {
   std::vector<FusedKernel> kernels;
   MemoryPlan memory;
   Bindings max_sizes;  // the largest value of each symbol the plan is sized for
+  Device device;       // where its inputs live and its kernels run
   int num_pieces = 0;
   std::vector<PassTiming> timings;
   size_t kernels_compiled = 0;       // sources compiled in this process by this plan

@@ -66,6 +66,7 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
         {pass, std::chrono::duration<double, std::milli>(Clock::now() - start).count()});
   };
   const Device device = plan_device(graph);
+  plan->device = device;
   bool fusion = config.pass_config.enable_fusion;
   if (fusion && !has_codegen_target(device.type)) {
     spdlog::warn("no code generator for {}: compiling without fusion", device.str());

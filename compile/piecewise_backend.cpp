@@ -14,9 +14,7 @@ namespace tessera {
 
 PiecewiseBackend::PiecewiseBackend(std::shared_ptr<const CompiledPlan> plan)
     : plan_(std::move(plan)) {
-  const Graph& graph = plan_->graph;
-  std::vector<int> placeholders = graph.placeholders();
-  device_ = placeholders.empty() ? kCPU : graph.value(placeholders[0]).meta.device;
+  device_ = plan_->device;
   size_t words = (plan_->memory.arena_bytes + 3) / 4;
   arena_ = Tensor::empty({static_cast<int64_t>(std::max<size_t>(words, 1))}, DType::i32, device_);
   std::vector<std::vector<ResolvedStep>> pieces(static_cast<size_t>(plan_->num_pieces));
@@ -103,12 +101,13 @@ BoundStep PiecewiseBackend::bind_step(const ResolvedStep& step, std::vector<Tens
   bound.empty = std::all_of(bound.outputs.begin(), bound.outputs.end(),
                             [](const Tensor& t) { return t.numel() == 0; });
   if (step.kind == StepKind::copy) {
-    // The view's elements, copied into the slot: the view itself when it aliases its input, else
-    // (a reshape of a strided input) the input, whose row-major order the reshape keeps.
+    // The view's elements, copied into the slot. Its input is contiguous (the materialize pass
+    // copies any strided view another view reads), so the view is an alias: nothing is copied or
+    // allocated here.
     Tensor view = node.op->eager(arguments, node.attributes).at(0);
-    Tensor source = view.storage() == arguments[0].storage() ? view : arguments[0];
-    bound.inputs = {source};
-    bound.outputs[0] = bound.outputs[0].view(source.sizes());
+    TESSERA_CHECK(view.storage() == arguments[0].storage(),
+                  "{}: the view of a copy step is not an alias of its input", node.op->name);
+    bound.inputs = {view};
     return bound;
   }
   // Kernels with strided_inputs read broadcast inputs through stride-0 dims; the rest get the
@@ -179,9 +178,13 @@ BoundPlan& PiecewiseBackend::bound_plan(const Bindings& bindings) {
   for (const Node& node : graph.nodes()) {
     if (node.kind == NodeKind::constant) values[node.outputs[0]] = node.constant;
   }
+  bound->inputs.resize(graph.placeholders().size());
   for (int id : graph.placeholders()) {
     values[id] = slot(id, bindings);
-    bound->inputs.push_back(values[id]);
+    const int index = graph.nodes()[graph.value(id).producer].input_index;
+    TESSERA_CHECK(index >= 0 && static_cast<size_t>(index) < bound->inputs.size(),
+                  "placeholder {} has input index {}", id, index);
+    bound->inputs[index] = values[id];
   }
   for (size_t p = 0; p < pieces_.size(); ++p) {
     std::vector<BoundStep> steps;
@@ -256,9 +259,17 @@ CaptureSummary PiecewiseBackend::capture(const std::vector<int64_t>& sizes, int6
   const auto start = Clock::now();
   device.synchronize(device_.index);
   const size_t free_before = device.memory_info(device_.index).second;
+  TESSERA_REQUIRE(warmups >= 1,
+                  "compilation.cudagraph_num_warmups must be >= 1: the first launch of a size "
+                  "loads library state that cannot be created inside a capture (got {})",
+                  warmups);
+  size_t done = 0;
   for (int64_t size : ordered) {  // largest first, as vLLM does
     BoundPlan& bound = bound_plan(Bindings{{symbol, size}});
-    if (!bound.graphs.empty()) continue;
+    if (!bound.graphs.empty()) {
+      ++done;
+      continue;
+    }
     // Warm-up launches load whatever loads lazily (library handles, algorithm choices) outside
     // the capture. They run on zero inputs: ids and positions index tables, so the arena's old
     // bytes would read out of bounds; what the pieces compute does not matter here.
@@ -270,19 +281,26 @@ CaptureSummary PiecewiseBackend::capture(const std::vector<int64_t>& sizes, int6
     for (int64_t w = 0; w < warmups; ++w)
       for (size_t p = 0; p < pieces_.size(); ++p) launch_piece(bound, static_cast<int>(p), stream);
     stream.synchronize();
+    // All of a size's pieces or none: a failed capture leaves the size running without graphs.
+    std::vector<std::unique_ptr<GraphExec>> graphs;
     for (size_t p = 0; p < pieces_.size(); ++p) {
       device.begin_capture(stream);
       try {
         launch_piece(bound, static_cast<int>(p), stream);
       } catch (...) {
-        (void)device.end_capture(stream);  // leave the stream usable, then report the failure
+        try {
+          (void)device.end_capture(stream);  // leave the stream usable, then report the launch
+        } catch (const Error&) {
+        }
         throw;
       }
-      bound.graphs.push_back(device.end_capture(stream));
+      graphs.push_back(device.end_capture(stream));
     }
+    bound.graphs = std::move(graphs);
     summary.graphs += bound.graphs.size();
     captured_sizes_.push_back(size);
-    if (on_progress) on_progress(captured_sizes_.size(), ordered.size());
+    ++done;
+    if (on_progress) on_progress(done, ordered.size());
   }
   std::sort(captured_sizes_.begin(), captured_sizes_.end());
   device.synchronize(device_.index);

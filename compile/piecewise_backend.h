@@ -43,7 +43,8 @@ class PiecewiseBackend {
   explicit PiecewiseBackend(std::shared_ptr<const CompiledPlan> plan);
 
   // Copies `inputs` into their slots and runs every piece on the current stream. The results
-  // live in the arena until the next call; clone what must outlive it.
+  // are views of the arena: valid until the next call and while this backend lives; clone what
+  // must outlive either.
   std::vector<Tensor> run(std::span<const Tensor> inputs);
 
   // The symbol values `inputs` give the graph's dynamic dims; throws past the plan's sizes.

@@ -182,8 +182,10 @@ int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_b
       2 * static_cast<size_t>(config.num_layers) *
       static_cast<size_t>(options_.block_size * config.num_kv_heads * config.head_dim) *
       element_size(model_->dtype());
+  // Slots (block * block_size + offset) are i32 in the attention metadata.
+  const double fitting = left > 0 ? left / static_cast<double>(block_bytes) : 0.0;
   const int64_t blocks =
-      left > 0 ? static_cast<int64_t>(left / static_cast<double>(block_bytes)) : 0;
+      static_cast<int64_t>(std::min(fitting, static_cast<double>(INT32_MAX / options_.block_size)));
   const int64_t tokens = blocks * options_.block_size;
   const int64_t one_sequence = model_->max_positions();
   TESSERA_REQUIRE(

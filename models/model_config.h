@@ -36,7 +36,7 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (Qwen2)
-  bool qk_norm = false;         // per-head RMS norm of q and k (Qwen3)
+  bool qk_norm = false;         // per-head RMS norm of q and k (Qwen3, Gemma 3)
   std::string hidden_act = "silu";
   // Attention variants (Gemma 2/3); the defaults are plain causal attention scaled by
   // head_dim^-0.5.

@@ -113,6 +113,16 @@ TEST(Config, KeysOfFeaturesNotBuiltYetAreErrorsWhenTheyNeedThem) {
       0.5);
 }
 
+TEST(Config, ServerKeysAreErrorsUntilTheServerExists) {
+  EXPECT_NO_THROW(load_run_config("", {"engine.enable_prefix_caching=false", "engine.port=8000"}));
+  EXPECT_THAT(error_of("", {"engine.enable_prefix_caching=true"}),
+              HasSubstr("engine.enable_prefix_caching=true: the scheduler and HTTP server are not "
+                        "built yet (issue 12)"));
+  EXPECT_THAT(error_of("", {"engine.port=9000"}), HasSubstr("engine.port=9000"));
+  EXPECT_THAT(error_of("", {"engine.host=0.0.0.0"}), HasSubstr("issue 12"));
+  EXPECT_THAT(error_of("", {"engine.seed=3"}), HasSubstr("--seed"));
+}
+
 TEST(Config, CaptureKeysNeedAGraphMode) {
   RunConfig config = load_run_config(
       "", {"compilation.cudagraph_mode=piecewise", "compilation.cudagraph_capture_sizes=[1, 2, 4]",

@@ -95,7 +95,8 @@ TEST(PiecewiseBackend, PiecesLaunchOnTheirOwn) {
   auto function = [&](std::span<const Tensor> in) { return strided_views(in, weight); };
   std::vector<Tensor> inputs{random_tensor({6, 48}, 1), random_tensor({6, 16}, 2)};
   // Splitting at linear: piece 0 (the slice's copy), linear, piece 1 (the rest).
-  Compiled compiled = compile_for(function, inputs, fresh_temp_dir("piecewise_pieces"), {"linear"});
+  Compiled compiled =
+      compile_for(function, inputs, fresh_temp_dir("piecewise_pieces"), {"attention", "linear"});
   PiecewiseBackend& backend = *compiled.backend;
   ASSERT_EQ(backend.pieces().size(), 2u);
   const BoundPlan& bound = backend.bind(backend.bindings_of(inputs));
@@ -119,7 +120,8 @@ TEST(GpuPiecewiseBackend, PieceCapturedIntoAGraphReplaysWithNewInputs) {
                                random_tensor({8, 16}, seed + 1).to(gpu)};
   };
   std::vector<Tensor> first = on_gpu(1);
-  Compiled compiled = compile_for(function, first, fresh_temp_dir("piecewise_graphs"), {"linear"});
+  Compiled compiled =
+      compile_for(function, first, fresh_temp_dir("piecewise_graphs"), {"attention", "linear"});
   PiecewiseBackend& backend = *compiled.backend;
   DeviceBackend& device = tessera::backend(gpu);
   std::unique_ptr<Stream> stream = device.create_stream(gpu.index);

@@ -21,7 +21,7 @@
 #include "compile/graph.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
-#include "kernels/cuda/gpu_runtime.h"
+#include "kernels/cuda/gpu_vendor.h"  // NVRTC names (hipRTC on AMD)
 
 namespace tessera {
 namespace fs = std::filesystem;

@@ -1,9 +1,8 @@
 // Materialize: a compiled piece runs at fixed addresses, so no step may allocate while it runs.
-// A view step is an alias of its input, except in two cases, which become copy steps into a
-// planned buffer of their own:
-// - a reader needs contiguous memory (a fused kernel, or a kernel without strided_inputs) and the
-//   view may be strided (a column slice, a transpose);
-// - the view's input may itself be strided, where a reshape-like view would have to copy.
+// A view step is an alias of its input, except where a reader needs contiguous memory and the
+// view may be strided (a column slice, a transpose): it then becomes a copy step into a planned
+// buffer of its own. Readers needing contiguous memory: fused kernels, kernels without
+// strided_inputs, and other views (a reshape of a strided view would copy while it runs).
 // Whether a view may be strided is found by applying the op's eager (view) function to a
 // contiguous stand-in tensor at several sizes of the symbols: no list of op names is needed.
 #include <set>
@@ -65,13 +64,9 @@ void materialize_views(CompiledPlan& plan) {
     }
     const Node& node = graph.nodes()[step.node];
     if (step.kind == StepKind::view) {
-      int input = node.inputs.at(0);
-      if (strided[input]) {
-        step.kind = StepKind::copy;
-      } else {
-        strided[node.outputs[0]] = view_may_be_strided(graph, node, probes);
-        view_step[node.outputs[0]] = static_cast<int>(s);
-      }
+      need_contiguous(node.inputs.at(0));
+      strided[node.outputs[0]] = view_may_be_strided(graph, node, probes);
+      view_step[node.outputs[0]] = static_cast<int>(s);
       continue;
     }
     if ((step.kind == StepKind::library || step.kind == StepKind::splitting) &&

@@ -16,6 +16,16 @@ std::vector<Step> split_into_pieces(const Graph& graph,
     const OpDef* op = OpRegistry::global().find(name);
     TESSERA_REQUIRE(op != nullptr, "compilation.splitting_ops: '{}' is not a registered op", name);
   }
+  // Ops of kind splitting (attention: its KV cache and metadata live outside the graph) always
+  // split: a list without them would be a setting that does nothing.
+  for (const OpDef* op : OpRegistry::global().all()) {
+    TESSERA_REQUIRE(
+        op->kind != OpKind::splitting ||
+            std::find(splitting_ops.begin(), splitting_ops.end(), op->name) != splitting_ops.end(),
+        "compilation.splitting_ops must list '{}': it always runs between the "
+        "compiled pieces",
+        op->name);
+  }
   std::vector<Step> steps;
   int piece = 0;
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
