@@ -6,7 +6,7 @@
 //
 //   decode_bench [--model synthetic:llama-1b] [--device cuda|cpu] [--dtype bf16|f32|auto]
 //                [--batch 1,32] [--mode eager,compiled] [--steps 64] [--context 512]
-//                [--warmup 3] [-O section.key=value ...]
+//                [--warmup 3] [--graphs none,piecewise] [-O section.key=value ...]
 //
 // Each step's time is wall clock around execute() and the greedy pick of every sequence's next
 // token (argmax on the device, the ids copied back), which waits for the device: it is what a
@@ -46,7 +46,9 @@ constexpr double kGB = 1e9;
 constexpr const char* kUsage =
     "usage: decode_bench [--model PATH] [--device cuda|cpu] [--dtype bf16|f32|auto]\n"
     "                    [--batch 1,32] [--mode eager,compiled] [--steps 64] [--context 512]\n"
-    "                    [--warmup 3] [-O section.key=value ...]\n"
+    "                    [--warmup 3] [--graphs none,piecewise] [-O section.key=value ...]\n"
+    "--graphs: the CUDA graph modes to time compiled mode in (default none; eager and traced\n"
+    "run without graphs).\n"
     "\n"
     "Prefills B sequences of --context tokens each, then times --steps decode steps (one token\n"
     "per sequence per step) through the model runner, for every batch size and mode listed. "
@@ -67,6 +69,7 @@ struct Options {
   std::string dtype = "auto";
   std::vector<int64_t> batches{1, 32};
   std::vector<std::string> modes{"eager", "compiled"};
+  std::vector<std::string> graph_modes{"none"};
   int64_t steps = 64;
   int64_t context = 512;
   int64_t warmup = 3;
@@ -118,6 +121,11 @@ Options parse(int argc, char** argv) {
       for (const std::string& mode : options.modes)
         if (mode != "eager" && mode != "traced" && mode != "compiled")
           throw UsageError(fmt::format("--mode: '{}' is not eager, traced or compiled", mode));
+    } else if (flag == "--graphs") {
+      options.graph_modes = split_commas(value);
+      for (const std::string& mode : options.graph_modes)
+        if (mode != "none" && mode != "piecewise")
+          throw UsageError(fmt::format("--graphs: '{}' is not none or piecewise", mode));
     } else if (flag == "--steps") {
       options.steps = parse_integer(flag, value, 1);
     } else if (flag == "--context") {
@@ -298,17 +306,22 @@ int run(const Options& options) {
 
   std::vector<Row> rows;
   for (const std::string& mode : options.modes) {
-    RunConfig mode_config = config;
-    mode_config.compilation.mode = mode;
-    RunnerOptions runner_options = make_runner_options(mode_config, model->max_positions());
-    ModelRunner runner(model, runner_options);  // one per mode: its KV cache is freed after
-    for (int64_t batch : options.batches)
-      rows.push_back(time_decode(runner, mode, batch, options, token_budget));
+    for (const std::string& graphs : options.graph_modes) {
+      if (mode != "compiled" && graphs != "none") continue;  // graphs capture compiled pieces
+      RunConfig mode_config = config;
+      mode_config.compilation.mode = mode;
+      mode_config.compilation.cudagraph_mode = graphs;
+      RunnerOptions runner_options = make_runner_options(mode_config, model->max_positions());
+      ModelRunner runner(model, runner_options);  // one per mode: its KV cache is freed after
+      const std::string label = graphs == "none" ? mode : mode + "+" + graphs;
+      for (int64_t batch : options.batches)
+        rows.push_back(time_decode(runner, label, batch, options, token_budget));
+    }
   }
 
   fmt::print("\n=== decode_bench: {} {} on {}, context {}, median of {} steps ===\n", options.model,
              dtype_name(dtype), device.str(), options.context, options.steps);
-  fmt::print("{:<10} {:>6} {:>12} {:>12} {:>14} {:>16} {:>10}\n", "mode", "batch", "median ms",
+  fmt::print("{:<20} {:>6} {:>12} {:>12} {:>14} {:>16} {:>10}\n", "mode", "batch", "median ms",
              "min ms", "tokens/s", "weights GB/s", "% of copy");
   for (const Row& row : rows) {
     std::string bandwidth = "-", share = "-";
@@ -316,7 +329,7 @@ int run(const Options& options) {
       bandwidth = fmt::format("{:.1f}", row.weight_gb_per_s);
       share = fmt::format("{:.1f}%", 100.0 * row.weight_gb_per_s / copy_gb_per_s);
     }
-    fmt::print("{:<10} {:>6} {:>12.3f} {:>12.3f} {:>14.1f} {:>16} {:>10}\n", row.mode, row.batch,
+    fmt::print("{:<20} {:>6} {:>12.3f} {:>12.3f} {:>14.1f} {:>16} {:>10}\n", row.mode, row.batch,
                row.median_ms, row.min_ms, row.tokens_per_second, bandwidth, share);
   }
   fmt::print(
