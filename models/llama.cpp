@@ -1,7 +1,6 @@
 // The Llama family, written once against ops:: (eager, traced and compiled alike):
 // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v bias), Qwen3ForCausalLM (q/k
 // norm). It must not branch on the token count: tracing it records no guard on the token symbol.
-#include <spdlog/spdlog.h>
 
 #include <cmath>
 
@@ -102,8 +101,9 @@ Tensor LlamaModel::attention_block(const Layer& layer, int64_t index, const Tens
   }
   auto [rotated_query, rotated_key] =
       ops::rotary_embedding(positions, query, key, cos_sin_cache_, head, /*is_neox=*/true);
-  Tensor attended = ops::attention(rotated_query, rotated_key, value, index, c.num_heads,
-                                   c.num_kv_heads, head, c.attention_scale());
+  Tensor attended =
+      ops::attention(rotated_query, rotated_key, value, index, c.num_heads, c.num_kv_heads, head,
+                     c.attention_scale(), c.layer_sliding_window(index));
   return ops::linear(attended, layer.o_proj);
 }
 
@@ -152,11 +152,12 @@ void read_llama_config(const HfConfigFields& fields, ModelConfig& config) {
   TESSERA_REQUIRE(!fields.boolean("use_sliding_window", false),
                   "{}: use_sliding_window true is not supported (full attention only)",
                   fields.file());
+  // Mistral: a sliding_window (null: none) applies to every layer, as in transformers.
   if (config.architecture == "MistralForCausalLM" && fields.has("sliding_window")) {
-    spdlog::warn(
-        "{}: sliding_window {} is ignored: attention is full, which matches Mistral up "
-        "to that many tokens",
-        fields.file(), fields.integer("sliding_window"));
+    config.sliding_window = fields.integer("sliding_window");
+    TESSERA_REQUIRE(config.sliding_window > 0, "{}: sliding_window must be positive, got {}",
+                    fields.file(), config.sliding_window);
+    config.layer_types.assign(static_cast<size_t>(config.num_layers), kSlidingAttention);
   }
 }
 

@@ -142,9 +142,9 @@ TEST_P(HfTinyModelCompiled, LogitsMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Transformers, HfTinyModel,
                          ::testing::Values("llama", "llama3-scaled-tied", "llama-bf16", "mistral",
-                                           "qwen2", "qwen3", "gemma2", "gemma3"));
+                                           "mistral-window", "qwen2", "qwen3", "gemma2", "gemma3"));
 INSTANTIATE_TEST_SUITE_P(Transformers, HfTinyModelCompiled,
-                         ::testing::Values("qwen3", "gemma2", "gemma3"));
+                         ::testing::Values("qwen3", "gemma2", "gemma3", "mistral-window"));
 
 TEST(Stories260K, GreedyTextMatchesLlama2cInEveryFormat) {
   std::string dir = kShared + "/models/stories260K";

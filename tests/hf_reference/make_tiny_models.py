@@ -67,8 +67,12 @@ MODELS["gemma3"] = (Gemma3ForCausalLM, Gemma3TextConfig(
                                     "sliding_attention"],
     **gemma3_rope(1000000.0, 10000.0, 2.0)), torch.float32)
 
-# Softcapping is only in transformers' eager attention.
-EAGER = {"gemma2", "gemma3"}
+# Mistral with a window shorter than the 40-token prompt: every layer slides.
+MODELS["mistral-window"] = (MistralForCausalLM, MistralConfig(
+    **COMMON, sliding_window=6, tie_word_embeddings=False), torch.float32)
+
+# Softcapping is only in transformers' eager attention; eager masks the window exactly too.
+EAGER = {"gemma2", "gemma3", "mistral-window"}
 # Gemma's RMSNorm multiplies by (1 + weight): its norm weights center on 0, not 1.
 NORM_CENTER = {"gemma2": 0.0, "gemma3": 0.0}
 
