@@ -6,7 +6,7 @@
 //
 //   decode_bench [--model synthetic:llama-1b] [--device cuda|cpu] [--dtype bf16|f32|auto]
 //                [--batch 1,32] [--mode eager,compiled] [--steps 64] [--context 512]
-//                [--warmup 3] [--graphs none,piecewise] [-O section.key=value ...]
+//                [--warmup 3] [--graphs none,piecewise,full] [-O section.key=value ...]
 //
 // Each step's time is wall clock around execute() and the greedy pick of every sequence's next
 // token (argmax on the device, the ids copied back), which waits for the device: it is what a
@@ -46,7 +46,7 @@ constexpr double kGB = 1e9;
 constexpr const char* kUsage =
     "usage: decode_bench [--model PATH] [--device cuda|cpu] [--dtype bf16|f32|auto]\n"
     "                    [--batch 1,32] [--mode eager,compiled] [--steps 64] [--context 512]\n"
-    "                    [--warmup 3] [--graphs none,piecewise] [-O section.key=value ...]\n"
+    "                    [--warmup 3] [--graphs none,piecewise,full] [-O section.key=value ...]\n"
     "--graphs: the CUDA graph modes to time compiled mode in (default none; eager and traced\n"
     "run without graphs).\n"
     "\n"
@@ -124,8 +124,9 @@ Options parse(int argc, char** argv) {
     } else if (flag == "--graphs") {
       options.graph_modes = split_commas(value);
       for (const std::string& mode : options.graph_modes)
-        if (mode != "none" && mode != "piecewise")
-          throw UsageError(fmt::format("--graphs: '{}' is not none or piecewise", mode));
+        if (mode != "none" && mode != "piecewise" && mode != "full" && mode != "full_and_piecewise")
+          throw UsageError(fmt::format(
+              "--graphs: '{}' is not none, piecewise, full or full_and_piecewise", mode));
     } else if (flag == "--steps") {
       options.steps = parse_integer(flag, value, 1);
     } else if (flag == "--context") {
@@ -303,6 +304,8 @@ int run(const Options& options) {
 
   config.engine.num_kv_blocks =
       largest_batch * KVCacheManager::blocks_for(length, config.engine.block_size);
+  // Every timed batch is a decode batch the engine accepts (and full graphs cover).
+  config.engine.max_num_seqs = std::max(config.engine.max_num_seqs, largest_batch);
 
   std::vector<Row> rows;
   for (const std::string& mode : options.modes) {

@@ -18,7 +18,7 @@ struct CompilationConfig {
   // Entries "all", "none", "+name", "-name"; empty: all in eager mode, none when compiled.
   std::vector<std::string> custom_ops;
   std::vector<std::string> splitting_ops = {"attention"};
-  // none | piecewise (a GPU, compiled mode); full and full_and_piecewise are issue 10.
+  // none | piecewise | full | full_and_piecewise (graphs need a GPU and compiled mode).
   std::string cudagraph_mode = "none";
   std::vector<int64_t> cudagraph_capture_sizes;  // empty: vLLM's default list
   int64_t max_cudagraph_capture_size = 512;

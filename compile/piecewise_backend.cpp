@@ -164,7 +164,7 @@ BoundPlan& PiecewiseBackend::bound_plan(const Bindings& bindings) {
     // The least recently used binding without graphs: captured ones stay for the process.
     auto oldest = bound_.end();
     for (auto it = bound_.begin(); it != bound_.end(); ++it) {
-      if (it->second->graphs.empty() &&
+      if (it->second->graphs.empty() && !it->second->whole &&
           (oldest == bound_.end() || it->second->last_used < oldest->second->last_used))
         oldest = it;
     }
@@ -218,10 +218,7 @@ void PiecewiseBackend::launch_splitting(const BoundPlan& bound, int index, Strea
   bound.splitting.at(static_cast<size_t>(index)).launch(stream);
 }
 
-std::vector<Tensor> PiecewiseBackend::run(std::span<const Tensor> inputs) {
-  const BoundPlan& bound = bind(bindings_of(inputs));
-  copy_inputs(bound, inputs);
-  Stream& stream = backend(device_).current_stream(device_.index);
+void PiecewiseBackend::run_bound(const BoundPlan& bound, Stream& stream) const {
   for (size_t p = 0; p < pieces_.size(); ++p) {
     if (bound.graphs.empty())
       launch_piece(bound, static_cast<int>(p), stream);
@@ -229,6 +226,89 @@ std::vector<Tensor> PiecewiseBackend::run(std::span<const Tensor> inputs) {
       bound.graphs[p]->replay(stream);
     if (p < splitting_.size()) launch_splitting(bound, static_cast<int>(p), stream);
   }
+}
+
+std::vector<Tensor> PiecewiseBackend::run(std::span<const Tensor> inputs) {
+  const BoundPlan& bound = bind(bindings_of(inputs));
+  copy_inputs(bound, inputs);
+  run_bound(bound, backend(device_).current_stream(device_.index));
+  return bound.outputs;
+}
+
+Stream& PiecewiseBackend::capture_stream(int64_t warmups) {
+  DeviceBackend& device = backend(device_);
+  TESSERA_REQUIRE(device.supports_graphs(),
+                  "{} cannot capture graphs; set compilation.cudagraph_mode=none", device_.str());
+  TESSERA_REQUIRE(warmups >= 1,
+                  "compilation.cudagraph_num_warmups must be >= 1: the first launch of a size "
+                  "loads library state that cannot be created inside a capture (got {})",
+                  warmups);
+  if (!capture_stream_) capture_stream_ = device.create_stream(device_.index);
+  return *capture_stream_;
+}
+
+Bindings PiecewiseBackend::token_bindings(int64_t tokens) const {
+  TESSERA_REQUIRE(plan_->max_sizes.size() == 1,
+                  "graph capture needs a plan with one dynamic size (the token count); this one "
+                  "has {}",
+                  plan_->max_sizes.size());
+  const auto& [symbol, largest] = *plan_->max_sizes.begin();
+  TESSERA_REQUIRE(tokens >= 1 && tokens <= largest,
+                  "capture size {} is outside 1..{}, the sizes the compiled plan was built for; "
+                  "lower compilation.cudagraph_capture_sizes or raise "
+                  "engine.max_num_batched_tokens",
+                  tokens, largest);
+  return Bindings{{symbol, tokens}};
+}
+
+void PiecewiseBackend::zero_inputs(const BoundPlan& bound) const {
+  // Warm-up runs read ids and positions that index tables: zeros, not the arena's old bytes.
+  for (const Tensor& slot : bound.inputs) {
+    Tensor zeros = Tensor::empty(slot.sizes(), slot.dtype(), kCPU);
+    std::memset(zeros.data_ptr(), 0, zeros.nbytes());
+    Tensor(slot).copy_from(zeros);
+  }
+}
+
+size_t PiecewiseBackend::capture_whole(int64_t tokens, int64_t warmups) {
+  DeviceBackend& device = backend(device_);
+  BoundPlan& bound = bound_plan(token_bindings(tokens));
+  if (bound.whole) return 0;
+  Stream& stream = capture_stream(warmups);
+  zero_inputs(bound);
+  for (int64_t w = 0; w < warmups; ++w) run_bound(bound, stream);
+  device.synchronize(device_.index);
+  const size_t free_before = device.memory_info(device_.index).second;
+  device.begin_capture(stream);
+  try {
+    for (size_t p = 0; p < pieces_.size(); ++p) {
+      launch_piece(bound, static_cast<int>(p), stream);  // launches, never the piece graphs
+      if (p < splitting_.size()) launch_splitting(bound, static_cast<int>(p), stream);
+    }
+  } catch (...) {
+    try {
+      (void)device.end_capture(stream);
+    } catch (const Error&) {
+    }
+    throw;
+  }
+  bound.whole = device.end_capture(stream);
+  device.synchronize(device_.index);
+  const size_t free_after = device.memory_info(device_.index).second;
+  return free_before > free_after ? free_before - free_after : 0;
+}
+
+bool PiecewiseBackend::has_whole_graph(int64_t tokens) const {
+  if (plan_->max_sizes.size() != 1) return false;
+  auto found = bound_.find(Bindings{{plan_->max_sizes.begin()->first, tokens}});
+  return found != bound_.end() && found->second->whole != nullptr;
+}
+
+std::vector<Tensor> PiecewiseBackend::replay_whole(std::span<const Tensor> inputs) {
+  const BoundPlan& bound = bind(bindings_of(inputs));
+  TESSERA_CHECK(bound.whole != nullptr, "no whole-forward graph at this size");
+  copy_inputs(bound, inputs);
+  bound.whole->replay(backend(device_).current_stream(device_.index));
   return bound.outputs;
 }
 
@@ -236,48 +316,25 @@ CaptureSummary PiecewiseBackend::capture(const std::vector<int64_t>& sizes, int6
                                          const std::function<void(size_t, size_t)>& on_progress) {
   using Clock = std::chrono::steady_clock;
   DeviceBackend& device = backend(device_);
-  TESSERA_REQUIRE(device.supports_graphs(),
-                  "{} cannot capture graphs; set compilation.cudagraph_mode=none", device_.str());
-  TESSERA_REQUIRE(plan_->max_sizes.size() == 1,
-                  "graph capture needs a plan with one dynamic size (the token count); this one "
-                  "has {}",
-                  plan_->max_sizes.size());
-  const auto& [symbol, largest] = *plan_->max_sizes.begin();
   std::vector<int64_t> ordered = sizes;
   std::sort(ordered.begin(), ordered.end(), std::greater<>());
   ordered.erase(std::unique(ordered.begin(), ordered.end()), ordered.end());
-  for (int64_t size : ordered) {
-    TESSERA_REQUIRE(size >= 1 && size <= largest,
-                    "capture size {} is outside 1..{}, the sizes the compiled plan was built for; "
-                    "lower compilation.cudagraph_capture_sizes or raise "
-                    "engine.max_num_batched_tokens",
-                    size, largest);
-  }
-  if (!capture_stream_) capture_stream_ = device.create_stream(device_.index);
-  Stream& stream = *capture_stream_;
+  for (int64_t size : ordered) token_bindings(size);  // all in range before any capture
+  Stream& stream = capture_stream(warmups);
   CaptureSummary summary;
   const auto start = Clock::now();
   device.synchronize(device_.index);
   const size_t free_before = device.memory_info(device_.index).second;
-  TESSERA_REQUIRE(warmups >= 1,
-                  "compilation.cudagraph_num_warmups must be >= 1: the first launch of a size "
-                  "loads library state that cannot be created inside a capture (got {})",
-                  warmups);
   size_t done = 0;
   for (int64_t size : ordered) {  // largest first, as vLLM does
-    BoundPlan& bound = bound_plan(Bindings{{symbol, size}});
+    BoundPlan& bound = bound_plan(token_bindings(size));
     if (!bound.graphs.empty()) {
       ++done;
       continue;
     }
     // Warm-up launches load whatever loads lazily (library handles, algorithm choices) outside
-    // the capture. They run on zero inputs: ids and positions index tables, so the arena's old
-    // bytes would read out of bounds; what the pieces compute does not matter here.
-    for (const Tensor& slot : bound.inputs) {
-      Tensor zeros = Tensor::empty(slot.sizes(), slot.dtype(), kCPU);
-      std::memset(zeros.data_ptr(), 0, zeros.nbytes());
-      Tensor(slot).copy_from(zeros);
-    }
+    // the capture; what the pieces compute does not matter here.
+    zero_inputs(bound);
     for (int64_t w = 0; w < warmups; ++w)
       for (size_t p = 0; p < pieces_.size(); ++p) launch_piece(bound, static_cast<int>(p), stream);
     stream.synchronize();

@@ -28,6 +28,8 @@ struct BoundPlan {
   std::vector<Tensor> outputs;                 // the graph's outputs (arena slots or constants)
   // One device graph per piece once this size is captured (capture()); calls then replay them.
   std::vector<std::unique_ptr<GraphExec>> graphs;
+  // The whole forward, splitting ops included, as one graph (capture_whole()).
+  std::unique_ptr<GraphExec> whole;
 };
 
 // What capture() did, for the startup log.
@@ -64,6 +66,15 @@ class PiecewiseBackend {
   // `on_progress` (when given) hears (sizes done, sizes in all) after each size.
   CaptureSummary capture(const std::vector<int64_t>& sizes, int64_t warmups,
                          const std::function<void(size_t, size_t)>& on_progress = {});
+  // Captures the whole forward at `tokens` (every piece and splitting op) into one graph, after
+  // `warmups` uncaptured runs on zero inputs. The splitting ops read their context (attention
+  // metadata, KV caches) while being captured: the caller keeps that context's device buffers at
+  // fixed addresses and refills them before each replay. Returns the graph memory in bytes.
+  size_t capture_whole(int64_t tokens, int64_t warmups);
+  // Copies `inputs` into their slots and replays the whole-forward graph of their size; the
+  // results are as run()'s.
+  std::vector<Tensor> replay_whole(std::span<const Tensor> inputs);
+  bool has_whole_graph(int64_t tokens) const;
   // The captured token counts, ascending (empty before capture()).
   const std::vector<int64_t>& captured_sizes() const { return captured_sizes_; }
 
@@ -74,6 +85,11 @@ class PiecewiseBackend {
 
  private:
   BoundPlan& bound_plan(const Bindings& bindings);
+  Bindings token_bindings(int64_t tokens) const;  // the plan's one symbol at `tokens`
+  // The stream captures run on, after checking the device and the warm-up count.
+  Stream& capture_stream(int64_t warmups);
+  void zero_inputs(const BoundPlan& bound) const;
+  void run_bound(const BoundPlan& bound, Stream& stream) const;  // launches, or piece replays
   ResolvedStep resolve(const Step& step) const;
   BoundStep bind_step(const ResolvedStep& step, std::vector<Tensor>& values,
                       const Bindings& bindings) const;

@@ -156,16 +156,9 @@ const Fields& fields() {
                                              "a list of \"all\", \"none\", \"+name\", \"-name\"");
     f["compilation.splitting_ops"] =
         list_field(compilation, &C::splitting_ops, "a list of op names");
-    // Piecewise capture exists; full graphs (issue 10) are errors rather than settings that
-    // silently do nothing.
-    f["compilation.cudagraph_mode"] = unbuilt(
-        choice_field(compilation, &C::cudagraph_mode,
-                     {"none", "piecewise", "full", "full_and_piecewise"}),
-        [](const RunConfig& c) {
-          return c.compilation.cudagraph_mode == "full" ||
-                 c.compilation.cudagraph_mode == "full_and_piecewise";
-        },
-        "full CUDA graphs are not built yet (issue 10); use piecewise or none");
+    // Graph modes other than none need a GPU and compiled mode: the model runner says so.
+    f["compilation.cudagraph_mode"] = choice_field(
+        compilation, &C::cudagraph_mode, {"none", "piecewise", "full", "full_and_piecewise"});
     f["compilation.cudagraph_capture_sizes"] = list_field<C, int64_t>(
         compilation, &C::cudagraph_capture_sizes, "a list of positive integers", require_positive);
     f["compilation.max_cudagraph_capture_size"] = make_field<C, int64_t>(

@@ -10,6 +10,7 @@
 #include "compile/ops/dispatch.h"
 #include "compile/ops/ops.h"
 #include "compile/piecewise_backend.h"
+#include "engine/kv_cache_manager.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
 
@@ -18,6 +19,9 @@ namespace tessera {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// What the KV-cache sizing leaves for full graphs, captured after the cache exists (the issue's
+// budget for all graphs; 51 piecewise sizes of a 1B model took 0.14 GiB).
+constexpr size_t kFullGraphBudget = size_t{1} << 28;
 
 Tensor int_tensor(const std::vector<int32_t>& values, Device device) {
   std::vector<int64_t> wide(values.begin(), values.end());
@@ -67,30 +71,121 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
   };
   compiled_ = std::make_unique<CompiledFunction>(forward, compile);
   const std::string& graph_mode = options_.compilation.cudagraph_mode;
-  const bool graphs = graph_mode != "none";
-  if (graphs) {
-    TESSERA_REQUIRE(graph_mode == "piecewise",
-                    "compilation.cudagraph_mode={}: only none and piecewise are built (full "
-                    "graphs are issue 10)",
-                    graph_mode);
+  TESSERA_REQUIRE(graph_mode == "none" || graph_mode == "piecewise" || graph_mode == "full" ||
+                      graph_mode == "full_and_piecewise",
+                  "compilation.cudagraph_mode={} is not valid; valid choices: none, piecewise, "
+                  "full, full_and_piecewise",
+                  graph_mode);
+  const bool piecewise_graphs = graph_mode == "piecewise" || graph_mode == "full_and_piecewise";
+  const bool full_graphs = graph_mode == "full" || graph_mode == "full_and_piecewise";
+  if (piecewise_graphs || full_graphs) {
     TESSERA_REQUIRE(!model_->device().is_cpu() && backend(model_->device()).supports_graphs(),
-                    "compilation.cudagraph_mode=piecewise needs a GPU ({} has no graphs); use none",
-                    model_->device().str());
+                    "compilation.cudagraph_mode={} needs a GPU ({} has no graphs); use none",
+                    graph_mode, model_->device().str());
     TESSERA_REQUIRE(options_.mode == "compiled",
-                    "compilation.cudagraph_mode=piecewise captures compiled pieces: it needs "
+                    "compilation.cudagraph_mode={} captures compiled pieces: it needs "
                     "compilation.mode=compiled, not {}",
-                    options_.mode);
+                    graph_mode, options_.mode);
   }
-  if (!size_from_memory && !graphs) return;
+  if (!size_from_memory && !piecewise_graphs && !full_graphs) return;
   const size_t transient_peak = profile_forward();
+  // Full graphs hold the KV cache's addresses, so they are captured after it is allocated; the
+  // KV cache leaves them kFullGraphBudget.
+  const size_t full_graph_budget = full_graphs ? kFullGraphBudget : 0;
   // Nothing left for the KV cache is an error before the capture, not after it.
-  if (size_from_memory) kv_blocks_from_memory(transient_peak, 0, false);
-  const size_t graph_bytes = graphs ? capture_graphs() : 0;
+  if (size_from_memory) kv_blocks_from_memory(transient_peak, full_graph_budget, false);
+  const size_t piecewise_bytes = piecewise_graphs ? capture_graphs() : 0;
   if (size_from_memory) {
-    int64_t blocks = kv_blocks_from_memory(transient_peak, graph_bytes, true);
+    int64_t blocks =
+        kv_blocks_from_memory(transient_peak, piecewise_bytes + full_graph_budget, true);
     kv_caches_.clear();
     allocate_kv_cache(blocks);
   }
+  if (full_graphs) capture_full_graphs();
+}
+
+void ModelRunner::capture_full_graphs() {
+  const Device device = model_->device();
+  std::vector<int64_t> sizes =
+      options_.compilation.resolved_capture_sizes(options_.max_num_batched_tokens);
+  std::erase_if(sizes, [&](int64_t size) { return size > options_.max_num_seqs; });
+  TESSERA_REQUIRE(!sizes.empty(),
+                  "compilation.cudagraph_mode={}: no capture size is <= engine.max_num_seqs ({})",
+                  options_.compilation.cudagraph_mode, options_.max_num_seqs);
+  const int64_t largest = sizes.back();
+  const int64_t max_blocks =
+      KVCacheManager::blocks_for(model_->max_positions(), options_.block_size);
+  // Decode metadata at fixed addresses: sequence s's one token starts at s; the other buffers are
+  // refilled before each replay (padding sequences: one token in block 0, written nowhere).
+  std::vector<int32_t> starts(static_cast<size_t>(largest + 1));
+  for (size_t s = 0; s < starts.size(); ++s) starts[s] = static_cast<int32_t>(s);
+  full_metadata_.query_start_loc = int_tensor(starts, device);
+  full_metadata_.seq_lens =
+      int_tensor(std::vector<int32_t>(static_cast<size_t>(largest), 1), device);
+  full_metadata_.block_tables =
+      int_tensor(std::vector<int32_t>(static_cast<size_t>(largest * max_blocks), 0), device);
+  full_metadata_.slot_mapping =
+      int_tensor(std::vector<int32_t>(static_cast<size_t>(largest), -1), device);
+  full_metadata_.max_blocks_per_seq = max_blocks;
+  const auto start = std::chrono::steady_clock::now();
+  size_t bytes = 0;
+  for (auto size = sizes.rbegin(); size != sizes.rend(); ++size) {  // largest first
+    AttentionMetadata meta = full_metadata(*size);
+    ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
+    bytes += (*latest_backend_)->capture_whole(*size, options_.compilation.cudagraph_num_warmups);
+  }
+  full_sizes_ = sizes;
+  spdlog::info(
+      "captured {} full graphs for decode batches of [{}] sequences in {:.2f} s, {:.3f} GiB",
+      sizes.size(), fmt::join(sizes, ", "),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      bytes / kGiB);
+}
+
+AttentionMetadata ModelRunner::full_metadata(int64_t sequences) const {
+  AttentionMetadata meta;
+  meta.num_seqs = sequences;
+  meta.num_tokens = sequences;
+  meta.max_query_len = 1;
+  // Any length up to the model's: decode partitions split each sequence by its own length.
+  meta.max_seq_len = model_->max_positions();
+  meta.max_blocks_per_seq = full_metadata_.max_blocks_per_seq;
+  meta.device_query_start_loc = full_metadata_.query_start_loc.slice(0, 0, sequences + 1);
+  meta.device_seq_lens = full_metadata_.seq_lens.slice(0, 0, sequences);
+  meta.device_block_tables =
+      full_metadata_.block_tables.slice(0, 0, sequences * meta.max_blocks_per_seq);
+  meta.device_slot_mapping = full_metadata_.slot_mapping.slice(0, 0, sequences);
+  return meta;
+}
+
+// Fills the fixed decode metadata for `meta`'s sequences padded to `sequences`, then replays.
+Tensor ModelRunner::replay_full_graph(const AttentionMetadata& meta, int64_t sequences,
+                                      std::vector<int32_t>& token_ids,
+                                      std::vector<int32_t>& positions) {
+  const Device device = model_->device();
+  const int64_t max_blocks = full_metadata_.max_blocks_per_seq;
+  std::vector<int32_t> seq_lens(static_cast<size_t>(sequences), 1);
+  std::vector<int32_t> slots(static_cast<size_t>(sequences), -1);
+  std::vector<int32_t> tables(static_cast<size_t>(sequences * max_blocks), 0);
+  for (int64_t s = 0; s < meta.num_seqs; ++s) {
+    seq_lens[s] = meta.seq_lens[s];
+    slots[s] = meta.slot_mapping[s];
+    const int64_t used = (meta.seq_lens[s] + options_.block_size - 1) / options_.block_size;
+    TESSERA_CHECK(used <= max_blocks, "sequence {} needs {} blocks", s, used);
+    for (int64_t b = 0; b < used; ++b)
+      tables[s * max_blocks + b] = meta.block_tables[s * meta.max_blocks_per_seq + b];
+  }
+  auto fill = [&](const Tensor& buffer, const std::vector<int32_t>& values) {
+    Tensor(buffer.slice(0, 0, static_cast<int64_t>(values.size())))
+        .copy_from(int_tensor(values, kCPU));
+  };
+  fill(full_metadata_.seq_lens, seq_lens);
+  fill(full_metadata_.slot_mapping, slots);
+  fill(full_metadata_.block_tables, tables);
+  token_ids.resize(static_cast<size_t>(sequences), 0);
+  positions.resize(static_cast<size_t>(sequences), 0);
+  std::vector<Tensor> inputs{int_tensor(token_ids, device), int_tensor(positions, device)};
+  return (*latest_backend_)->replay_whole(inputs).at(0);
 }
 
 void ModelRunner::allocate_kv_cache(int64_t blocks) {
@@ -294,15 +389,24 @@ Tensor ModelRunner::execute(std::span<const SequenceInput> batch) {
                     "token id {} is outside the model's vocabulary of {}", id,
                     model_->config().vocab_size);
   }
-  // A batch runs padded up to the nearest captured size, if any: the padding rows are token 0 at
-  // position 0, outside the metadata's tokens, so attention neither caches nor attends them.
+  Device device = model_->device();
+  // A decode-only batch replays a full graph, padded up to the nearest captured batch.
+  const bool decode_only = meta.max_query_len == 1;
+  auto full_size = std::lower_bound(full_sizes_.begin(), full_sizes_.end(), meta.num_seqs);
+  if (decode_only && full_size != full_sizes_.end()) {
+    Tensor hidden = replay_full_graph(meta, *full_size, token_ids, positions);
+    Tensor last_hidden = ops::embedding(hidden, int_tensor(last_token_rows, device));
+    return ops::cast(model_->compute_logits(last_hidden), DType::f32);
+  }
+  // Otherwise the batch runs padded up to the nearest piecewise-captured size, if any: the
+  // padding rows are token 0 at position 0, outside the metadata's tokens, so attention neither
+  // caches nor attends them.
   const std::vector<int64_t> sizes = captured_sizes();
   auto padded = std::lower_bound(sizes.begin(), sizes.end(), meta.num_tokens);
   if (padded != sizes.end()) {
     token_ids.resize(static_cast<size_t>(*padded), 0);
     positions.resize(static_cast<size_t>(*padded), 0);
   }
-  Device device = model_->device();
   std::vector<Tensor> inputs{int_tensor(token_ids, device), int_tensor(positions, device)};
   ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
   Tensor hidden = (*compiled_)(inputs).at(0);

@@ -68,6 +68,12 @@ class ModelRunner {
   // cudagraph_mode=piecewise: every compiled piece captured at each capture size; returns the
   // device memory the graphs took.
   size_t capture_graphs();
+  // cudagraph_mode=full: the whole forward captured per decode batch size (capture sizes up to
+  // max_num_seqs), attention reading its metadata from fixed device buffers.
+  void capture_full_graphs();
+  AttentionMetadata full_metadata(int64_t sequences) const;
+  Tensor replay_full_graph(const AttentionMetadata& meta, int64_t sequences,
+                           std::vector<int32_t>& token_ids, std::vector<int32_t>& positions);
   // The blocks that fit in total * gpu_memory_utilization beside everything held now and the
   // profiled transient peak; logs every term, fails naming the settings when below one sequence.
   int64_t kv_blocks_from_memory(size_t transient_peak, size_t graph_bytes, bool final);
@@ -79,6 +85,13 @@ class ModelRunner {
   RunnerOptions options_;
   std::vector<PagedKVCache> kv_caches_;
   int64_t num_kv_blocks_ = 0;
+  // Full graphs: the decode metadata's device buffers, sized for the largest batch.
+  struct FullGraphMetadata {
+    Tensor query_start_loc, seq_lens, block_tables, slot_mapping;
+    int64_t max_blocks_per_seq = 0;
+  };
+  FullGraphMetadata full_metadata_;
+  std::vector<int64_t> full_sizes_;  // decode batch sizes with a full graph, ascending
   std::unique_ptr<CompiledFunction> compiled_;
   std::shared_ptr<std::shared_ptr<const CompiledPlan>> latest_plan_ =
       std::make_shared<std::shared_ptr<const CompiledPlan>>();

@@ -170,7 +170,7 @@ if ((configure_status == 0)) && [[ $steps == *models* ]]; then
   if [[ -x $build_dir/bench/decode_bench ]]; then
     run_model_check decode_bench "${TESSERA_DECODE_TIMEOUT:-300}" "$log_dir/decode_bench.txt" \
       "$build_dir/bench/decode_bench" --model synthetic:llama-1b --device cuda --dtype bf16 \
-      --batch 1,8,32,128 --mode eager,compiled --graphs none,piecewise --steps 64 --context 128
+      --batch 1,8,32,128 --mode eager,compiled --graphs none,piecewise,full_and_piecewise --steps 64 --context 128
   fi
 fi
 

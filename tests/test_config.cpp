@@ -99,14 +99,15 @@ TEST(Config, BadInputIsAClearError) {
   }
 }
 
-TEST(Config, KeysOfFeaturesNotBuiltYetAreErrorsWhenTheyNeedThem) {
+TEST(Config, GraphModesAndMemoryUtilization) {
   EXPECT_EQ(load_run_config("").compilation.cudagraph_mode, "none");  // the default works
   EXPECT_NO_THROW(load_run_config("", {"compilation.cudagraph_mode=none"}));
-  EXPECT_THAT(error_of("compilation:\n  cudagraph_mode: full\n"),
-              HasSubstr("compilation.cudagraph_mode=full: full CUDA graphs are not built yet "
-                        "(issue 10); use piecewise or none"));
-  EXPECT_THAT(error_of("", {"compilation.cudagraph_mode=full_and_piecewise"}),
-              HasSubstr("full CUDA graphs are not built yet"));
+  for (const char* mode : {"piecewise", "full", "full_and_piecewise"}) {
+    EXPECT_EQ(load_run_config("", {fmt::format("compilation.cudagraph_mode={}", mode)})
+                  .compilation.cudagraph_mode,
+              mode);
+  }
+  EXPECT_THAT(error_of("compilation:\n  cudagraph_mode: fully\n"), HasSubstr("full_and_piecewise"));
   EXPECT_NO_THROW(load_run_config("", {"compilation.cudagraph_capture_sizes=[]"}));
   EXPECT_EQ(
       load_run_config("", {"engine.gpu_memory_utilization=0.5"}).engine.gpu_memory_utilization,

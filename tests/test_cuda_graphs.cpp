@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/generator.h"
+#include "engine/kv_cache_manager.h"
 #include "engine/run_setup.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
@@ -134,12 +135,70 @@ TEST(GpuCudaGraphs, GreedyDecodeWithGraphsIsTokenForTokenTheSame) {
                     with_kv_blocks_for(compiled_runner("none", cache), model->max_positions()));
   std::vector<int32_t> want = run(plain);
   ASSERT_EQ(want.size(), 64u);
-  ModelRunner first(
-      model, with_kv_blocks_for(compiled_runner("piecewise", cache), model->max_positions()));
-  EXPECT_EQ(run(first), want);
-  // A second runner capturing its own graphs leaves the first one's intact.
-  ModelRunner second(
-      model, with_kv_blocks_for(compiled_runner("piecewise", cache), model->max_positions()));
-  EXPECT_EQ(run(second), want);
-  EXPECT_EQ(run(first), want);
+  for (const char* mode : {"piecewise", "full", "full_and_piecewise"}) {
+    SCOPED_TRACE(mode);
+    ModelRunner first(model,
+                      with_kv_blocks_for(compiled_runner(mode, cache), model->max_positions()));
+    EXPECT_EQ(run(first), want);
+    // A second runner capturing its own graphs leaves the first one's intact.
+    ModelRunner second(model,
+                       with_kv_blocks_for(compiled_runner(mode, cache), model->max_positions()));
+    EXPECT_EQ(run(second), want);
+    EXPECT_EQ(run(first), want);
+  }
+}
+
+// Sequences of different lengths prefilled one by one, then decoded together for `steps` steps
+// with the same fed tokens: each step's logits, per sequence.
+std::vector<std::vector<std::vector<float>>> batched_decode(ModelRunner& runner, int64_t sequences,
+                                                            int64_t steps) {
+  KVCacheManager blocks(runner.num_kv_blocks(), runner.options().block_size);
+  std::vector<std::vector<int32_t>> ids(static_cast<size_t>(sequences));
+  for (int64_t s = 0; s < sequences; ++s) {
+    for (int64_t i = 0; i < 3 + 5 * s; ++i)
+      ids[s].push_back(static_cast<int32_t>((s * 7 + i * 13) % 500 + 3));
+    blocks.allocate(s, static_cast<int64_t>(ids[s].size()));
+    SequenceInput prompt{ids[s], 0, blocks.block_table(s)};
+    runner.execute(std::span(&prompt, 1));
+  }
+  std::vector<std::vector<std::vector<float>>> logits;
+  for (int64_t step = 0; step < steps; ++step) {
+    std::vector<std::vector<int32_t>> next(static_cast<size_t>(sequences));
+    std::vector<SequenceInput> batch;
+    for (int64_t s = 0; s < sequences; ++s) {
+      next[s] = {static_cast<int32_t>((step * 31 + s * 17) % 500 + 3)};
+      const int64_t done = static_cast<int64_t>(ids[s].size());
+      blocks.allocate(s, done + 1);
+      ids[s].push_back(next[s][0]);
+      batch.push_back(SequenceInput{next[s], done, blocks.block_table(s)});
+    }
+    logits.push_back(logits_to_host(runner.execute(batch)));
+  }
+  return logits;
+}
+
+TEST(GpuCudaGraphs, FullGraphsDecodeBatchesLikeTheCompiledForward) {
+  Device gpu;
+  if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
+  auto model = stories(gpu);
+  const std::string cache = fresh_temp_dir("graphs_full");
+  RunnerOptions plain_options = compiled_runner("none", cache);
+  plain_options.num_kv_blocks = 64;  // 9 sequences of up to 63 tokens
+  ModelRunner plain(model, plain_options);
+  RunnerOptions options = compiled_runner("full", cache);
+  options.num_kv_blocks = 64;
+  options.max_num_seqs = 8;  // full graphs for batches of 1, 2, 4 and 8 sequences
+  ModelRunner full(model, options);
+  EXPECT_TRUE(full.captured_sizes().empty());  // no piecewise graphs in mode full
+  // 3 sequences replay the graph of 4 (one padding sequence), 8 the graph of 8, and 9 have none.
+  for (int64_t sequences : {1, 3, 8, 9}) {
+    SCOPED_TRACE(fmt::format("{} sequences", sequences));
+    auto want = batched_decode(plain, sequences, 20);
+    auto got = batched_decode(full, sequences, 20);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t step = 0; step < want.size(); ++step)
+      for (size_t s = 0; s < want[step].size(); ++s)
+        EXPECT_LT(rows_relative_error(got[step][s], want[step][s]), 1e-5)
+            << "step " << step << " sequence " << s;
+  }
 }

@@ -180,6 +180,22 @@ void launch_prefill(const AttentionParams<T>& params, const Launch& launch) {
   GPU_CHECK_LAUNCH("attention prefill");
 }
 
+// The decode partials' workspace: one buffer per device that only grows, so its address stays
+// fixed across steps and a captured graph (the model runner's full CUDA graphs) keeps writing to
+// memory nobody else holds. It grows at most once per larger shape, outside any capture: the
+// runner's warm-up launches come first. Steps on one device run in stream order, one at a time.
+float* decode_workspace(Device device, int64_t floats) {
+  static std::mutex mutex;
+  static std::map<int, Tensor> buffers;
+  std::lock_guard lock(mutex);
+  Tensor& buffer = buffers[device.index];
+  if (!buffer.defined() || buffer.numel() < floats) {
+    if (buffer.defined()) backend(device).synchronize(device.index);  // the old one may be in use
+    buffer = Tensor::empty({floats}, DType::f32, device);
+  }
+  return buffer.data<float>();
+}
+
 // Splits keys into partitions when sequences x kv heads x head chunks would leave SMs idle.
 int decode_partitions(int64_t blocks, int64_t max_seq_len, int sm_count) {
   const int64_t target = kDecodeBlocksPerSm * sm_count;
@@ -206,12 +222,10 @@ void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
   split.num_partitions =
       decode_partitions(blocks, launch.max_seq_len, device_limits(launch.device.index).sm_count);
 
-  Tensor workspace;  // freed to the caching allocator after the launches, in stream order
   if (split.num_partitions > 1) {
     const int64_t slots = launch.num_seqs * params.num_heads * split.num_partitions;
     const int64_t padded = round_up_to_4(params.head_size);
-    workspace = Tensor::empty({slots * (padded + 2)}, DType::f32, launch.device);
-    split.partial_acc = workspace.data<float>();
+    split.partial_acc = decode_workspace(launch.device, slots * (padded + 2));
     split.partial_max = split.partial_acc + slots * padded;
     split.partial_sum = split.partial_max + slots;
   }
