@@ -93,11 +93,11 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
   // KV cache leaves them kFullGraphBudget.
   const size_t full_graph_budget = full_graphs ? kFullGraphBudget : 0;
   // Nothing left for the KV cache is an error before the capture, not after it.
-  if (size_from_memory) kv_blocks_from_memory(transient_peak, full_graph_budget, false);
+  if (size_from_memory) kv_blocks_from_memory(transient_peak, 0, full_graph_budget, false);
   const size_t piecewise_bytes = piecewise_graphs ? capture_graphs() : 0;
   if (size_from_memory) {
     int64_t blocks =
-        kv_blocks_from_memory(transient_peak, piecewise_bytes + full_graph_budget, true);
+        kv_blocks_from_memory(transient_peak, piecewise_bytes, full_graph_budget, true);
     kv_caches_.clear();
     allocate_kv_cache(blocks);
   }
@@ -256,7 +256,8 @@ size_t ModelRunner::capture_graphs() {
   return summary.device_bytes;
 }
 
-int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_bytes, bool final) {
+int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_bytes,
+                                           size_t graph_budget, bool final) {
   const Device device = model_->device();
   DeviceBackend& gpu = backend(device);
   gpu.synchronize(device.index);
@@ -271,7 +272,8 @@ int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_b
   const size_t arena = plan ? plan->memory.arena_bytes : 0;
   const size_t known = weights + arena + graph_bytes;
   const size_t other = used > known ? used - known : 0;
-  const double left = budget - static_cast<double>(used) - static_cast<double>(transient_peak);
+  const double left = budget - static_cast<double>(used) - static_cast<double>(transient_peak) -
+                      static_cast<double>(graph_budget);
   const ModelConfig& config = model_->config();
   const size_t block_bytes =
       2 * static_cast<size_t>(config.num_layers) *
@@ -292,15 +294,16 @@ int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_b
       "engine.max_num_batched_tokens, or set engine.num_kv_blocks",
       std::max<int64_t>(tokens, 0), std::max(left, 0.0) / kGiB, total / kGiB,
       options_.gpu_memory_utilization, weights / kGiB, (arena + transient_peak) / kGiB,
-      graph_bytes / kGiB, other / kGiB, one_sequence);
+      (graph_bytes + graph_budget) / kGiB, other / kGiB, one_sequence);
   if (final) {
     spdlog::info(
         "memory on {}: {:.2f} GiB x {} = {:.2f} GiB: weights {:.3f} GiB, activation peak {:.3f} "
-        "GiB (arena {:.3f} + transient {:.3f}), CUDA graphs {:.3f} GiB, other {:.3f} GiB "
-        "(context, library workspaces, other processes)",
+        "GiB (arena {:.3f} + transient {:.3f}), CUDA graphs {:.3f} GiB (piecewise, measured) + "
+        "{:.3f} GiB (full graphs' budget, captured after), other {:.3f} GiB (context, library "
+        "workspaces, other processes)",
         device.str(), total / kGiB, options_.gpu_memory_utilization, budget / kGiB, weights / kGiB,
         (arena + transient_peak) / kGiB, arena / kGiB, transient_peak / kGiB, graph_bytes / kGiB,
-        other / kGiB);
+        graph_budget / kGiB, other / kGiB);
     spdlog::info("KV cache: {:.2f} GiB, {} blocks, {} tokens, {:.1f}x concurrency at {} tokens",
                  static_cast<double>(blocks) * static_cast<double>(block_bytes) / kGiB, blocks,
                  tokens, static_cast<double>(tokens) / static_cast<double>(one_sequence),

@@ -76,7 +76,9 @@ class ModelRunner {
                            std::vector<int32_t>& token_ids, std::vector<int32_t>& positions);
   // The blocks that fit in total * gpu_memory_utilization beside everything held now and the
   // profiled transient peak; logs every term, fails naming the settings when below one sequence.
-  int64_t kv_blocks_from_memory(size_t transient_peak, size_t graph_bytes, bool final);
+  // graph_bytes: graphs held now (counted in used memory); graph_budget: left for graphs to come.
+  int64_t kv_blocks_from_memory(size_t transient_peak, size_t graph_bytes, size_t graph_budget,
+                                bool final);
   AttentionMetadata build_metadata(std::span<const SequenceInput> batch,
                                    std::vector<int32_t>& token_ids, std::vector<int32_t>& positions,
                                    std::vector<int32_t>& last_token_rows) const;
