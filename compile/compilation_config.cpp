@@ -4,6 +4,11 @@
 
 namespace tessera {
 
+std::string CompilationConfig::resolved_cudagraph_mode(bool gpu) const {
+  if (!cudagraph_mode.empty()) return cudagraph_mode;
+  return gpu && mode == "compiled" ? "full_and_piecewise" : "none";
+}
+
 std::vector<int64_t> CompilationConfig::resolved_capture_sizes(
     int64_t max_num_batched_tokens) const {
   int64_t limit = std::min(max_cudagraph_capture_size, max_num_batched_tokens);

@@ -18,8 +18,9 @@ struct CompilationConfig {
   // Entries "all", "none", "+name", "-name"; empty: all in eager mode, none when compiled.
   std::vector<std::string> custom_ops;
   std::vector<std::string> splitting_ops = {"attention"};
-  // none | piecewise | full | full_and_piecewise (graphs need a GPU and compiled mode).
-  std::string cudagraph_mode = "none";
+  // none | piecewise | full | full_and_piecewise (graphs need a GPU and compiled mode); empty:
+  // full_and_piecewise on a GPU in compiled mode, none otherwise (resolved_cudagraph_mode).
+  std::string cudagraph_mode;
   std::vector<int64_t> cudagraph_capture_sizes;  // empty: vLLM's default list
   int64_t max_cudagraph_capture_size = 512;
   int64_t cudagraph_num_warmups = 1;
@@ -28,6 +29,8 @@ struct CompilationConfig {
   std::string dump_dir;   // empty: no dumps
   int64_t recompile_limit = 8;
 
+  // cudagraph_mode, with the empty default resolved for a run on `gpu` (or the CPU).
+  std::string resolved_cudagraph_mode(bool gpu) const;
   // True when custom ops default to enabled (eager and traced modes).
   bool custom_ops_default_enabled() const { return mode != "compiled"; }
   // vLLM's default capture sizes (1, 2, 4, then every 8 to 248, then every 16) up to `limit`.

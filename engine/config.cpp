@@ -278,7 +278,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
       !compilation.cudagraph_capture_sizes.empty() ||
       compilation.max_cudagraph_capture_size != defaults.max_cudagraph_capture_size ||
       compilation.cudagraph_num_warmups != defaults.cudagraph_num_warmups;
-  TESSERA_REQUIRE(!capture_keys_set || compilation.cudagraph_mode != "none",
+  TESSERA_REQUIRE(!capture_keys_set || compilation.cudagraph_mode != "none",  // "" may capture
                   "compilation.cudagraph_capture_sizes, max_cudagraph_capture_size and "
                   "cudagraph_num_warmups have no effect with compilation.cudagraph_mode=none; "
                   "set cudagraph_mode=piecewise or remove them");

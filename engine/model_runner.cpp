@@ -70,7 +70,8 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
     return std::vector<Tensor>{model->forward(inputs[0], inputs[1])};
   };
   compiled_ = std::make_unique<CompiledFunction>(forward, compile);
-  const std::string& graph_mode = options_.compilation.cudagraph_mode;
+  const std::string graph_mode =
+      options_.compilation.resolved_cudagraph_mode(!model_->device().is_cpu());
   TESSERA_REQUIRE(graph_mode == "none" || graph_mode == "piecewise" || graph_mode == "full" ||
                       graph_mode == "full_and_piecewise",
                   "compilation.cudagraph_mode={} is not valid; valid choices: none, piecewise, "
@@ -110,8 +111,8 @@ void ModelRunner::capture_full_graphs() {
       options_.compilation.resolved_capture_sizes(options_.max_num_batched_tokens);
   std::erase_if(sizes, [&](int64_t size) { return size > options_.max_num_seqs; });
   TESSERA_REQUIRE(!sizes.empty(),
-                  "compilation.cudagraph_mode={}: no capture size is <= engine.max_num_seqs ({})",
-                  options_.compilation.cudagraph_mode, options_.max_num_seqs);
+                  "full CUDA graphs: no capture size is <= engine.max_num_seqs ({})",
+                  options_.max_num_seqs);
   const int64_t largest = sizes.back();
   const int64_t max_blocks =
       KVCacheManager::blocks_for(model_->max_positions(), options_.block_size);

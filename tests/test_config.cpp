@@ -100,7 +100,14 @@ TEST(Config, BadInputIsAClearError) {
 }
 
 TEST(Config, GraphModesAndMemoryUtilization) {
-  EXPECT_EQ(load_run_config("").compilation.cudagraph_mode, "none");  // the default works
+  // Unset: full_and_piecewise on a GPU in compiled mode, none on the CPU or in eager mode.
+  RunConfig defaults = load_run_config("");
+  EXPECT_EQ(defaults.compilation.cudagraph_mode, "");
+  EXPECT_EQ(defaults.compilation.resolved_cudagraph_mode(true), "full_and_piecewise");
+  EXPECT_EQ(defaults.compilation.resolved_cudagraph_mode(false), "none");
+  EXPECT_EQ(
+      load_run_config("", {"compilation.mode=eager"}).compilation.resolved_cudagraph_mode(true),
+      "none");
   EXPECT_NO_THROW(load_run_config("", {"compilation.cudagraph_mode=none"}));
   for (const char* mode : {"piecewise", "full", "full_and_piecewise"}) {
     EXPECT_EQ(load_run_config("", {fmt::format("compilation.cudagraph_mode={}", mode)})
@@ -135,9 +142,10 @@ TEST(Config, CaptureKeysNeedAGraphMode) {
   for (const char* key :
        {"compilation.cudagraph_capture_sizes=[8]", "compilation.max_cudagraph_capture_size=64",
         "compilation.cudagraph_num_warmups=3"}) {
-    EXPECT_THAT(error_of("", {key}),
+    EXPECT_THAT(error_of("", {"compilation.cudagraph_mode=none", key}),
                 HasSubstr("have no effect with compilation.cudagraph_mode=none"))
         << key;
+    EXPECT_NO_THROW(load_run_config("", {key})) << key;  // unset: the GPU default captures
   }
   EXPECT_THAT(error_of("", {"compilation.cudagraph_mode=piecewise",
                             "compilation.cudagraph_capture_sizes=[1, 0]"}),
