@@ -4,9 +4,10 @@
 
 namespace tessera {
 
-std::string CompilationConfig::resolved_cudagraph_mode(bool gpu) const {
+std::string CompilationConfig::resolved_cudagraph_mode(bool gpu,
+                                                       const std::string& run_mode) const {
   if (!cudagraph_mode.empty()) return cudagraph_mode;
-  return gpu && mode == "compiled" ? "full_and_piecewise" : "none";
+  return gpu && run_mode == "compiled" ? "full_and_piecewise" : "none";
 }
 
 std::vector<int64_t> CompilationConfig::resolved_capture_sizes(

@@ -29,8 +29,9 @@ struct CompilationConfig {
   std::string dump_dir;   // empty: no dumps
   int64_t recompile_limit = 8;
 
-  // cudagraph_mode, with the empty default resolved for a run on `gpu` (or the CPU).
-  std::string resolved_cudagraph_mode(bool gpu) const;
+  // cudagraph_mode, with the empty default resolved for a run on `gpu` (or the CPU) in
+  // `run_mode` (eager | traced | compiled).
+  std::string resolved_cudagraph_mode(bool gpu, const std::string& run_mode) const;
   // True when custom ops default to enabled (eager and traced modes).
   bool custom_ops_default_enabled() const { return mode != "compiled"; }
   // vLLM's default capture sizes (1, 2, 4, then every 8 to 248, then every 16) up to `limit`.

@@ -71,7 +71,7 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
   };
   compiled_ = std::make_unique<CompiledFunction>(forward, compile);
   const std::string graph_mode =
-      options_.compilation.resolved_cudagraph_mode(!model_->device().is_cpu());
+      options_.compilation.resolved_cudagraph_mode(!model_->device().is_cpu(), options_.mode);
   TESSERA_REQUIRE(graph_mode == "none" || graph_mode == "piecewise" || graph_mode == "full" ||
                       graph_mode == "full_and_piecewise",
                   "compilation.cudagraph_mode={} is not valid; valid choices: none, piecewise, "

@@ -103,11 +103,9 @@ TEST(Config, GraphModesAndMemoryUtilization) {
   // Unset: full_and_piecewise on a GPU in compiled mode, none on the CPU or in eager mode.
   RunConfig defaults = load_run_config("");
   EXPECT_EQ(defaults.compilation.cudagraph_mode, "");
-  EXPECT_EQ(defaults.compilation.resolved_cudagraph_mode(true), "full_and_piecewise");
-  EXPECT_EQ(defaults.compilation.resolved_cudagraph_mode(false), "none");
-  EXPECT_EQ(
-      load_run_config("", {"compilation.mode=eager"}).compilation.resolved_cudagraph_mode(true),
-      "none");
+  EXPECT_EQ(defaults.compilation.resolved_cudagraph_mode(true, "compiled"), "full_and_piecewise");
+  EXPECT_EQ(defaults.compilation.resolved_cudagraph_mode(false, "compiled"), "none");
+  EXPECT_EQ(defaults.compilation.resolved_cudagraph_mode(true, "eager"), "none");
   EXPECT_NO_THROW(load_run_config("", {"compilation.cudagraph_mode=none"}));
   for (const char* mode : {"piecewise", "full", "full_and_piecewise"}) {
     EXPECT_EQ(load_run_config("", {fmt::format("compilation.cudagraph_mode={}", mode)})
