@@ -112,7 +112,9 @@ GemmaModel::GemmaModel(ModelWeights weights, int64_t max_positions)
 
 Tensor GemmaModel::norm(const Tensor& x, const Tensor& scale) const {
   const double eps = config_.rms_norm_eps;
-  // In f32 the rms_norm op computes exactly this (one rounding after the weight).
+  // In f32 the rms_norm op computes exactly this (one rounding after the weight). In f16/bf16
+  // transformers multiplies by the weight before rounding, which the op does not: those dtypes
+  // take the primitives below whatever compilation.custom_ops says (compiled mode fuses them).
   if (x.dtype() == DType::f32) return ops::rms_norm(x, scale, eps);
   Tensor x_f32 = ops::cast(x, DType::f32);
   Tensor variance = ops::mean(ops::mul(x_f32, x_f32), /*keepdim=*/true);

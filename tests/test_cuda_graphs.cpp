@@ -40,6 +40,17 @@ std::shared_ptr<const CausalLM> stories(Device device) {
                       256);
 }
 
+// The error a runner's construction throws ("" when it does not).
+std::string runner_error(const std::shared_ptr<const CausalLM>& model,
+                         const RunnerOptions& options) {
+  try {
+    ModelRunner runner(model, options);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
 double rows_relative_error(const std::vector<float>& got, const std::vector<float>& want) {
   return relative_error(Tensor::from_floats(got, {static_cast<int64_t>(got.size())}),
                         Tensor::from_floats(want, {static_cast<int64_t>(want.size())}));
@@ -49,24 +60,16 @@ double rows_relative_error(const std::vector<float>& got, const std::vector<floa
 
 TEST(CudaGraphs, PiecewiseOnTheCpuIsAClearError) {
   auto model = stories(kCPU);
-  try {
-    ModelRunner runner(model, with_kv_blocks_for(compiled_runner("piecewise", fresh_temp_dir("g")),
-                                                 model->max_positions()));
-    FAIL() << "expected an error";
-  } catch (const Error& error) {
-    EXPECT_THAT(error.what(), HasSubstr("compilation.cudagraph_mode=piecewise needs a GPU"));
-  }
+  RunnerOptions options =
+      with_kv_blocks_for(compiled_runner("piecewise", fresh_temp_dir("g")), model->max_positions());
+  EXPECT_THAT(runner_error(model, options),
+              HasSubstr("compilation.cudagraph_mode=piecewise needs a GPU"));
 }
 
 TEST(KvCacheSizing, TheCpuNeedsItsBlocksGiven) {
   auto model = stories(kCPU);
   RunnerOptions options;  // num_kv_blocks 0: sized from GPU memory, which the CPU has not
-  try {
-    ModelRunner runner(model, options);
-    FAIL() << "expected an error";
-  } catch (const Error& error) {
-    EXPECT_THAT(error.what(), HasSubstr("engine.num_kv_blocks"));
-  }
+  EXPECT_THAT(runner_error(model, options), HasSubstr("engine.num_kv_blocks"));
 }
 
 TEST(GpuKvCacheSizing, BlocksComeFromFreeMemoryAndTooLittleIsAClearError) {
@@ -85,12 +88,7 @@ TEST(GpuKvCacheSizing, BlocksComeFromFreeMemoryAndTooLittleIsAClearError) {
     EXPECT_EQ(logits_by_chunks(runner, ids, {5}).size(), 1u);  // the cache it sized works
   }
   options.gpu_memory_utilization = 1e-6;
-  try {
-    ModelRunner runner(model, options);
-    FAIL() << "expected an error";
-  } catch (const Error& error) {
-    EXPECT_THAT(error.what(), HasSubstr("raise engine.gpu_memory_utilization"));
-  }
+  EXPECT_THAT(runner_error(model, options), HasSubstr("raise engine.gpu_memory_utilization"));
 }
 
 TEST(GpuCudaGraphs, ReplaysMatchTheCompiledForwardAtCapturedAndPaddedSizes) {

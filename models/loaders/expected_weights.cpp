@@ -4,12 +4,19 @@
 #include "models/architecture_registry.h"
 
 namespace tessera::loaders {
+namespace {
+
+// "'name'", or "'stored' (name)" where the file calls the tensor otherwise (GGUF).
+std::string described_tensor(const WeightSpec& spec, const std::string& stored_name) {
+  return stored_name == spec.name ? fmt::format("'{}'", spec.name)
+                                  : fmt::format("'{}' ({})", stored_name, spec.name);
+}
+
+}  // namespace
 
 void throw_missing_tensor(const ModelConfig& config, const std::string& where,
                           const WeightSpec& spec, const std::string& stored_name) {
-  const std::string described = stored_name == spec.name
-                                    ? fmt::format("'{}'", spec.name)
-                                    : fmt::format("'{}' ({})", stored_name, spec.name);
+  const std::string described = described_tensor(spec, stored_name);
   throw Error(fmt::format(
       "{}: tensor {} of shape {} is missing; the config ({}, {} layers{}{}{}) expects it", where,
       described, shape_str(spec.shape), config.architecture, config.num_layers,
@@ -25,9 +32,7 @@ std::map<std::string, Tensor> load_expected_weights(
   for (const WeightSpec& spec : tessera::expected_weights(config)) {
     std::optional<FoundTensor> found = find(spec);
     if (!found) throw_missing_tensor(config, missing_from, spec, spec.name);
-    const std::string described = found->stored_name == spec.name
-                                      ? fmt::format("'{}'", spec.name)
-                                      : fmt::format("'{}' ({})", found->stored_name, spec.name);
+    const std::string described = described_tensor(spec, found->stored_name);
     TESSERA_REQUIRE(found->stored_dtype_name.empty(),
                     "{}: tensor {} is stored as {}, which this loader cannot read; supported: F32, "
                     "F16, BF16",
