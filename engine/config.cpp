@@ -74,26 +74,6 @@ Field list_field(Section RunConfig::*section, std::vector<Item> Section::*member
                }};
 }
 
-std::string yaml_text(const YAML::Node& node) {
-  if (node.IsScalar()) return node.Scalar();
-  YAML::Emitter out;
-  out << YAML::Flow << node;
-  return out.c_str();
-}
-
-// A key whose feature is not built yet: the value is checked as usual, then one that would need
-// the feature is an error naming the key, the value and what to do instead.
-Field unbuilt(Field field, std::function<bool(const RunConfig&)> needs_feature, std::string why) {
-  return Field{field.type,
-               [=](RunConfig& config, const YAML::Node& node, const std::string& where) {
-                 RunConfig candidate = config;
-                 field.set(candidate, node, where);
-                 if (needs_feature(candidate))
-                   throw Error(fmt::format("{}={}: {}", where, yaml_text(node), why));
-                 config = candidate;
-               }};
-}
-
 void require_positive(const int64_t& value, const std::string& where) {
   if (value <= 0) throw Error(fmt::format("{}: must be positive, got {}", where, value));
 }
@@ -128,29 +108,16 @@ const Fields& fields() {
           if (!(v > 0 && v <= 1))
             throw Error(fmt::format("{}: must be in (0, 1], got {}", where, v));
         });
-    // The scheduler and server keys (issue 12) parse; a value that needs them is an error.
-    const EngineConfig defaults;
-    const std::string no_server = "the scheduler and HTTP server are not built yet (issue 12); ";
-    f["engine.enable_prefix_caching"] = unbuilt(
-        make_field(engine, &E::enable_prefix_caching, "true or false"),
-        [](const RunConfig& c) { return c.engine.enable_prefix_caching; }, no_server + "use false");
-    f["engine.seed"] = unbuilt(
-        make_field(engine, &E::seed, "an integer"),
-        [defaults](const RunConfig& c) { return c.engine.seed != defaults.seed; },
-        no_server + "give tessera generate --seed instead");
-    f["engine.host"] = unbuilt(
-        make_field(engine, &E::host, "an address"),
-        [defaults](const RunConfig& c) { return c.engine.host != defaults.host; },
-        no_server + "remove the key");
-    f["engine.port"] = unbuilt(
-        make_field<E, int64_t>(engine, &E::port, "a port number",
-                               [](const int64_t& v, const std::string& where) {
-                                 if (v < 0 || v > 65535)
-                                   throw Error(
-                                       fmt::format("{}: must be in 0..65535, got {}", where, v));
-                               }),
-        [defaults](const RunConfig& c) { return c.engine.port != defaults.port; },
-        no_server + "remove the key");
+    f["engine.enable_prefix_caching"] =
+        make_field(engine, &E::enable_prefix_caching, "true or false");
+    f["engine.seed"] = make_field(engine, &E::seed, "an integer");
+    f["engine.host"] = make_field(engine, &E::host, "an address");
+    f["engine.port"] = make_field<E, int64_t>(
+        engine, &E::port, "a port number (0: any free port)",
+        [](const int64_t& v, const std::string& where) {
+          if (v < 0 || v > 65535)
+            throw Error(fmt::format("{}: must be in 0..65535, got {}", where, v));
+        });
     f["compilation.mode"] = choice_field(compilation, &C::mode, {"eager", "traced", "compiled"});
     f["compilation.custom_ops"] = list_field(compilation, &C::custom_ops,
                                              "a list of \"all\", \"none\", \"+name\", \"-name\"");

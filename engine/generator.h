@@ -1,16 +1,14 @@
-// One prompt to one completion through the model runner: prefill the prompt in one step, then
-// decode a token per step, streaming text as it becomes valid UTF-8. Stops at an end-of-sequence
-// token, max_tokens, or the model's maximum length. For its one sequence it is the scheduler: it
-// holds the runner's KV-cache blocks in a KVCacheManager for the length of the call.
+// One prompt to one completion: an LLMEngine with one request, stepped until it finishes,
+// streaming text as it becomes valid UTF-8. Stops at an end token, a stop string, max_tokens
+// (clamped to what the model's length leaves), or the model's maximum length.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
-#include "engine/sampler.h"
+#include "engine/sampling_params.h"
 #include "models/tokenizer.h"
 
 namespace tessera {
@@ -19,7 +17,8 @@ struct GenerationResult {
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> output_ids;
   std::string text;
-  std::string finish_reason;  // "stop" (end token), "length" (max_tokens or model length)
+  std::string
+      finish_reason;  // "stop" (end token, stop string), "length" (max_tokens, model length)
   double prefill_seconds = 0;
   double decode_seconds = 0;
   double decode_tokens_per_second() const;
@@ -28,7 +27,7 @@ struct GenerationResult {
 struct GenerateRequest {
   std::string prompt;
   SamplingParams sampling;
-  // Stop when the model emits one of these (default: the tokenizer's end tokens).
+  // Stop when the model emits one of these instead of the tokenizer's end tokens (when given).
   std::vector<int32_t> stop_token_ids;
 };
 

@@ -6,6 +6,7 @@
 
 #include "engine/config.h"
 #include "engine/model_runner.h"
+#include "models/tokenizer.h"
 
 namespace tessera {
 
@@ -17,10 +18,18 @@ DType run_dtype(const EngineConfig& engine, Device device);
 // than the model's own is an error.
 std::shared_ptr<const CausalLM> load_run_model(const EngineConfig& engine,
                                                int64_t max_positions = 0);
+// engine.tokenizer when given, else the tokenizer inside the model (folder, .gguf), else the byte
+// tokenizer for synthetic models; a llama2.c checkpoint without --tokenizer is an error saying so.
+std::unique_ptr<Tokenizer> load_run_tokenizer(const EngineConfig& engine);
 // The runner's mode, compilation settings, custom ops (the mode's default when the list is
 // empty), token budget, block size and KV blocks from the config: engine.num_kv_blocks, or when
 // unset enough blocks for one sequence of `max_positions` tokens (the model's length); logged.
 RunnerOptions make_runner_options(const RunConfig& config, int64_t max_positions);
+// make_runner_options for a server: on the CPU, engine.num_kv_blocks unset means blocks for
+// max_num_seqs sequences of max_positions tokens, at most cpu_kv_cache_bytes of them (and at
+// least one sequence).
+constexpr size_t cpu_kv_cache_bytes = size_t{4} << 30;
+RunnerOptions make_serving_runner_options(const RunConfig& config, const CausalLM& model);
 // `options` with num_kv_blocks, when unset (0), sized for one sequence of max_positions tokens.
 RunnerOptions with_kv_blocks_for(RunnerOptions options, int64_t max_positions);
 

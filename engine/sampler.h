@@ -1,45 +1,54 @@
-// Picks the next token from a row of logits: greedy at temperature 0, else sampling from the
-// softmax at that temperature after top-k, top-p and min-p filtering, from a seeded generator.
-// Given the runner's device logits it copies only what it needs: greedy takes the argmax on the
-// device and copies the id; sampling copies the sequence's row.
+// Picks each sequence's next token from the runner's logits, with vLLM's sampling semantics:
+// penalties (repetition over prompt and output, presence and frequency over the output), then
+// temperature, then the min-p and top-k cuts, then top-p over what is left; the draw is the
+// Gumbel-max trick with noise from a counter-based hash of (seed, output index, token), so a
+// seeded sequence draws the same tokens whatever else is in the batch, and a preempted sequence
+// that is recomputed draws them again. Logprobs are those of the model's own distribution (before
+// penalties and temperature), computed only for rows that ask for them.
 #pragma once
 
 #include <cstdint>
-#include <optional>
-#include <random>
 #include <span>
 #include <vector>
 
+#include "engine/sampling_params.h"
 #include "kernels/tensor.h"
 
 namespace tessera {
 
-struct SamplingParams {
-  double temperature = 1.0;
-  int64_t top_k = 0;   // 0: off
-  double top_p = 1.0;  // 1: off
-  double min_p = 0.0;  // 0: off
-  std::optional<uint64_t> seed;
-  int64_t max_tokens = 16;
-
-  // Throws naming the bad field and its valid range.
-  void validate() const;
+// One sequence's sampling in one step.
+struct SamplingRow {
+  const SamplingParams* params = nullptr;
+  uint64_t seed = 0;                    // the sequence's resolved seed
+  int64_t output_index = 0;             // which output token is drawn (the noise's counter)
+  std::span<const int32_t> prompt_ids;  // for the repetition penalty
+  std::span<const int32_t> output_ids;  // for every penalty
 };
 
-class Sampler {
- public:
-  explicit Sampler(const SamplingParams& params);
-  int32_t sample(std::span<const float> logits);  // one row of host logits
-  // Row `row` of logits [rows, vocab] (f32, any device), e.g. what ModelRunner::execute returns.
-  int32_t sample(const Tensor& logits, int64_t row);
-
- private:
-  SamplingParams params_;
-  std::mt19937_64 generator_;
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
 };
+
+struct SampledToken {
+  int32_t id = 0;
+  float logprob = 0;              // set when the row's params ask for logprobs
+  std::vector<TokenLogprob> top;  // the params' logprobs count of most likely tokens
+};
+
+// One token per row of logits [rows.size(), vocab] (f32, any device). Rows that are plain greedy
+// (no penalties, no logprobs) are picked on the logits' device and only their ids cross to the
+// host.
+std::vector<SampledToken> sample_tokens(const Tensor& logits, std::span<const SamplingRow> rows);
+// One row of host logits.
+SampledToken sample_row(std::span<const float> logits, const SamplingRow& row);
 
 // The greedy pick of every row of logits [rows, vocab] (any device): the first maximum of each row,
 // found on the device; only the ids come back to the host.
 std::vector<int32_t> greedy_token_ids(const Tensor& logits);
+
+// The uniform draw in (0, 1) behind token `token`'s noise at `output_index` of a sequence seeded
+// `seed`: a pure function, so any device can compute the same draws.
+double sampling_uniform(uint64_t seed, int64_t output_index, int64_t token);
 
 }  // namespace tessera

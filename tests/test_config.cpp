@@ -119,14 +119,17 @@ TEST(Config, GraphModesAndMemoryUtilization) {
       0.5);
 }
 
-TEST(Config, ServerKeysAreErrorsUntilTheServerExists) {
-  EXPECT_NO_THROW(load_run_config("", {"engine.enable_prefix_caching=false", "engine.port=8000"}));
-  EXPECT_THAT(error_of("", {"engine.enable_prefix_caching=true"}),
-              HasSubstr("engine.enable_prefix_caching=true: the scheduler and HTTP server are not "
-                        "built yet (issue 12)"));
-  EXPECT_THAT(error_of("", {"engine.port=9000"}), HasSubstr("engine.port=9000"));
-  EXPECT_THAT(error_of("", {"engine.host=0.0.0.0"}), HasSubstr("issue 12"));
-  EXPECT_THAT(error_of("", {"engine.seed=3"}), HasSubstr("--seed"));
+TEST(Config, ServerKeysAreCheckedAndKept) {
+  RunConfig config = load_run_config("", {"engine.enable_prefix_caching=false", "engine.port=9000",
+                                          "engine.host=0.0.0.0", "engine.seed=3"});
+  EXPECT_FALSE(config.engine.enable_prefix_caching);
+  EXPECT_EQ(config.engine.port, 9000);
+  EXPECT_EQ(config.engine.host, "0.0.0.0");
+  EXPECT_EQ(config.engine.seed, 3);
+  EXPECT_TRUE(load_run_config("", {}).engine.enable_prefix_caching);  // on by default
+  EXPECT_THAT(error_of("", {"engine.port=70000"}), HasSubstr("engine.port"));
+  EXPECT_THAT(error_of("", {"engine.enable_prefix_caching=maybe"}),
+              HasSubstr("engine.enable_prefix_caching"));
 }
 
 TEST(Config, CaptureKeysNeedAGraphMode) {

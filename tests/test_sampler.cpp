@@ -1,12 +1,44 @@
-// The sampler on the runner's logits tensor: greedy is the argmax taken on the tensor's device,
-// the first maximum of each row as on the host; sampling reads the asked-for row.
+// The sampler's semantics (vLLM's): greedy is the first maximum, found on the logits' device;
+// the draw follows the softmax at the temperature after min-p, top-k and top-p cuts; a seeded
+// row draws the same token whatever else is in the batch; penalties change the logits as vLLM's
+// do; logprobs are those of the model's own distribution.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+
 #include "engine/sampler.h"
+#include "kernels/check.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
 using namespace tessera::testing;
+
+namespace {
+
+SamplingParams with_temperature(double temperature) {
+  SamplingParams params;
+  params.temperature = temperature;
+  return params;
+}
+
+// Logits whose softmax is `probabilities` exactly.
+std::vector<float> logits_of(const std::vector<double>& probabilities) {
+  std::vector<float> logits;
+  for (double p : probabilities) logits.push_back(static_cast<float>(std::log(p)));
+  return logits;
+}
+
+// How often each token is drawn over `draws` output indices of one seed.
+std::map<int32_t, int> histogram(const std::vector<float>& logits, const SamplingParams& params,
+                                 int draws) {
+  std::map<int32_t, int> counts;
+  for (int i = 0; i < draws; ++i)
+    ++counts[sample_row(logits, SamplingRow{&params, 1234, i, {}, {}}).id];
+  return counts;
+}
+
+}  // namespace
 
 TEST(Sampler, GreedyOnATensorPicksEachRowsFirstMaximum) {
   Tensor logits = random_tensor({3, 50}, 4);
@@ -15,26 +47,164 @@ TEST(Sampler, GreedyOnATensorPicksEachRowsFirstMaximum) {
   logits = Tensor::from_floats(values, {3, 50});
   std::vector<int32_t> ids = greedy_token_ids(logits);
   ASSERT_EQ(ids.size(), 3u);
-  SamplingParams greedy;
-  greedy.temperature = 0;
-  Sampler sampler(greedy);
-  for (int64_t row = 0; row < 3; ++row) {
+  SamplingParams greedy = with_temperature(0);
+  std::vector<SamplingRow> rows(3, SamplingRow{&greedy, 0, 0, {}, {}});
+  std::vector<SampledToken> tokens = sample_tokens(logits, rows);
+  for (size_t row = 0; row < 3; ++row) {
     std::span<const float> host(values.data() + row * 50, 50);
-    EXPECT_EQ(ids[static_cast<size_t>(row)], sampler.sample(host)) << row;
-    EXPECT_EQ(sampler.sample(logits, row), sampler.sample(host)) << row;
+    EXPECT_EQ(ids[row], sample_row(host, rows[row]).id) << row;
+    EXPECT_EQ(tokens[row].id, ids[row]) << row;
   }
   EXPECT_EQ(ids[2], 7);
 }
 
-TEST(Sampler, SamplingReadsTheAskedForRow) {
+TEST(Sampler, EachRowIsSampledFromItsOwnLogits) {
   std::vector<float> values(2 * 10, -50.0f);
   values[3] = 10.0f;       // row 0: token 3 holds all the mass
   values[10 + 6] = 10.0f;  // row 1: token 6
   Tensor logits = Tensor::from_floats(values, {2, 10});
-  SamplingParams params;
-  params.temperature = 1.0;
-  params.seed = 5;
-  Sampler sampler(params);
-  EXPECT_EQ(sampler.sample(logits, 0), 3);
-  EXPECT_EQ(sampler.sample(logits, 1), 6);
+  SamplingParams params = with_temperature(1.0);
+  std::vector<SamplingRow> rows(2, SamplingRow{&params, 5, 0, {}, {}});
+  std::vector<SampledToken> tokens = sample_tokens(logits, rows);
+  EXPECT_EQ(tokens[0].id, 3);
+  EXPECT_EQ(tokens[1].id, 6);
+}
+
+TEST(Sampler, DrawsFollowTheSoftmaxAtTheTemperature) {
+  const std::vector<double> p = {0.5, 0.25, 0.15, 0.1};
+  std::vector<float> logits = logits_of(p);
+  const int draws = 20000;
+  auto counts = histogram(logits, with_temperature(1.0), draws);
+  for (size_t token = 0; token < p.size(); ++token) {
+    double expected = p[token] * draws;
+    double sigma = std::sqrt(draws * p[token] * (1 - p[token]));
+    EXPECT_NEAR(counts[static_cast<int32_t>(token)], expected, 5 * sigma) << token;
+  }
+  // At temperature 2 the distribution is flatter: p ~ sqrt(p) renormalized.
+  auto flat = histogram(logits, with_temperature(2.0), draws);
+  double total = 0;
+  for (double v : p) total += std::sqrt(v);
+  double expected = std::sqrt(p[3]) / total * draws;
+  EXPECT_NEAR(flat[3], expected, 5 * std::sqrt(expected));
+}
+
+TEST(Sampler, TopKTopPAndMinPCutTheTail) {
+  std::vector<float> logits = logits_of({0.5, 0.3, 0.15, 0.05});
+  SamplingParams top_k = with_temperature(1.0);
+  top_k.top_k = 2;
+  auto counts = histogram(logits, top_k, 4000);
+  EXPECT_EQ(counts.size(), 2u);  // only tokens 0 and 1
+  EXPECT_NEAR(counts[0] / 4000.0, 0.5 / 0.8, 0.04);
+  SamplingParams top_p = with_temperature(1.0);
+  top_p.top_p = 0.7;  // 0.5 + 0.3 reaches it
+  counts = histogram(logits, top_p, 4000);
+  EXPECT_EQ(counts.size(), 2u);
+  SamplingParams min_p = with_temperature(1.0);
+  min_p.min_p = 0.25;  // keeps p >= 0.125: tokens 0, 1, 2
+  counts = histogram(logits, min_p, 4000);
+  EXPECT_EQ(counts.size(), 3u);
+  EXPECT_EQ(counts.count(3), 0u);
+  SamplingParams one = with_temperature(1.0);
+  one.top_k = 1;
+  counts = histogram(logits, one, 200);
+  EXPECT_EQ(counts.size(), 1u);
+  EXPECT_EQ(counts.begin()->first, 0);
+}
+
+TEST(Sampler, ASeededRowDrawsTheSameWhateverElseIsInTheBatch) {
+  Tensor logits = random_tensor({4, 300}, 9);
+  SamplingParams seeded = with_temperature(1.0);
+  SamplingParams other = with_temperature(0.7);
+  other.top_p = 0.9;
+  std::vector<SamplingRow> alone = {SamplingRow{&seeded, 42, 3, {}, {}}};
+  int32_t by_itself = sample_tokens(logits.slice(0, 2, 3).contiguous(), alone)[0].id;
+  std::vector<SamplingRow> crowd = {
+      SamplingRow{&other, 7, 0, {}, {}}, SamplingRow{&other, 8, 5, {}, {}},
+      SamplingRow{&seeded, 42, 3, {}, {}}, SamplingRow{&other, 9, 1, {}, {}}};
+  EXPECT_EQ(sample_tokens(logits, crowd)[2].id, by_itself);
+  // Another seed or another output index draws independently: over many, not always the same.
+  int same = 0;
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    std::vector<SamplingRow> row = {SamplingRow{&seeded, seed, 3, {}, {}}};
+    same += sample_tokens(logits.slice(0, 2, 3).contiguous(), row)[0].id == by_itself;
+  }
+  EXPECT_LT(same, 50);
+}
+
+TEST(Sampler, PenaltiesChangeTheLogitsAsVllmDoes) {
+  std::vector<float> logits = {2.0f, 1.9f, -1.0f, -1.2f};
+  SamplingParams greedy = with_temperature(0);
+  std::vector<int32_t> prompt = {0};
+  std::vector<int32_t> output = {2};
+  EXPECT_EQ(sample_row(logits, SamplingRow{&greedy, 0, 0, prompt, output}).id, 0);
+  SamplingParams repetition = greedy;
+  repetition.repetition_penalty = 1.1;  // 2.0 / 1.1 < 1.9: token 0 loses
+  EXPECT_EQ(sample_row(logits, SamplingRow{&repetition, 0, 0, prompt, output}).id, 1);
+  std::vector<float> negative = {-1.0f, -1.05f};
+  std::vector<int32_t> first = {0};
+  repetition.repetition_penalty = 1.1;  // -1.0 * 1.1 < -1.05: a negative logit is multiplied
+  EXPECT_EQ(sample_row(negative, SamplingRow{&repetition, 0, 0, first, {}}).id, 1);
+  SamplingParams presence = greedy;
+  presence.presence_penalty = 0.2;  // only output tokens count: token 0 is in the prompt only
+  std::vector<int32_t> repeated = {0, 0, 0};
+  EXPECT_EQ(sample_row(logits, SamplingRow{&presence, 0, 0, prompt, {}}).id, 0);
+  EXPECT_EQ(sample_row(logits, SamplingRow{&presence, 0, 0, {}, repeated}).id, 1);
+  SamplingParams frequency = greedy;
+  frequency.frequency_penalty = 0.04;  // 2.0 - 3 * 0.04 < 1.9
+  EXPECT_EQ(sample_row(logits, SamplingRow{&frequency, 0, 0, {}, repeated}).id, 1);
+  std::vector<int32_t> once = {0};
+  EXPECT_EQ(sample_row(logits, SamplingRow{&frequency, 0, 0, {}, once}).id, 0);
+}
+
+TEST(Sampler, LogprobsAreTheModelsOwnAndOnlyWhenAsked) {
+  std::vector<double> p = {0.1, 0.6, 0.3};
+  std::vector<float> logits = logits_of(p);
+  SamplingParams greedy = with_temperature(0);
+  SampledToken plain = sample_row(logits, SamplingRow{&greedy, 0, 0, {}, {}});
+  EXPECT_TRUE(plain.top.empty());
+  SamplingParams asking = with_temperature(0);
+  asking.logprobs = 2;
+  asking.repetition_penalty = 3;  // penalties change the pick, not the reported logprobs
+  std::vector<int32_t> output = {1};
+  SampledToken token = sample_row(logits, SamplingRow{&asking, 0, 0, {}, output});
+  EXPECT_EQ(token.id, 2);
+  EXPECT_NEAR(token.logprob, std::log(0.3), 1e-5);
+  ASSERT_EQ(token.top.size(), 2u);
+  EXPECT_EQ(token.top[0].id, 1);
+  EXPECT_NEAR(token.top[0].logprob, std::log(0.6), 1e-5);
+  EXPECT_EQ(token.top[1].id, 2);
+  // Through the tensor path too (the rows that ask leave the device).
+  Tensor tensor = Tensor::from_floats(logits, {1, 3});
+  std::vector<SamplingRow> rows = {SamplingRow{&asking, 0, 0, {}, output}};
+  EXPECT_NEAR(sample_tokens(tensor, rows)[0].logprob, std::log(0.3), 1e-5);
+}
+
+TEST(Sampler, ParamsOutOfRangeNameTheField) {
+  auto message = [](SamplingParams params) {
+    try {
+      params.validate(100);
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string();
+  };
+  SamplingParams p;
+  p.temperature = -1;
+  EXPECT_NE(message(p).find("temperature"), std::string::npos);
+  p = {};
+  p.top_p = 0;
+  EXPECT_NE(message(p).find("top_p"), std::string::npos);
+  p = {};
+  p.max_tokens = 0;
+  EXPECT_NE(message(p).find("max_tokens"), std::string::npos);
+  p = {};
+  p.stop_token_ids = {100};
+  EXPECT_NE(message(p).find("stop_token_ids"), std::string::npos);
+  p = {};
+  p.logprobs = 21;
+  EXPECT_NE(message(p).find("logprobs"), std::string::npos);
+  p = {};
+  p.stop = {""};
+  EXPECT_NE(message(p).find("stop"), std::string::npos);
+  EXPECT_EQ(message(SamplingParams{}), "");
 }

@@ -15,7 +15,6 @@
 #include "engine/run_setup.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
-#include "models/tokenizer/byte_tokenizer.h"
 
 namespace tessera::cli {
 namespace {
@@ -70,19 +69,6 @@ GenerateOptions parse(const std::vector<std::string>& args) {
   return options;
 }
 
-std::unique_ptr<Tokenizer> tokenizer_for(const EngineConfig& engine) {
-  const std::string& model = engine.model;
-  if (!engine.tokenizer.empty()) return load_tokenizer(engine.tokenizer);
-  if (model.starts_with("synthetic:")) return make_byte_tokenizer();
-  std::filesystem::path path(model);
-  if (std::filesystem::is_directory(path) || path.extension() == ".gguf")
-    return load_tokenizer(model);
-  throw Error(
-      fmt::format("{} has no tokenizer inside; pass --tokenizer PATH (for llama2.c "
-                  "checkpoints, its tokenizer .bin)",
-                  model));
-}
-
 int run_generate(const std::vector<std::string>& args) {
   GenerateOptions options = parse(args);
   RunConfig config = options.model.load();
@@ -92,7 +78,7 @@ int run_generate(const std::vector<std::string>& args) {
                "no --model given: running the embedded default {} (random weights, byte "
                "tokenizer; its text is noise)\n",
                engine.model);
-  auto tokenizer = tokenizer_for(engine);
+  auto tokenizer = load_run_tokenizer(engine);
   auto model = load_run_model(engine);
   RunnerOptions runner_options = make_runner_options(config, model->max_positions());
   ModelRunner runner(model, runner_options);

@@ -1,0 +1,274 @@
+#include "engine/llm_engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "kernels/check.h"
+
+namespace tessera {
+namespace {
+
+uint64_t mix(uint64_t x) {  // splitmix64's finalizer
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+}  // namespace
+
+uint64_t derive_seed(uint64_t seed, uint64_t index) {
+  return index == 0 ? seed : mix(seed ^ mix(index));
+}
+
+LLMEngine::LLMEngine(ModelRunner& runner, const Tokenizer& tokenizer, EngineOptions options)
+    : runner_(runner),
+      tokenizer_(tokenizer),
+      options_(options),
+      max_model_len_(options.max_model_len > 0
+                         ? std::min(options.max_model_len, runner.model().max_positions())
+                         : runner.model().max_positions()),
+      blocks_(runner.num_kv_blocks(), runner.options().block_size, options.enable_prefix_caching),
+      scheduler_(SchedulerLimits{std::min(options.max_num_batched_tokens,
+                                          runner.options().max_num_batched_tokens),
+                                 options.max_num_seqs},
+                 blocks_) {
+  const int64_t capacity = blocks_.num_blocks() * blocks_.block_size();
+  TESSERA_REQUIRE(capacity >= max_model_len_,
+                  "the KV cache holds {} tokens ({} blocks of {}), less than one sequence of "
+                  "max_model_len = {}; raise engine.num_kv_blocks (or "
+                  "engine.gpu_memory_utilization) or lower engine.max_model_len",
+                  capacity, blocks_.num_blocks(), blocks_.block_size(), max_model_len_);
+  publish_gauges();
+}
+
+void LLMEngine::validate_request(const std::vector<int32_t>& prompt_ids,
+                                 const SamplingParams& params) const {
+  const int64_t vocab = runner_.model().config().vocab_size;
+  params.validate(vocab);
+  TESSERA_REQUIRE(!prompt_ids.empty(), "prompt: the prompt is empty (no tokens)");
+  for (int32_t token : prompt_ids)
+    TESSERA_REQUIRE(token >= 0 && token < vocab,
+                    "prompt: token id {} is outside the vocabulary 0..{}", token, vocab - 1);
+  const int64_t prompt_length = static_cast<int64_t>(prompt_ids.size());
+  TESSERA_REQUIRE(prompt_length < max_model_len_,
+                  "prompt: the prompt has {} tokens; this model's maximum context length is {} "
+                  "tokens, and at least one must be left to generate",
+                  prompt_length, max_model_len_);
+  TESSERA_REQUIRE(params.max_tokens <= max_model_len_ - prompt_length,
+                  "max_tokens: this model's maximum context length is {} tokens; {} prompt tokens "
+                  "plus max_tokens = {} exceed it (at most {} can be generated)",
+                  max_model_len_, prompt_length, params.max_tokens, max_model_len_ - prompt_length);
+}
+
+std::shared_ptr<OutputStream> LLMEngine::add_request(const std::string& id,
+                                                     std::vector<int32_t> prompt_ids,
+                                                     const SamplingParams& params,
+                                                     std::shared_ptr<OutputStream> stream) {
+  validate_request(prompt_ids, params);
+  TESSERA_REQUIRE(!id.empty() && requests_.count(id) == 0, "request id '{}' is {}", id,
+                  id.empty() ? "empty" : "already in use");
+  const int64_t prompt_length = static_cast<int64_t>(prompt_ids.size());
+  auto request = std::make_unique<Request>();
+  request->id = id;
+  request->sequence = next_sequence_++;
+  request->prompt_ids = std::move(prompt_ids);
+  request->all_ids = request->prompt_ids;
+  request->params = params;
+  request->seed = params.seed ? *params.seed : mix(options_.seed ^ mix(requests_added_));
+  ++requests_added_;
+  if (!params.ignore_eos) request->stop_ids = tokenizer_.eos_ids();
+  request->stop_ids.insert(request->stop_ids.end(), params.stop_token_ids.begin(),
+                           params.stop_token_ids.end());
+  request->max_total_tokens = prompt_length + params.max_tokens;
+  request->text = std::make_unique<TextStream>(tokenizer_, request->prompt_ids, params.stop,
+                                               params.skip_special_tokens);
+  request->stream = stream ? std::move(stream) : std::make_shared<OutputStream>();
+  Request* raw = request.get();
+  requests_[id] = std::move(request);
+  scheduler_.add(raw);
+  publish_gauges();
+  return raw->stream;
+}
+
+void LLMEngine::abort(const std::string& id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  RequestOutput output;
+  finish(*it->second, output, FinishReason::abort);
+  publish_gauges();
+}
+
+std::vector<std::string> LLMEngine::unfinished_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& [id, request] : requests_) ids.push_back(id);
+  return ids;
+}
+
+void LLMEngine::fail_all(const std::string& message) {
+  for (const std::string& id : unfinished_ids()) {
+    RequestOutput output;
+    output.error = message;
+    finish(*requests_.at(id), output, FinishReason::error);
+  }
+  publish_gauges();
+}
+
+void LLMEngine::finish(Request& request, RequestOutput& output, FinishReason reason) {
+  scheduler_.remove(&request);
+  output.request_id = request.id;
+  output.finish_reason = reason;
+  output.prompt_tokens = static_cast<int64_t>(request.prompt_ids.size());
+  output.completion_tokens = static_cast<int64_t>(request.output_ids.size());
+  output.cached_tokens = request.num_cached_tokens;
+  auto now = Clock::now();
+  metrics_.update([&](EngineMetrics& m) {
+    ++m.finished_requests[finish_reason_name(reason)];
+    if (reason == FinishReason::stop || reason == FinishReason::length)
+      m.end_to_end_latency.observe(seconds_between(request.arrival, now));
+  });
+  request.stream->push(output);
+  const std::string id = request.id;
+  requests_.erase(id);  // `request` is gone from here on
+}
+
+void LLMEngine::append_token(Request& request, const SampledToken& token, RequestOutput& output) {
+  const auto now = Clock::now();
+  metrics_.update([&](EngineMetrics& m) {
+    ++m.generation_tokens;
+    if (!request.first_token_time)
+      m.time_to_first_token.observe(seconds_between(request.arrival, now));
+    else
+      m.inter_token_latency.observe(seconds_between(request.last_token_time, now));
+  });
+  if (!request.first_token_time) request.first_token_time = now;
+  request.last_token_time = now;
+  request.output_ids.push_back(token.id);
+  request.all_ids.push_back(token.id);
+  output.token_ids.push_back(token.id);
+  if (request.params.logprobs) output.logprobs.push_back(token);
+  const SamplingParams& p = request.params;
+  if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token.id) !=
+      request.stop_ids.end()) {
+    output.stop_reason = std::to_string(token.id);
+    output.text += request.text->finish();  // what was held back; the end token's text is not
+    output.finish_reason = FinishReason::stop;
+    return;
+  }
+  TextStream::Piece piece = request.text->push(token.id);
+  output.text += piece.text;
+  if (piece.stopped) {
+    output.stop_reason = piece.stop_string;
+    output.finish_reason = FinishReason::stop;
+    return;
+  }
+  if (static_cast<int64_t>(request.output_ids.size()) >= p.max_tokens ||
+      request.num_tokens() >= max_model_len_) {
+    output.text += request.text->finish();
+    output.finish_reason = FinishReason::length;
+  }
+}
+
+std::vector<RequestOutput> LLMEngine::step() {
+  std::vector<RequestOutput> outputs;
+  SchedulerOutput scheduled = scheduler_.schedule();
+  if (!scheduled.preempted.empty())
+    metrics_.update([&](EngineMetrics& m) {
+      m.preemptions += static_cast<int64_t>(scheduled.preempted.size());
+    });
+  if (scheduled.empty()) {
+    publish_gauges();
+    return outputs;
+  }
+  std::vector<SequenceInput> batch;
+  batch.reserve(scheduled.scheduled.size());
+  for (const ScheduledRequest& item : scheduled.scheduled) {
+    Request& r = *item.request;
+    batch.push_back(SequenceInput{
+        std::span<const int32_t>(r.all_ids).subspan(static_cast<size_t>(r.num_computed_tokens),
+                                                    static_cast<size_t>(item.num_new_tokens)),
+        r.num_computed_tokens, blocks_.block_table(r.sequence)});
+  }
+  Tensor logits;
+  try {
+    logits = runner_.execute(batch);
+  } catch (const std::exception& error) {
+    // The batch's requests fail; the engine and every other request go on.
+    spdlog::error("a step of {} request(s) failed: {}", batch.size(), error.what());
+    for (const ScheduledRequest& item : scheduled.scheduled) {
+      RequestOutput output;
+      output.error = error.what();
+      finish(*item.request, output, FinishReason::error);
+      outputs.push_back(std::move(output));
+    }
+    publish_gauges();
+    return outputs;
+  }
+  // Rows of prefill chunks that do not end their prompt: drawn greedily on the device, ignored.
+  static const SamplingParams plain_greedy = [] {
+    SamplingParams p;
+    p.temperature = 0;
+    return p;
+  }();
+  std::vector<SamplingRow> rows;
+  std::vector<Request*> sampled;  // per row: the request, or nullptr for a partial prefill
+  int64_t prompt_tokens = 0;
+  for (const ScheduledRequest& item : scheduled.scheduled) {
+    Request& r = *item.request;
+    const int64_t prompt_length = static_cast<int64_t>(r.prompt_ids.size());
+    prompt_tokens +=
+        std::max<int64_t>(0, std::min(prompt_length, r.num_computed_tokens + item.num_new_tokens) -
+                                 std::max(r.num_computed_tokens, r.num_cached_tokens));
+    r.num_computed_tokens += item.num_new_tokens;
+    blocks_.cache_blocks(r.sequence, r.all_ids, r.num_computed_tokens);
+    if (r.num_computed_tokens == r.num_tokens()) {
+      rows.push_back(SamplingRow{&r.params, r.seed, static_cast<int64_t>(r.output_ids.size()),
+                                 r.prompt_ids, r.output_ids});
+      sampled.push_back(&r);
+    } else {
+      rows.push_back(SamplingRow{&plain_greedy, 0, 0, {}, {}});
+      sampled.push_back(nullptr);
+    }
+  }
+  metrics_.update([&](EngineMetrics& m) { m.prompt_tokens += prompt_tokens; });
+  std::vector<SampledToken> tokens = sample_tokens(logits, rows);
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    if (!sampled[i]) continue;
+    Request& r = *sampled[i];
+    RequestOutput output;
+    output.request_id = r.id;
+    append_token(r, tokens[i], output);
+    output.prompt_tokens = static_cast<int64_t>(r.prompt_ids.size());
+    output.completion_tokens = static_cast<int64_t>(r.output_ids.size());
+    output.cached_tokens = r.num_cached_tokens;
+    if (output.finished()) {
+      FinishReason reason = output.finish_reason;
+      output.finish_reason = FinishReason::none;  // finish() sets it and pushes
+      RequestOutput final_output = output;
+      finish(r, final_output, reason);
+      outputs.push_back(std::move(final_output));
+    } else {
+      r.stream->push(output);
+      outputs.push_back(std::move(output));
+    }
+  }
+  publish_gauges();
+  return outputs;
+}
+
+void LLMEngine::publish_gauges() {
+  metrics_.update([&](EngineMetrics& m) {
+    m.requests_running = static_cast<int64_t>(scheduler_.num_running());
+    m.requests_waiting = static_cast<int64_t>(scheduler_.num_waiting());
+    m.kv_cache_usage = blocks_.usage();
+    m.prefix_cache_queries = blocks_.prefix_query_tokens();
+    m.prefix_cache_hits = blocks_.prefix_hit_tokens();
+  });
+}
+
+}  // namespace tessera

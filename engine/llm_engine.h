@@ -1,0 +1,81 @@
+// The engine: requests in, tokens out, one step at a time (vLLM's LLMEngine). Each step the
+// scheduler picks the batch, the runner computes it, the sampler draws a token for every sequence
+// whose prompt is done, and each request's TextStream turns tokens into text and finds stop
+// strings. Outputs go to each request's OutputStream and back to the caller. Not thread-safe:
+// AsyncEngine (engine/async_engine.h) runs it on its own thread for the server.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv_cache_manager.h"
+#include "engine/metrics.h"
+#include "engine/model_runner.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "models/tokenizer.h"
+
+namespace tessera {
+
+struct EngineOptions {
+  bool enable_prefix_caching = true;
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_num_seqs = 64;
+  int64_t max_model_len = 0;  // 0: the model's positions
+  uint64_t seed = 0;          // seeds of requests that give none derive from it
+};
+
+class LLMEngine {
+ public:
+  LLMEngine(ModelRunner& runner, const Tokenizer& tokenizer, EngineOptions options);
+
+  // Throws tessera::Error naming the field when the request cannot run: empty prompt, token ids
+  // outside the vocabulary, too long for max_model_len, bad sampling values. Reads only what
+  // never changes, so any thread may call it.
+  void validate_request(const std::vector<int32_t>& prompt_ids, const SamplingParams& params) const;
+  // Validates (also that the id is new) and queues the request; its outputs go to `stream`
+  // (a new one when null), which is returned.
+  std::shared_ptr<OutputStream> add_request(const std::string& id, std::vector<int32_t> prompt_ids,
+                                            const SamplingParams& params,
+                                            std::shared_ptr<OutputStream> stream = nullptr);
+  // Finishes the request now with reason abort and frees its blocks; unknown ids are ignored.
+  void abort(const std::string& id);
+  // Finishes every request with reason error and this message (after an engine fault).
+  void fail_all(const std::string& message);
+  // One scheduling step; the outputs it produced (also pushed to the streams).
+  std::vector<RequestOutput> step();
+  bool has_unfinished() const { return !requests_.empty(); }
+  size_t num_unfinished() const { return requests_.size(); }
+  std::vector<std::string> unfinished_ids() const;
+
+  int64_t max_model_len() const { return max_model_len_; }
+  int64_t vocab_size() const { return runner_.model().config().vocab_size; }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+  const KVCacheManager& kv_cache() const { return blocks_; }
+  const Scheduler& scheduler() const { return scheduler_; }
+  SharedMetrics& metrics() { return metrics_; }
+
+ private:
+  void finish(Request& request, RequestOutput& output, FinishReason reason);
+  // Appends the sampled token, turns it into text, checks every stop condition.
+  void append_token(Request& request, const SampledToken& token, RequestOutput& output);
+  void publish_gauges();
+
+  ModelRunner& runner_;
+  const Tokenizer& tokenizer_;
+  EngineOptions options_;
+  int64_t max_model_len_ = 0;
+  KVCacheManager blocks_;
+  Scheduler scheduler_;
+  std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  SequenceId next_sequence_ = 0;
+  uint64_t requests_added_ = 0;
+  SharedMetrics metrics_;
+};
+
+// Derives the seed of the index-th sequence of a request (n > 1); index 0 keeps the seed.
+uint64_t derive_seed(uint64_t seed, uint64_t index);
+
+}  // namespace tessera

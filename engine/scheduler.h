@@ -1,0 +1,58 @@
+// Continuous batching, vLLM V1's way: every step, first the running requests (decodes, and
+// prefills still in progress), then waiting ones, under a token budget (max_num_batched_tokens)
+// and a sequence budget (max_num_seqs). A prompt longer than what is left of the budget is split
+// over steps (chunked prefill). When the KV cache has no block for a running request, the most
+// recently admitted one is preempted: its blocks are freed and it goes back to the front of the
+// queue, to be recomputed (prompt and output so far) when blocks are free again.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/kv_cache_manager.h"
+#include "engine/request.h"
+
+namespace tessera {
+
+struct SchedulerLimits {
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_num_seqs = 64;
+};
+
+struct ScheduledRequest {
+  Request* request = nullptr;
+  int64_t num_new_tokens = 0;  // from request->num_computed_tokens on
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledRequest> scheduled;
+  std::vector<Request*> preempted;  // this step, back in the waiting queue
+  int64_t num_batched_tokens = 0;
+  bool empty() const { return scheduled.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerLimits limits, KVCacheManager& blocks);
+
+  void add(Request* request);  // at the back of the waiting queue
+  // Picks this step's requests and gives each the blocks its new tokens need.
+  SchedulerOutput schedule();
+  // Takes the request out of whichever queue holds it and frees its blocks.
+  void remove(Request* request);
+
+  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_running() const { return running_.size(); }
+  const SchedulerLimits& limits() const { return limits_; }
+
+ private:
+  void preempt(Request* request, SchedulerOutput& output);
+
+  SchedulerLimits limits_;
+  KVCacheManager& blocks_;
+  std::deque<Request*> waiting_;
+  std::vector<Request*> running_;  // in order of admission
+};
+
+}  // namespace tessera

@@ -1,0 +1,57 @@
+// The OpenAI-compatible HTTP server (cpp-httplib): /v1/completions, /v1/chat/completions
+// (streamed as server-sent events too), /v1/models, /health, /metrics, /version. HTTP threads
+// parse and validate, enqueue into the AsyncEngine and write what its OutputStreams produce;
+// a client that goes away has its requests aborted, which frees their KV blocks.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/async_engine.h"
+#include "engine/server/chat_template.h"
+#include "models/tokenizer.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace tessera {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;      // 0: any free port (bind() says which)
+  std::string api_key;  // empty: no authentication
+  std::string served_model_name;
+  size_t max_body_bytes = 8u << 20;
+  int64_t max_waiting_requests = 1024;
+  int http_threads = 160;         // connections served at once
+  int read_timeout_seconds = 30;  // a client that sends its request slower is dropped
+  int write_timeout_seconds = 30;
+};
+
+class OpenAIServer {
+ public:
+  OpenAIServer(AsyncEngine& engine, const Tokenizer& tokenizer, ChatTemplate chat_template,
+               ServerOptions options);
+  ~OpenAIServer();
+
+  // Binds host:port; returns the port. Throws tessera::Error naming the address on failure.
+  int bind();
+  void run();   // serves until stop()
+  void stop();  // any thread (a signal handler's watcher)
+
+ private:
+  void install_routes();
+
+  AsyncEngine& engine_;
+  const Tokenizer& tokenizer_;
+  ChatTemplate chat_template_;
+  ServerOptions options_;
+  std::unique_ptr<httplib::Server> server_;
+  std::atomic<uint64_t> next_id_{0};
+  int64_t created_ = 0;
+};
+
+}  // namespace tessera

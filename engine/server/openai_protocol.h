@@ -1,0 +1,89 @@
+// The OpenAI API's request and response bodies: JSON to a validated request (every field
+// type-checked, unknown fields refused as OpenAI refuses them, each error naming its field), and
+// results to the JSON OpenAI sends, whole or as server-sent-event chunks.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+#include "engine/sampling_params.h"
+#include "engine/server/chat_template.h"
+#include "models/tokenizer.h"
+
+namespace tessera {
+
+// An error as the API reports it: {"error": {"message", "type", "param", "code"}} with a status.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string message, std::string param = "",
+           std::string type = "invalid_request_error", std::string code = "");
+  int status;
+  std::string type, param, code;
+  nlohmann::json body() const;
+};
+
+constexpr int max_json_depth = 32;
+// Parses a request body: invalid JSON, invalid UTF-8, nesting deeper than max_json_depth or a
+// body that is not an object are 400s.
+nlohmann::json parse_request_body(const std::string& body);
+
+struct CompletionRequest {
+  bool chat = false;
+  std::string model;
+  std::vector<std::vector<int32_t>> prompts;  // token ids, one list per prompt
+  SamplingParams params;                      // n included; seed as given
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool max_tokens_given = false;
+};
+
+struct PromptLimits {
+  int64_t vocab_size = 0;
+  int64_t max_model_len = 0;
+  size_t max_prompts = 64;  // prompts in one /v1/completions call
+};
+
+// /v1/completions (chat = false) or /v1/chat/completions (chat = true). Throws ApiError.
+CompletionRequest parse_completion_request(const nlohmann::json& body, bool chat,
+                                           const Tokenizer& tokenizer,
+                                           const ChatTemplate& chat_template,
+                                           const PromptLimits& limits);
+
+// One choice's result so far.
+struct ChoiceState {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::vector<SampledToken> logprobs;
+  FinishReason finish_reason = FinishReason::none;
+  std::string stop_reason;
+  bool started = false;  // chat streams: the role chunk went out
+};
+
+struct ResponseContext {
+  bool chat = false;
+  std::string id;  // cmpl-... or chatcmpl-...
+  int64_t created = 0;
+  std::string model;
+  std::optional<int64_t> logprobs;  // what the request asked
+  const Tokenizer* tokenizer = nullptr;
+};
+
+nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
+// The whole (non-streamed) response.
+nlohmann::json completion_response(const ResponseContext& context,
+                                   const std::vector<ChoiceState>& choices,
+                                   const nlohmann::json& usage);
+// One streamed chunk for choice `index`: its new text/tokens and, when finished, the reason.
+nlohmann::json completion_chunk(const ResponseContext& context, size_t index,
+                                const RequestOutput& output, bool first_for_choice);
+// The last chunk when stream_options.include_usage is set: no choices, the usage.
+nlohmann::json usage_chunk(const ResponseContext& context, const nlohmann::json& usage);
+// JSON text with invalid UTF-8 (e.g. half a character in a logprob's token) replaced.
+std::string dump_json(const nlohmann::json& value);
+
+}  // namespace tessera
