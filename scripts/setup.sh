@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packages=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev libgtest-dev libgmock-dev
-  libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev clang-format)
+  libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev clang-format curl)
 
 missing=()
 for package in "${packages[@]}"; do
@@ -23,6 +23,14 @@ if ((${#missing[@]} > 0)); then
   "${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}"
 else
   echo "setup: build dependencies already installed"
+fi
+
+# The server tests drive `tessera serve` with the official OpenAI client for Node, pinned in
+# tests/node/package-lock.json.
+if [[ ! -d tests/node/node_modules/openai ]]; then
+  command -v npm > /dev/null || { echo "setup: npm is needed for the server tests (Node 20)" >&2; exit 1; }
+  echo "setup: npm ci in tests/node"
+  npm ci --prefix tests/node --no-audit --no-fund
 fi
 
 nvcc=/usr/local/cuda/bin/nvcc

@@ -128,8 +128,11 @@ int run_serve(const std::vector<std::string>& args) {
     if (received == SIGUSR2) return;  // the server stopped on its own
     spdlog::info("{}: no new requests; finishing running ones (at most {} s)",
                  received == SIGINT ? "SIGINT" : "SIGTERM", grace.count());
-    server.stop();
+    // New requests get 503 from here on; the listening socket closes only once every answer is
+    // written, because cpp-httplib cuts off responses in flight when it stops.
     async_engine.shutdown(grace);
+    server.wait_for_responses(std::chrono::seconds(10));
+    server.stop();
   });
   server.run();
   async_engine.shutdown(grace);

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <thread>
 #include <unordered_map>
 
 #include "engine/server/openai_protocol.h"
@@ -118,6 +119,12 @@ int OpenAIServer::bind() {
 
 void OpenAIServer::run() {
   server_->listen_after_bind();
+}
+
+void OpenAIServer::wait_for_responses(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (responses_in_flight_.load() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 void OpenAIServer::stop() {
@@ -273,10 +280,12 @@ void OpenAIServer::install_routes() {
           return true;
         };
         auto release = [this, state](bool) {
+          --responses_in_flight_;
           if (state->finished == state->choices.size()) return;
           // The client went away (or the write failed): its requests stop and free their blocks.
           for (const std::string& id : state->request_ids) engine_.abort(id);
         };
+        ++responses_in_flight_;
         response.set_chunked_content_provider(
             request.stream ? "text/event-stream" : "application/json", provider, release);
         if (request.stream) response.set_header("Cache-Control", "no-cache");

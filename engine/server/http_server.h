@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,8 +40,12 @@ class OpenAIServer {
 
   // Binds host:port; returns the port. Throws tessera::Error naming the address on failure.
   int bind();
-  void run();   // serves until stop()
-  void stop();  // any thread (a signal handler's watcher)
+  void run();  // serves until stop()
+  // Waits (up to `timeout`) until every response in flight has been written; for a graceful
+  // stop, after the engine has finished or aborted their requests.
+  void wait_for_responses(std::chrono::milliseconds timeout);
+  // Closes the listening socket and ends run(); responses still being written are cut off.
+  void stop();
 
  private:
   void install_routes();
@@ -51,6 +56,7 @@ class OpenAIServer {
   ServerOptions options_;
   std::unique_ptr<httplib::Server> server_;
   std::atomic<uint64_t> next_id_{0};
+  std::atomic<int64_t> responses_in_flight_{0};
   int64_t created_ = 0;
 };
 
