@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -27,13 +28,24 @@ const std::string kNodeDir = std::string(TESSERA_SOURCE_DIR) + "/tests/node";
 const std::string kKey = "test-key";
 const std::string kModel = "stories";
 
+// The server's arguments: stories260K, plus TESSERA_SERVE_TEST_ARGS (split at spaces), e.g.
+// "-O engine.device=cuda" to run the same tests against a GPU server.
+std::vector<std::string> server_arguments(std::vector<std::string> extra = {}) {
+  std::vector<std::string> arguments = {"--model", kModels + "/stories260K.bin", "--tokenizer",
+                                        kModels + "/tok512.bin"};
+  if (const char* more = std::getenv("TESSERA_SERVE_TEST_ARGS")) {
+    std::istringstream words(more);
+    for (std::string word; words >> word;) arguments.push_back(word);
+  }
+  arguments.insert(arguments.end(), extra.begin(), extra.end());
+  return arguments;
+}
+
 class Server : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = std::make_unique<ServerProcess>(
-        TESSERA_BINARY, std::vector<std::string>{"--model", kModels + "/stories260K.bin",
-                                                 "--tokenizer", kModels + "/tok512.bin",
-                                                 "--api-key", kKey, "--served-model-name", kModel});
+        TESSERA_BINARY, server_arguments({"--api-key", kKey, "--served-model-name", kModel}));
   }
   static void TearDownTestSuite() { server_.reset(); }
 
@@ -233,8 +245,7 @@ TEST_F(Server, SixtyFourConcurrentClientsGetExactAnswersAndFreeTheCache) {
 }
 
 TEST(ServerLifecycle, SigtermFinishesTheRunningRequestAndExitsZero) {
-  ServerProcess server(TESSERA_BINARY, {"--model", kModels + "/stories260K.bin", "--tokenizer",
-                                        kModels + "/tok512.bin"});
+  ServerProcess server(TESSERA_BINARY, server_arguments());
   // A request in flight when the signal comes still gets its whole answer.
   std::string out = (std::filesystem::temp_directory_path() / "tessera-sigterm.json").string();
   std::filesystem::remove(out);
