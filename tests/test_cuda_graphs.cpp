@@ -135,7 +135,7 @@ TEST(GpuCudaGraphs, GreedyDecodeWithGraphsIsTokenForTokenTheSame) {
   request.prompt = "Once upon a time";
   request.sampling.temperature = 0;
   request.sampling.max_tokens = 64;
-  request.stop_token_ids = {-1};  // never stop early: 64 decode steps
+  request.sampling.ignore_eos = true;  // never stop early: 64 decode steps
   auto run = [&](ModelRunner& runner) { return generate(runner, *tokenizer, request).output_ids; };
   RunnerOptions eager_options;
   ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
