@@ -3,135 +3,60 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <unordered_map>
+#include <map>
 
 #include "compile/ops/ops.h"
 #include "kernels/check.h"
+#include "kernels/kernel_registry.h"
+#include "kernels/sampling.h"
 
 namespace tessera {
 namespace {
-
-uint64_t mix(uint64_t x) {  // splitmix64's finalizer
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 bool plain_greedy(const SamplingParams& params) {
   return params.greedy() && !params.has_penalties() && !params.logprobs;
 }
 
-void apply_penalties(std::vector<float>& z, const SamplingRow& row) {
-  const SamplingParams& p = *row.params;
-  const int64_t vocab = static_cast<int64_t>(z.size());
-  auto in_vocab = [&](int32_t id) { return id >= 0 && id < vocab; };
-  if (p.repetition_penalty != 1.0) {
-    std::vector<bool> seen(z.size(), false);
-    for (auto ids : {row.prompt_ids, row.output_ids})
-      for (int32_t id : ids)
-        if (in_vocab(id)) seen[id] = true;
-    const float penalty = static_cast<float>(p.repetition_penalty);
-    for (size_t i = 0; i < z.size(); ++i)
-      if (seen[i]) z[i] = z[i] > 0 ? z[i] / penalty : z[i] * penalty;
-  }
-  if (p.presence_penalty != 0.0 || p.frequency_penalty != 0.0) {
-    std::unordered_map<int32_t, int64_t> counts;
-    for (int32_t id : row.output_ids)
-      if (in_vocab(id)) ++counts[id];
-    for (auto [id, count] : counts)
-      z[id] -=
-          static_cast<float>(p.frequency_penalty * static_cast<double>(count) + p.presence_penalty);
-  }
-}
+// The "sample_tokens" kernel's inputs (kernels/sampling.h), built on the host.
+struct KernelInputs {
+  std::vector<float> params;
+  std::vector<int64_t> seeds;
+  std::vector<int64_t> offsets{0};
+  std::vector<int64_t> entries;  // token, output count, in prompt
+  int64_t width = 1;             // top logprobs per row (at least one column)
+};
 
-int32_t first_argmax(std::span<const float> values) {
-  return static_cast<int32_t>(std::max_element(values.begin(), values.end()) - values.begin());
-}
-
-// The lowest value a token may have and still be drawn: the min-p and top-k cuts, then top-p
-// over the tokens those keep (ties at a cut stay in).
-float keep_threshold(const std::vector<float>& z, const SamplingParams& p) {
-  const float top = *std::max_element(z.begin(), z.end());
-  float threshold = -std::numeric_limits<float>::infinity();
-  if (p.min_p > 0) threshold = top + static_cast<float>(std::log(p.min_p));
-  const size_t vocab = z.size();
-  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < vocab) {
-    std::vector<float> sorted(z);
-    std::nth_element(sorted.begin(), sorted.begin() + (p.top_k - 1), sorted.end(),
-                     std::greater<float>());
-    threshold = std::max(threshold, sorted[p.top_k - 1]);
-  }
-  if (p.top_p < 1) {
-    std::vector<float> kept;
-    for (float v : z)
-      if (v >= threshold) kept.push_back(v);
-    std::sort(kept.begin(), kept.end(), std::greater<float>());
-    double total = 0;
-    for (float v : kept) total += std::exp(static_cast<double>(v) - top);
-    double mass = 0;
-    for (float v : kept) {
-      mass += std::exp(static_cast<double>(v) - top) / total;
-      if (mass >= p.top_p) {
-        threshold = std::max(threshold, v);
-        break;
-      }
+KernelInputs kernel_inputs(std::span<const SamplingRow> rows, int64_t vocab) {
+  KernelInputs in;
+  for (const SamplingRow& row : rows) {
+    const SamplingParams& p = *row.params;
+    const int64_t top_k = p.top_k > 0 && p.top_k < vocab ? p.top_k : 0;
+    const int64_t logprobs = p.logprobs ? *p.logprobs : -1;
+    in.width = std::max(in.width, logprobs);
+    in.params.insert(
+        in.params.end(),
+        {static_cast<float>(p.temperature), static_cast<float>(p.top_p),
+         static_cast<float>(p.min_p), static_cast<float>(top_k),
+         static_cast<float>(p.repetition_penalty), static_cast<float>(p.presence_penalty),
+         static_cast<float>(p.frequency_penalty), static_cast<float>(logprobs)});
+    in.seeds.insert(in.seeds.end(), {static_cast<int64_t>(row.seed), row.output_index});
+    if (p.has_penalties()) {
+      std::map<int32_t, std::pair<int64_t, int64_t>> tokens;  // count in the output, in prompt
+      for (int32_t id : row.output_ids)
+        if (id >= 0 && id < vocab) ++tokens[id].first;
+      if (p.repetition_penalty != 1.0)
+        for (int32_t id : row.prompt_ids)
+          if (id >= 0 && id < vocab) tokens[id].second = 1;
+      for (auto [id, use] : tokens)
+        in.entries.insert(in.entries.end(), {id, use.first, use.second});
     }
+    in.offsets.push_back(static_cast<int64_t>(in.entries.size() / 3));
   }
-  return threshold;
-}
-
-void fill_logprobs(std::span<const float> logits, int64_t count, SampledToken& token) {
-  double top = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v) - top);
-  const double log_total = top + std::log(sum);
-  auto logprob = [&](int32_t id) { return static_cast<float>(logits[id] - log_total); };
-  token.logprob = logprob(token.id);
-  std::vector<int32_t> ids(logits.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-  const size_t n = std::min<size_t>(static_cast<size_t>(count), ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
-  for (size_t i = 0; i < n; ++i) token.top.push_back({ids[i], logprob(ids[i])});
+  if (in.entries.empty()) in.entries = {0, 0, 0};  // the kernel reads none, but needs a buffer
+  return in;
 }
 
 }  // namespace
-
-double sampling_uniform(uint64_t seed, int64_t output_index, int64_t token) {
-  uint64_t bits = mix(seed ^ mix(static_cast<uint64_t>(output_index) * 0xD1B54A32D192ED03ull ^
-                                 mix(static_cast<uint64_t>(token))));
-  return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;  // never 0 or 1
-}
-
-SampledToken sample_row(std::span<const float> logits, const SamplingRow& row) {
-  TESSERA_CHECK(row.params != nullptr && !logits.empty());
-  const SamplingParams& p = *row.params;
-  SampledToken token;
-  std::vector<float> z(logits.begin(), logits.end());
-  apply_penalties(z, row);
-  if (p.greedy()) {
-    token.id = first_argmax(z);
-  } else {
-    const float inverse_temperature = static_cast<float>(1.0 / p.temperature);
-    for (float& v : z) v *= inverse_temperature;
-    const float threshold = keep_threshold(z, p);
-    double best = -std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < z.size(); ++i) {
-      if (!(z[i] >= threshold)) continue;
-      double gumbel = -std::log(
-          -std::log(sampling_uniform(row.seed, row.output_index, static_cast<int64_t>(i))));
-      double key = static_cast<double>(z[i]) + gumbel;
-      if (key > best) {
-        best = key;
-        token.id = static_cast<int32_t>(i);
-      }
-    }
-  }
-  if (p.logprobs) fill_logprobs(logits, *p.logprobs, token);
-  return token;
-}
 
 std::vector<int32_t> greedy_token_ids(const Tensor& logits) {
   TESSERA_CHECK(logits.dim() == 2 && logits.size(1) > 0, "logits must be [rows, vocab]");
@@ -146,16 +71,55 @@ std::vector<SampledToken> sample_tokens(const Tensor& logits, std::span<const Sa
   if (rows.empty()) return tokens;
   bool all_greedy = std::all_of(rows.begin(), rows.end(),
                                 [](const SamplingRow& row) { return plain_greedy(*row.params); });
-  if (all_greedy) {  // the common serving case: only ids leave the device
+  if (all_greedy) {  // the common serving case: one argmax launch
     std::vector<int32_t> ids = greedy_token_ids(logits);
     for (size_t i = 0; i < rows.size(); ++i) tokens[i].id = ids[i];
     return tokens;
   }
-  std::vector<float> host = logits.to_floats();
-  const size_t vocab = static_cast<size_t>(logits.size(1));
-  for (size_t i = 0; i < rows.size(); ++i)
-    tokens[i] = sample_row(std::span<const float>(host).subspan(i * vocab, vocab), rows[i]);
+  const Device device = logits.device();
+  const int64_t count = static_cast<int64_t>(rows.size());
+  const int64_t vocab = logits.size(1);
+  KernelInputs in = kernel_inputs(rows, vocab);
+  const int64_t entries = static_cast<int64_t>(in.entries.size() / 3);
+  const Tensor inputs[] = {logits.contiguous(),
+                           Tensor::from_floats(in.params, {count, kNumSamplingParams}).to(device),
+                           Tensor::from_ints(in.seeds, {count, 2}).to(device),
+                           Tensor::from_ints(in.offsets, {count + 1}, DType::i32).to(device),
+                           Tensor::from_ints(in.entries, {entries, 3}, DType::i32).to(device)};
+  Tensor outputs[] = {Tensor::empty({count}, DType::i32, device),
+                      Tensor::empty({count, in.width + 1}, DType::f32, device),
+                      Tensor::empty({count, in.width}, DType::i32, device),
+                      Tensor::empty({count, vocab}, DType::f32, device)};
+  Attributes no_attributes;
+  run_kernel("sample_tokens", device.type, KernelArgs{inputs, no_attributes, outputs});
+  // Only the ids cross to the host, and the logprobs when a row asked for them.
+  std::vector<int64_t> ids = outputs[0].to_ints();
+  bool any_logprobs = std::any_of(rows.begin(), rows.end(),
+                                  [](const SamplingRow& row) { return row.params->logprobs; });
+  std::vector<float> logprobs;
+  std::vector<int64_t> top_ids;
+  if (any_logprobs) {
+    logprobs = outputs[1].to_floats();
+    top_ids = outputs[2].to_ints();
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    tokens[i].id = static_cast<int32_t>(ids[i]);
+    if (!rows[i].params->logprobs) continue;
+    const size_t base = i * static_cast<size_t>(in.width + 1);
+    tokens[i].logprob = logprobs[base];
+    const int64_t n = std::min(*rows[i].params->logprobs, vocab);
+    for (int64_t k = 0; k < n; ++k)
+      tokens[i].top.push_back(
+          {static_cast<int32_t>(
+               top_ids[i * static_cast<size_t>(in.width) + static_cast<size_t>(k)]),
+           logprobs[base + 1 + static_cast<size_t>(k)]});
+  }
   return tokens;
+}
+
+SampledToken sample_row(std::span<const float> logits, const SamplingRow& row) {
+  Tensor tensor = Tensor::from_floats(logits, {1, static_cast<int64_t>(logits.size())});
+  return sample_tokens(tensor, std::span(&row, 1)).at(0);
 }
 
 }  // namespace tessera

@@ -1,10 +1,11 @@
-// Picks each sequence's next token from the runner's logits, with vLLM's sampling semantics:
-// penalties (repetition over prompt and output, presence and frequency over the output), then
+// Picks each sequence's next token from the runner's logits, on the device that holds them, with
+// vLLM's sampling semantics (the "sample_tokens" kernel, kernels/sampling.h): penalties, then
 // temperature, then the min-p and top-k cuts, then top-p over what is left; the draw is the
 // Gumbel-max trick with noise from a counter-based hash of (seed, output index, token), so a
 // seeded sequence draws the same tokens whatever else is in the batch, and a preempted sequence
 // that is recomputed draws them again. Logprobs are those of the model's own distribution (before
-// penalties and temperature), computed only for rows that ask for them.
+// penalties and temperature), computed only for rows that ask for them. Only token ids (and
+// asked-for logprobs) cross to the host.
 #pragma once
 
 #include <cstdint>
@@ -36,9 +37,8 @@ struct SampledToken {
   std::vector<TokenLogprob> top;  // the params' logprobs count of most likely tokens
 };
 
-// One token per row of logits [rows.size(), vocab] (f32, any device). Rows that are plain greedy
-// (no penalties, no logprobs) are picked on the logits' device and only their ids cross to the
-// host.
+// One token per row of logits [rows.size(), vocab] (f32, any device), drawn on that device. When
+// every row is plain greedy (no penalties, no logprobs) one argmax launch does it.
 std::vector<SampledToken> sample_tokens(const Tensor& logits, std::span<const SamplingRow> rows);
 // One row of host logits.
 SampledToken sample_row(std::span<const float> logits, const SamplingRow& row);
@@ -46,9 +46,5 @@ SampledToken sample_row(std::span<const float> logits, const SamplingRow& row);
 // The greedy pick of every row of logits [rows, vocab] (any device): the first maximum of each row,
 // found on the device; only the ids come back to the host.
 std::vector<int32_t> greedy_token_ids(const Tensor& logits);
-
-// The uniform draw in (0, 1) behind token `token`'s noise at `output_index` of a sequence seeded
-// `seed`: a pure function, so any device can compute the same draws.
-double sampling_uniform(uint64_t seed, int64_t output_index, int64_t token);
 
 }  // namespace tessera

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "engine/sampler.h"
+#include "kernels/backend.h"
 #include "kernels/check.h"
 #include "support/test_tensors.h"
 
@@ -207,4 +208,46 @@ TEST(Sampler, ParamsOutOfRangeNameTheField) {
   p.stop = {""};
   EXPECT_NE(message(p).find("stop"), std::string::npos);
   EXPECT_EQ(message(SamplingParams{}), "");
+}
+
+TEST(GpuSampler, TheDeviceDrawsWhatTheCpuDraws) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU device is available";
+  const int64_t vocab = 5000;
+  Tensor logits = random_tensor({9, vocab}, 21);
+  std::vector<SamplingParams> params(9);
+  for (SamplingParams& p : params) p.temperature = 0.9;
+  params[0].temperature = 0;  // greedy, with penalties and logprobs: not the argmax shortcut
+  params[0].repetition_penalty = 1.3;
+  params[0].logprobs = 5;
+  params[1].top_k = 40;
+  params[2].top_p = 0.8;
+  params[3].min_p = 0.05;
+  params[4].top_k = 100;
+  params[4].top_p = 0.9;
+  params[4].min_p = 0.01;
+  params[5].presence_penalty = 0.5;
+  params[5].frequency_penalty = 0.3;
+  params[6].logprobs = 20;
+  params[7].temperature = 1.7;
+  params[8].top_k = 1;
+  std::vector<int32_t> prompt = {1, 2, 3, 3000};
+  std::vector<int32_t> output = {7, 7, 4999, 12};
+  std::vector<SamplingRow> rows;
+  for (size_t i = 0; i < params.size(); ++i)
+    rows.push_back(SamplingRow{&params[i], 1000 + i, static_cast<int64_t>(i) * 3, prompt, output});
+  for (int step = 0; step < 4; ++step) {  // several draws per row
+    for (SamplingRow& row : rows) row.output_index += 1;
+    std::vector<SampledToken> cpu = sample_tokens(logits, rows);
+    std::vector<SampledToken> device = sample_tokens(logits.to(gpu), rows);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_EQ(device[i].id, cpu[i].id) << "row " << i << " step " << step;
+      EXPECT_NEAR(device[i].logprob, cpu[i].logprob, 1e-4) << i;
+      ASSERT_EQ(device[i].top.size(), cpu[i].top.size()) << i;
+      for (size_t k = 0; k < cpu[i].top.size(); ++k) {
+        EXPECT_EQ(device[i].top[k].id, cpu[i].top[k].id) << i << " top " << k;
+        EXPECT_NEAR(device[i].top[k].logprob, cpu[i].top[k].logprob, 1e-4) << i;
+      }
+    }
+  }
 }

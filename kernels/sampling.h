@@ -1,0 +1,89 @@
+// The "sample_tokens" kernel: one token per row of logits, with vLLM's sampling semantics, on the
+// device that computed the logits (the CPU kernel in cpu/sampling.cpp, the GPU one in
+// cuda/sampling.cu; engine/sampler.cpp prepares the inputs and reads the outputs). Per row:
+//   1. penalties on the logits: repetition (tokens of the prompt or the output: a positive logit
+//      is divided by it, a negative one multiplied), then presence and frequency (tokens of the
+//      output: minus presence + frequency * count);
+//   2. temperature 0: the first maximum. Otherwise the logits times 1/temperature (in f32), then
+//      a threshold: min-p (max + log(min_p)), top-k (the k-th largest value), then top-p over the
+//      tokens above it (the largest value whose tokens at or above it hold top_p of their mass);
+//      ties at a threshold stay in;
+//   3. the draw: the kept token with the largest z + Gumbel noise, the noise from
+//      sampling_uniform(seed, output_index, token), so a draw depends on nothing but the row;
+//   4. logprobs (when num_logprobs >= 0): the chosen token's and the num_logprobs most likely
+//      tokens', from the raw logits' log-softmax.
+//
+// inputs:  0 logits [R, V] f32
+//          1 row_params [R, 8] f32: temperature, top_p, min_p, top_k (0: off), repetition_penalty,
+//            presence_penalty, frequency_penalty, num_logprobs (-1: none)
+//          2 row_seeds [R, 2] i64: seed (its bits), output_index
+//          3 penalty_offsets [R + 1] i32: row r's penalty entries are rows [offsets[r],
+//            offsets[r + 1]) of input 4
+//          4 penalty_entries [max(P, 1), 3] i32: token, count in the output, 1 when in the prompt
+// outputs: 0 token_ids [R] i32
+//          1 logprobs [R, 1 + N] f32: the chosen token's, then the top N's (N = top_ids' width)
+//          2 top_ids [R, N] i32 (N >= 1)
+//          3 scratch [R, V] f32: working space
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define TESSERA_HOST_DEVICE __host__ __device__
+#else
+#define TESSERA_HOST_DEVICE
+#endif
+
+namespace tessera {
+
+enum SamplingParam {
+  kTemperature = 0,
+  kTopP,
+  kMinP,
+  kTopK,
+  kRepetitionPenalty,
+  kPresencePenalty,
+  kFrequencyPenalty,
+  kNumLogprobs,
+  kNumSamplingParams
+};
+
+TESSERA_HOST_DEVICE inline uint64_t sampling_mix(uint64_t x) {  // splitmix64's finalizer
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// The uniform draw in (0, 1) behind token `token`'s noise at `output_index` of a sequence seeded
+// `seed`: a pure function, so every device computes the same draws.
+TESSERA_HOST_DEVICE inline double sampling_uniform(uint64_t seed, int64_t output_index,
+                                                   int64_t token) {
+  uint64_t bits =
+      sampling_mix(seed ^ sampling_mix(static_cast<uint64_t>(output_index) * 0xD1B54A32D192ED03ull ^
+                                       sampling_mix(static_cast<uint64_t>(token))));
+  return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;  // never 0 or 1
+}
+
+// A float's position in the order of floats, as an unsigned key (larger float, larger key).
+TESSERA_HOST_DEVICE inline uint32_t float_order_key(float value) {
+  union {
+    float f;
+    uint32_t u;
+  } bits{value};
+  return (bits.u & 0x80000000u) ? ~bits.u : (bits.u | 0x80000000u);
+}
+
+// The penalized logit of a token: repetition first, then presence and frequency.
+TESSERA_HOST_DEVICE inline float penalized_logit(float logit, int32_t output_count,
+                                                 int32_t in_prompt, const float* params) {
+  const float repetition = params[kRepetitionPenalty];
+  if (repetition != 1.0f && (in_prompt || output_count > 0))
+    logit = logit > 0 ? logit / repetition : logit * repetition;
+  if (output_count > 0)
+    logit -= static_cast<float>(static_cast<double>(params[kFrequencyPenalty]) * output_count +
+                                static_cast<double>(params[kPresencePenalty]));
+  return logit;
+}
+
+}  // namespace tessera
