@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
                     if (args.skip_timing) return failures == 0 ? 0 : 1;
                     LabTimer timer(args.device, args.samples());
                     Ceilings ceilings = measure_ceilings(timer, random, false);
-                    fmt::print("copy ceiling {:.0f} GB/s\n", ceilings.copy_gb_per_s / kGB);
+                    fmt::print("copy ceiling {:.0f} GB/s\n", ceilings.copy_gb_per_s);
                     const int64_t vocab = 128256;
                     std::vector<int32_t> history(64, 7);
                     fmt::print("{:<22} {:>5} {:>10} {:>9} {:>7}\n", "rows", "batch", "us", "GB/s",

@@ -8,8 +8,10 @@
 //      a threshold: min-p (max + log(min_p)), top-k (the k-th largest value), then top-p over the
 //      tokens above it (the largest value whose tokens at or above it hold top_p of their mass);
 //      ties at a threshold stay in;
-//   3. the draw: the kept token with the largest z + Gumbel noise, the noise from
-//      sampling_uniform(seed, output_index, token), so a draw depends on nothing but the row;
+//   3. the draw: the kept token with the largest z + Gumbel noise (f32), the noise from
+//      sampling_gumbel(sampling_row_key(seed, output_index), token), so a draw depends on nothing
+//      but the row. The devices' logf may differ in the last bit, so two candidates whose keys
+//      are that close may be ordered differently on the CPU and the GPU; nothing else differs;
 //   4. logprobs (when num_logprobs >= 0): the chosen token's and the num_logprobs most likely
 //      tokens', from the raw logits' log-softmax.
 //
@@ -26,6 +28,7 @@
 //          3 scratch [R, V] f32: working space
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
@@ -55,14 +58,28 @@ TESSERA_HOST_DEVICE inline uint64_t sampling_mix(uint64_t x) {  // splitmix64's 
   return x ^ (x >> 31);
 }
 
-// The uniform draw in (0, 1) behind token `token`'s noise at `output_index` of a sequence seeded
-// `seed`: a pure function, so every device computes the same draws.
-TESSERA_HOST_DEVICE inline double sampling_uniform(uint64_t seed, int64_t output_index,
-                                                   int64_t token) {
-  uint64_t bits =
-      sampling_mix(seed ^ sampling_mix(static_cast<uint64_t>(output_index) * 0xD1B54A32D192ED03ull ^
-                                       sampling_mix(static_cast<uint64_t>(token))));
-  return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;  // never 0 or 1
+// One sequence's noise key at one output index: the only 64-bit hashing a draw needs.
+TESSERA_HOST_DEVICE inline uint64_t sampling_row_key(uint64_t seed, int64_t output_index) {
+  return sampling_mix(seed ^
+                      sampling_mix(static_cast<uint64_t>(output_index) * 0xD1B54A32D192ED03ull));
+}
+
+TESSERA_HOST_DEVICE inline uint32_t sampling_hash32(uint32_t x) {  // "lowbias32"
+  x ^= x >> 16;
+  x *= 0x7FEB352Du;
+  x ^= x >> 15;
+  x *= 0x846CA68Bu;
+  x ^= x >> 16;
+  return x;
+}
+
+// The Gumbel noise of `token` under a row key: -log(-log(u)) of a uniform u in (0, 1) hashed from
+// the pair with 32-bit arithmetic (cheap on a GPU), in f32 on every device.
+TESSERA_HOST_DEVICE inline float sampling_gumbel(uint64_t row_key, int64_t token) {
+  uint32_t h = sampling_hash32(static_cast<uint32_t>(token) ^ static_cast<uint32_t>(row_key));
+  h = sampling_hash32(h ^ static_cast<uint32_t>(row_key >> 32));
+  const float u = (static_cast<float>(h >> 8) + 0.5f) * 0x1.0p-24f;  // never 0 or 1
+  return -logf(-logf(u));
 }
 
 // A float's position in the order of floats, as an unsigned key (larger float, larger key).

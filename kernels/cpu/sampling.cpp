@@ -64,12 +64,11 @@ void sample_row(const KernelArgs& args, int64_t row) {
     const float inverse_temperature = static_cast<float>(1.0 / double{params[kTemperature]});
     for (int64_t i = 0; i < vocab; ++i) z[i] *= inverse_temperature;
     const float threshold = keep_threshold(z, vocab, params);
-    double best = -std::numeric_limits<double>::infinity();
+    const uint64_t row_key = sampling_row_key(static_cast<uint64_t>(seeds[0]), seeds[1]);
+    float best = -std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < vocab; ++i) {
       if (!(z[i] >= threshold)) continue;
-      double noise =
-          -std::log(-std::log(sampling_uniform(static_cast<uint64_t>(seeds[0]), seeds[1], i)));
-      double key = static_cast<double>(z[i]) + noise;
+      const float key = z[i] + sampling_gumbel(row_key, i);
       if (key > best) {
         best = key;
         chosen = static_cast<int32_t>(i);

@@ -43,7 +43,7 @@ struct Sum {
 };
 
 struct Best {  // a candidate for an argmax: larger key wins, then the smaller index
-  double key;
+  float key;
   int index;
 };
 __device__ Best better(Best a, Best b) {
@@ -136,12 +136,11 @@ __global__ void __launch_bounds__(kThreads)
       }
       threshold = fmaxf(threshold, float_of_order_key(key));
     }
-    const uint64_t seed = static_cast<uint64_t>(seeds_all[2 * row]);
-    const int64_t output_index = seeds_all[2 * row + 1];
+    const uint64_t row_key =
+        sampling_row_key(static_cast<uint64_t>(seeds_all[2 * row]), seeds_all[2 * row + 1]);
     for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
       if (!(z[i] >= threshold)) continue;
-      double noise = -log(-log(sampling_uniform(seed, output_index, i)));
-      best = better(best, Best{double{z[i]} + noise, static_cast<int>(i)});
+      best = better(best, Best{z[i] + sampling_gumbel(row_key, i), static_cast<int>(i)});
     }
   }
   const int chosen = block_argmax(best, shared_best).index;
