@@ -285,3 +285,25 @@ TEST(ServerLifecycle, ABusyPortIsAClearError) {
 }
 
 }  // namespace
+
+TEST(ServerLifecycle, AFullQueueAnswers503WithRetryAfter) {
+  // One sequence at a time and one waiting request: a burst must overflow the queue.
+  ServerProcess server(TESSERA_BINARY, server_arguments({"-O", "engine.max_num_seqs=1",
+                                                         "--max-waiting-requests", "1"}));
+  const std::string body = "{\"model\": \"" + kModels +
+                           "/stories260K.bin\", \"prompt\": \"Once\", \"max_tokens\": 300, "
+                           "\"ignore_eos\": true}";
+  std::string burst;
+  for (int i = 0; i < 8; ++i)
+    burst += "curl -s -D - -o /dev/null -d " + shell_quote(body) + " " +
+             shell_quote(server.url() + "/v1/completions") + " & ";
+  CommandResult r = run_shell(burst + "wait");
+  int overloaded = 0;
+  for (size_t at = r.output.find("HTTP/1.1 503"); at != std::string::npos;
+       at = r.output.find("HTTP/1.1 503", at + 1))
+    ++overloaded;
+  EXPECT_GE(overloaded, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("Retry-After: 1"));
+  EXPECT_THAT(r.output, HasSubstr("HTTP/1.1 200"));  // the admitted ones are answered
+  EXPECT_EQ(server.terminate(), 0);
+}
