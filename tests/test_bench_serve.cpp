@@ -1,7 +1,8 @@
-// `tessera bench serve`'s load generator: the server-sent-events reader, prompt files, and whole
-// runs against a stand-in OpenAI completions server inside the test (streaming exactly as OpenAI
+// `tessera bench serve`'s load generator: the server-sent-events reader, prompt files, whole runs
+// against a stand-in OpenAI completions server inside the test (streaming exactly as OpenAI
 // streams: text chunks, a finish_reason chunk, a usage chunk, then data: [DONE]) that counts how
-// many requests it serves at once and refuses a marked prompt.
+// many requests it serves at once and refuses a marked prompt, and the binary against a real
+// `tessera serve` of stories260K on a free loopback port.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,6 +20,8 @@
 #include "engine/bench/serve_report.h"
 #include "engine/bench/server_sent_events.h"
 #include "kernels/check.h"
+#include "support/background_process.h"
+#include "support/run_command.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
@@ -286,6 +289,49 @@ TEST(ServeLoad, PromptFilesHoldTextOrIdsWithOptionalMaxTokens) {
   EXPECT_EQ(report.levels.at(0).completed, 1);
   EXPECT_EQ(report.levels.at(0).input_tokens, 16);  // the stand-in counts characters
   EXPECT_EQ(server.bodies().back()["prompt"], "Once upon a time");
+  std::filesystem::remove_all(directory);
+}
+
+TEST(ServeLoad, TheBinaryAgainstTesseraServeOfStories260K) {
+  using namespace std::chrono_literals;
+  const std::string models = std::string(TESSERA_SHARED_DIR) + "/models/stories260K";
+  tessera::testing::BackgroundProcess server(
+      fmt::format("'{}' serve --model '{}/stories260K.bin' --tokenizer '{}/tok512.bin' --port 0",
+                  TESSERA_BINARY, models, models));
+  std::string url;
+  while (url.empty()) {
+    std::optional<std::string> line = server.read_line(120s);
+    if (!line) break;
+    if (line->starts_with("listening on ")) url = line->substr(std::string("listening on ").size());
+  }
+  ASSERT_FALSE(url.empty()) << "the server did not start:\n" << server.stderr_text();
+
+  const std::string directory = tessera::testing::fresh_temp_dir("bench_serve_real");
+  std::filesystem::create_directories(directory);
+  const std::string json_path = directory + "/serve.json";
+  tessera::testing::CommandResult bench = tessera::testing::run_command(
+      fmt::format("'{}' bench serve --url {} --concurrency 1,4 --num-prompts 8 --input-len 12 "
+                  "--output-len 10 --ignore-eos --json '{}'",
+                  TESSERA_BINARY, url, json_path));
+  ASSERT_EQ(bench.status, 0) << bench.out << bench.err << server.stderr_text();
+  EXPECT_THAT(bench.out, HasSubstr("=== tessera bench serve: " + url));
+  EXPECT_THAT(bench.out, HasSubstr("output tokens/s"));
+  std::ifstream file(json_path);
+  const json report = json::parse(file);
+  EXPECT_EQ(report["schema"], "tessera-serve/1");
+  EXPECT_THAT(report["model"].get<std::string>(), HasSubstr("stories260K.bin"));
+  ASSERT_EQ(report["levels"].size(), 2u);
+  for (const json& level : report["levels"]) {
+    EXPECT_EQ(level["completed"], 8) << level.dump();
+    EXPECT_EQ(level["failed"], 0) << level.dump();
+    EXPECT_EQ(level["input_tokens"], 8 * 12);  // the server's usage
+    EXPECT_EQ(level["output_tokens"], 8 * 10);
+    EXPECT_GT(level["output_throughput"].get<double>(), 0);
+    EXPECT_GT(level["ttft_ms"]["median"].get<double>(), 0);
+    EXPECT_GT(level["itl_ms"]["median"].get<double>(), 0);
+    EXPECT_GE(level["e2e_ms"]["p99"].get<double>(), level["ttft_ms"]["p99"].get<double>());
+  }
+  EXPECT_EQ(server.stop(), 0) << server.stderr_text();  // SIGTERM: a clean exit
   std::filesystem::remove_all(directory);
 }
 

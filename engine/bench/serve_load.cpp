@@ -52,6 +52,10 @@ std::unique_ptr<httplib::Client> make_client(const ServeOptions& options) {
   client->set_read_timeout(seconds, 0);
   client->set_write_timeout(seconds, 0);
   client->set_keep_alive(true);
+  // Without it, Nagle's algorithm holds the request body back until the server acknowledges the
+  // headers, which a delayed ACK postpones by tens of milliseconds: time to first token
+  // would measure TCP.
+  client->set_tcp_nodelay(true);
   if (!options.api_key.empty()) client->set_bearer_token_auth(options.api_key);
   return client;
 }
@@ -103,9 +107,9 @@ RequestResult send_request(httplib::Client& client, const ServeOptions& options,
   int status = 0;
   std::string error_body, stream_error;
   bool done = false;
-  int64_t text_chunks = 0;
+  int64_t choice_chunks = 0;
   std::optional<int64_t> usage_prompt, usage_completion;
-  std::optional<Clock::time_point> first_chunk, last_text;
+  std::optional<Clock::time_point> first_chunk, last_chunk;
   const auto start = Clock::now();
   ServerSentEvents events([&](const std::string& data) {
     if (data == "[DONE]") {
@@ -130,18 +134,14 @@ RequestResult send_request(httplib::Client& client, const ServeOptions& options,
       if (usage.contains("completion_tokens") && usage["completion_tokens"].is_number_integer())
         usage_completion = usage["completion_tokens"].get<int64_t>();
     }
-    if (!chunk.contains("choices") || !chunk["choices"].is_array()) return;
-    for (const json& choice : chunk["choices"]) {
-      const bool has_text = choice.contains("text") && choice["text"].is_string() &&
-                            !choice["text"].get_ref<const std::string&>().empty();
-      const bool finished = choice.contains("finish_reason") && !choice["finish_reason"].is_null();
-      if (!has_text && !finished) continue;
-      if (!first_chunk) first_chunk = now;
-      if (!has_text) continue;
-      if (last_text) result.itl_ms.push_back(milliseconds_between(*last_text, now));
-      last_text = now;
-      ++text_chunks;
-    }
+    // As vLLM's benchmark counts: every chunk with a choice is a token's arrival, its text
+    // empty or not (a server holds back text that is not yet whole UTF-8).
+    if (!chunk.contains("choices") || !chunk["choices"].is_array() || chunk["choices"].empty())
+      return;
+    if (!first_chunk) first_chunk = now;
+    if (last_chunk) result.itl_ms.push_back(milliseconds_between(*last_chunk, now));
+    last_chunk = now;
+    ++choice_chunks;
   });
   httplib::Request request;
   request.method = "POST";
@@ -149,6 +149,9 @@ RequestResult send_request(httplib::Client& client, const ServeOptions& options,
   request.body = body.dump();
   request.set_header("Content-Type", "application/json");
   request.set_header("Accept", "text/event-stream");
+  // Compressed, a stream would arrive in bursts as the compressor flushes (cpp-httplib asks for
+  // gzip or brotli unless told).
+  request.set_header("Accept-Encoding", "identity");
   request.response_handler = [&](const httplib::Response& response) {
     status = response.status;
     return true;
@@ -182,7 +185,7 @@ RequestResult send_request(httplib::Client& client, const ServeOptions& options,
   } else {
     result.success = true;
     result.ttft_ms = milliseconds_between(start, *first_chunk);
-    result.output_tokens = usage_completion.value_or(text_chunks);
+    result.output_tokens = usage_completion.value_or(choice_chunks);
     result.prompt_tokens = usage_prompt.value_or(static_cast<int64_t>(prompt.token_ids.size()));
   }
   return result;

@@ -50,9 +50,9 @@ struct RequestResult {
   std::string error;
   double ttft_ms = 0;
   double e2e_ms = 0;
-  std::vector<double> itl_ms;  // gaps between chunks that carried text, after the first
+  std::vector<double> itl_ms;  // gaps between the chunks that carried a choice
   int64_t prompt_tokens = 0;   // the server's usage when sent, else the ids sent (0 for text)
-  int64_t output_tokens = 0;   // the server's usage when sent, else chunks that carried text
+  int64_t output_tokens = 0;   // the server's usage when sent, else chunks with a choice
 };
 
 struct ServeLevel {
