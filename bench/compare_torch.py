@@ -368,6 +368,7 @@ def main():
     os.environ["TRITON_CACHE_DIR"] = os.path.join(cache_root, "triton")
     try:
         import torch
+        import torch._dynamo
         import transformers
     except ImportError as error:
         sys.exit(f"compare_torch.py: needs torch and transformers ({error})")

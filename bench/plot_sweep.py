@@ -38,10 +38,6 @@ def load_report(path):
     return report
 
 
-def series_name(report, label):
-    return label if report["engine"] == "tessera" else f"{report['engine']} {label}"
-
-
 def series(report, key):
     """{label: ([batch sizes], [values])} for one row field, rows with a value only."""
     lines = {}
@@ -74,10 +70,13 @@ def plot_sweep(reports, path, pyplot):
     figure, (step_axis, rate_axis) = pyplot.subplots(1, 2, figsize=(14, 5.5))
     batch_sizes = sorted({row["batch_size"] for report in reports for row in report["rows"]})
     for report in reports:
+        # Tessera solid with circles, other engines dash-dotted with squares.
+        style = ({"marker": "o", "linestyle": "-"} if report["engine"] == "tessera" else
+                 {"marker": "s", "linestyle": "-."})
         for label, (xs, ys) in series(report, "step_ms_median").items():
-            step_axis.plot(xs, ys, marker="o", label=series_name(report, label))
+            step_axis.plot(xs, ys, label=label, **style)
         for label, (xs, ys) in series(report, "tokens_per_s").items():
-            rate_axis.plot(xs, ys, marker="o", label=series_name(report, label))
+            rate_axis.plot(xs, ys, label=label, **style)
     roof = next((roofline_ms(r) for r in reports if roofline_ms(r)), None)
     if roof and batch_sizes:
         step_axis.axhline(roof, color="black", linestyle="--", linewidth=1,
@@ -105,7 +104,7 @@ def plot_startup(reports, path, pyplot):
     for report in reports:
         load = report["startup"].get("load_s")
         for mode in report["modes"]:
-            names.append(series_name(report, mode["label"]))
+            names.append(mode["label"])
             stages = mode.get("startup", {})
             for stage, key in STAGES:
                 value = load if key == "load_s" else stages.get(key)

@@ -1,3 +1,11 @@
+# Sourced ON THE GPU MACHINE by scripts/gpu_check.sh and scripts/gpu_sweep.sh, from the repo root,
+# with .gpu-deps carried (made here by scripts/fetch_gpu_deps.sh): unpacks the Debian libraries
+# into $TESSERA_DEPS_PREFIX (/tmp/tessera-deps), links ../shared to the copy in .gpu-deps, exports
+# the build environment, and defines configure_cuda_build. The caller defines say(); a missing or
+# broken .gpu-deps exits with status 2.
+prefix=${TESSERA_DEPS_PREFIX:-/tmp/tessera-deps}
+arch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+
 # --- Unpack the .deb files into the prefix (dpkg -x keeps their usr/ layout). ---
 shopt -s nullglob
 debs=(.gpu-deps/*.deb)

@@ -125,6 +125,8 @@ if wants tessera; then
       cat "$out/tessera_sweep.txt"
       return $status
     }
+    say "tessera: bench sweep --model $model --batch-sizes $batch_sizes --context $context" \
+      "--steps $steps --prompt-len $prompt_len $*"
     export -f sweep
     export build_dir model batch_sizes context steps prompt_len out
     run_stage tessera "$(budget_for "${TESSERA_SWEEP_TESSERA_TIMEOUT:-300}")" \
@@ -151,16 +153,20 @@ if wants plot; then
   for report in "$out/tessera_sweep.json" "$out/torch_sweep.json"; do
     [[ -s $report ]] && reports+=("$report")
   done
+  plotter=
+  for python in python3 /usr/bin/python3; do
+    "$python" -c 'import matplotlib' 2>/dev/null && { plotter=$python; break; }
+  done
   if ((${#reports[@]} == 0)); then
     rows+=("$(printf '%-10s %-34s' plot "skipped: no sweep JSON")")
-  elif ! python3 -c 'import matplotlib' 2>/dev/null; then
+  elif [[ -z $plotter ]]; then
     rows+=("$(printf '%-10s %-34s' plot "skipped: no matplotlib (plot here)")")
   else
-    plot_stage_limit=$((deadline - $(elapsed)))
-    ((plot_stage_limit > 60)) && plot_stage_limit=60
-    plot_stage_limit=$((plot_stage_limit > 10 ? plot_stage_limit : 10))
-    run_stage plot "$plot_stage_limit" "$out/plot.log" \
-      python3 bench/plot_sweep.py "${reports[@]}" --out-dir "$out"
+    plot_limit=$((deadline - $(elapsed)))
+    ((plot_limit > 60)) && plot_limit=60
+    ((plot_limit < 10)) && plot_limit=10
+    run_stage plot "$plot_limit" "$out/plot.log" \
+      "$plotter" bench/plot_sweep.py "${reports[@]}" --out-dir "$out"
   fi
 fi
 

@@ -403,7 +403,8 @@ SweepOptions resolve_sweep_options(SweepOptions options, bool device_given, bool
   if (options.modes.empty()) options.modes = {"eager", "compiled"};
   if (options.cudagraph_modes.empty())
     options.cudagraph_modes =
-        gpu ? std::vector<std::string>{"none", "piecewise", "full", "full_and_piecewise"}
+        gpu && contains(options.modes, std::string("compiled"))
+            ? std::vector<std::string>{"none", "piecewise", "full", "full_and_piecewise"}
             : std::vector<std::string>{"none"};
   if (options.context == 0) options.context = 128;
   if (options.steps == 0) options.steps = gpu ? 64 : 32;
