@@ -163,16 +163,16 @@ std::string sweep_table(const SweepReport& report) {
         row.prefill_tokens_per_second, number_or_dash(row.weight_gb_per_second, "{:.1f}"),
         number_or_dash(fraction ? std::optional(100.0 * *fraction) : std::nullopt, "{:.1f}%"));
   }
-  text += fmt::format("\n{:<28} {:>9} {:>11} {:>11} {:>10} {:>10} {:>10} {:>11} {:>10}\n", "mode",
-                      "TTFT ms", "compile s", "warm s", "capture s", "runner s", "KV MiB",
-                      "arena MiB", "graph MiB");
+  text += fmt::format("\n{:<28} {:>9} {:>15} {:>15} {:>10} {:>10} {:>10} {:>11} {:>10}\n", "mode",
+                      "TTFT ms", "compile cold s", "compile warm s", "capture s", "runner s",
+                      "KV MiB", "arena MiB", "graph MiB");
   for (const ModeResult& mode : report.modes) {
     text += fmt::format(
-        "{:<28} {:>9.2f} {:>11} {:>11} {:>10} {:>10.2f} {:>10.1f} {:>11.1f} "
+        "{:<28} {:>9.2f} {:>15} {:>15} {:>10} {:>10.3f} {:>10.1f} {:>11.1f} "
         "{:>10.1f}\n",
-        mode.label, mode.ttft_ms, number_or_dash(mode.compile_cold_seconds, "{:.2f}"),
-        number_or_dash(mode.compile_warm_seconds, "{:.2f}"),
-        number_or_dash(mode.capture_seconds, "{:.2f}"), mode.runner_seconds,
+        mode.label, mode.ttft_ms, number_or_dash(mode.compile_cold_seconds, "{:.3f}"),
+        number_or_dash(mode.compile_warm_seconds, "{:.3f}"),
+        number_or_dash(mode.capture_seconds, "{:.3f}"), mode.runner_seconds,
         mode.kv_cache_bytes / kMiB, mode.arena_bytes / kMiB, mode.graph_bytes / kMiB);
   }
   if (!report.complete) text += "(incomplete: the sweep stopped early)\n";
