@@ -5,17 +5,17 @@
 # prints a summary table last. Logs go to $OUT when it is set (the device tool brings them back),
 # otherwise to build/gpu-check/. A file that fails to compile does not stop the rest: what built is
 # still tested and benchmarked. Last come the model checks: logits against transformers
-# (compare_gpu.py) and decode_bench. Exits non-zero when the build, a test, a benchmark or a model
-# check fails.
+# (compare_gpu.py) and a short batch-size sweep (tessera bench sweep). Exits non-zero when the
+# build, a test, a benchmark or a model check fails. (The full sweep against PyTorch, with plots:
+# scripts/gpu_sweep.sh.)
 #
 # Settings (environment): TESSERA_DEPS_PREFIX (/tmp/tessera-deps), TESSERA_JOBS (16),
 # TESSERA_BENCH_TIMEOUT (seconds per benchmark, 120), TESSERA_COMPARE_TIMEOUT (600),
-# TESSERA_DECODE_TIMEOUT (300), TESSERA_STEPS (tests,bench,models). Arguments go to the configure
+# TESSERA_SWEEP_TIMEOUT (300), TESSERA_STEPS (tests,bench,models). Arguments go to the configure
 # step.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
-prefix=${TESSERA_DEPS_PREFIX:-/tmp/tessera-deps}
 # Which stages run after the build: any of tests, bench, models (all by default), so that one
 # call can build and test and a second call on the warm machine can benchmark.
 steps=${TESSERA_STEPS:-tests,bench,models}
@@ -24,45 +24,11 @@ bench_timeout=${TESSERA_BENCH_TIMEOUT:-120}
 build_dir=build
 log_dir=${OUT:-$build_dir/gpu-check}
 mkdir -p "$log_dir"
-arch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 
 say() { echo "gpu_check: $*"; }
 
-# --- Unpack the .deb files into the prefix (dpkg -x keeps their usr/ layout). ---
-shopt -s nullglob
-debs=(.gpu-deps/*.deb)
-if ((${#debs[@]} == 0)); then
-  say "no .deb files in .gpu-deps/: run scripts/fetch_gpu_deps.sh where apt works, then carry .gpu-deps"
-  exit 2
-fi
-rm -rf "$prefix"
-mkdir -p "$prefix"
-for deb in "${debs[@]}"; do dpkg -x "$deb" "$prefix" || { say "cannot unpack $deb"; exit 2; }; done
-# Links that point to /usr/... or /lib/... would leave the prefix: point them into it.
-while IFS= read -r link; do
-  ln -sfn "$prefix$(readlink "$link")" "$link"
-done < <(find "$prefix" -type l -lname '/*')
-# pkg-config files say prefix=/usr (or libdir=/usr/...): rewrite them to the prefix.
-for pc in "$prefix"/usr/lib/"$arch"/pkgconfig/*.pc "$prefix"/usr/share/pkgconfig/*.pc; do
-  sed -i -E "s#^([A-Za-z_]+)=/usr#\1=$prefix/usr#" "$pc"
-done
-say "unpacked ${#debs[@]} packages into $prefix"
-
-# The tests read ../shared (TESSERA_SHARED_DIR), which the device tool does not send: link the
-# copy that fetch_gpu_deps.sh put in .gpu-deps/shared.
-if [[ ! -e ../shared && -d .gpu-deps/shared ]]; then
-  ln -s "$PWD/.gpu-deps/shared" ../shared && say "linked ../shared to .gpu-deps/shared"
-fi
-[[ -e ../shared ]] || say "no ../shared: tests that read its models will fail"
-
-libraries="$prefix/usr/lib/$arch:$prefix/lib/$arch"
-export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-export CMAKE_INCLUDE_PATH="$prefix/usr/include"
-export CMAKE_LIBRARY_PATH="$prefix/usr/lib/$arch"
-export PKG_CONFIG_PATH="$prefix/usr/lib/$arch/pkgconfig:$prefix/usr/share/pkgconfig"
-export LD_LIBRARY_PATH="$libraries${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# CMake finds the prefix's pkg-config through CMAKE_PREFIX_PATH; on PATH the prefix comes last.
-export PATH="$PATH:$prefix/usr/bin"
+# The Debian libraries unpacked into a prefix, ../shared linked, the build environment exported.
+source scripts/gpu_env.sh
 
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader |
@@ -75,10 +41,8 @@ fi
 # target still leaves the tests and benchmarks that did build to run in this same call. ---
 build_log="$log_dir/build.log"
 start=$(date +%s)
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" "$@" 2>&1 |
-  tee "$build_log"
-configure_status=${PIPESTATUS[0]}
+configure_cuda_build "$build_dir" "$build_log" "$@"
+configure_status=$?
 build_status=$configure_status
 if ((configure_status == 0)); then
   cmake --build "$build_dir" -j"$jobs" -- -k 0 2>&1 | tee -a "$build_log"
@@ -119,7 +83,7 @@ if ((configure_status == 0)); then
   : >"$bench_log"
   while IFS= read -r bench; do
     name=$(basename "$bench")
-    [[ $name == logits_dump || $name == decode_bench ]] && continue
+    [[ $name == logits_dump ]] && continue
     [[ $steps == *bench* ]] || continue
     say "benchmark $name" | tee -a "$bench_log"
     bench_start=$(date +%s)
@@ -135,13 +99,13 @@ fi
 
 # =================================================================================================
 # Model checks: Tessera's logits against transformers (tests/hf_reference/compare_gpu.py, through
-# build/bench/logits_dump) and the decode benchmark (build/bench/decode_bench), each run when its
-# binary built. Outputs: hf_compare.log and hf_compare.txt (the table), decode_bench.txt.
-# Settings: TESSERA_COMPARE_TIMEOUT (seconds, 600), TESSERA_DECODE_TIMEOUT (seconds, 300).
+# build/bench/logits_dump) and a batch-size sweep (build/tessera bench sweep), each run when its
+# binary built. Outputs: hf_compare.log and hf_compare.txt (the table), sweep.txt and sweep.json.
+# Settings: TESSERA_COMPARE_TIMEOUT (seconds, 600), TESSERA_SWEEP_TIMEOUT (seconds, 300).
 # =================================================================================================
 model_rows=()
 model_failed=0
-rm -f "$log_dir/hf_compare.txt" "$log_dir/decode_bench.txt"  # no stale tables in the summary
+rm -f "$log_dir/hf_compare.txt" "$log_dir/sweep.txt"  # no stale tables in the summary
 # Runs "NAME TIMEOUT LOG command..." and adds its row to the summary.
 run_model_check() {
   local name=$1 limit=$2 log=$3 started status result
@@ -167,10 +131,10 @@ if ((configure_status == 0)) && [[ $steps == *models* ]]; then
       say "compare_gpu.py skipped: $(tail -1 <<<"$import_error")"
     fi
   fi
-  if [[ -x $build_dir/bench/decode_bench ]]; then
-    run_model_check decode_bench "${TESSERA_DECODE_TIMEOUT:-300}" "$log_dir/decode_bench.txt" \
-      "$build_dir/bench/decode_bench" --model synthetic:llama-1b --device cuda --dtype bf16 \
-      --batch 1,8,32,128 --mode eager,compiled --graphs none,piecewise,full_and_piecewise --steps 64 --context 128
+  if [[ -x $build_dir/tessera ]]; then
+    run_model_check "bench sweep" "${TESSERA_SWEEP_TIMEOUT:-300}" "$log_dir/sweep.txt" \
+      "$build_dir/tessera" bench sweep --model synthetic:llama-1b --device cuda \
+      --batch-sizes 1,8,32,128 --context 128 --steps 64 --json "$log_dir/sweep.json"
   fi
 fi
 
@@ -205,8 +169,8 @@ fi
     echo "model checks:"
     printf '  %s\n' "${model_rows[@]}"
     [[ -f $log_dir/hf_compare.txt ]] && sed 's/^/  /' "$log_dir/hf_compare.txt"
-    [[ -f $log_dir/decode_bench.txt ]] &&
-      sed -n '/^=== decode_bench/,$p' "$log_dir/decode_bench.txt" | sed 's/^/  /'
+    [[ -f $log_dir/sweep.txt ]] &&
+      sed -n '/^=== tessera bench sweep/,$p' "$log_dir/sweep.txt" | sed 's/^/  /'
   fi
   echo "logs: $log_dir"
 } | tee "$log_dir/summary.txt"

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packages=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev libgtest-dev libgmock-dev
-  libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev clang-format curl)
+  libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev clang-format curl
+  python3-matplotlib)  # python3-matplotlib: bench/plot_sweep.py and its test
 
 missing=()
 for package in "${packages[@]}"; do

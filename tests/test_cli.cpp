@@ -1,18 +1,12 @@
 // The tessera binary and its shared model flags: logs go to stderr and stdout holds only the
 // generated text; every subcommand that takes a model parses the same flags.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fmt/format.h>
-
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "engine/cli/command.h"
 #include "engine/cli/model_flags.h"
+#include "support/run_command.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
@@ -23,29 +17,11 @@ using ::testing::Not;
 
 namespace {
 
-struct RunResult {
-  int status = -1;
-  std::string out, err;
-};
+using RunResult = CommandResult;
 
 // Runs the tessera binary with `arguments` (shell words), capturing stdout and stderr apart.
 RunResult run_tessera(const std::string& arguments) {
-  std::string directory = fresh_temp_dir("cli");
-  std::filesystem::create_directories(directory);
-  std::string err_path = directory + "/stderr.txt";
-  std::string command = fmt::format("'{}' {} 2>'{}'", TESSERA_BINARY, arguments, err_path);
-  RunResult result;
-  std::FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t count;
-  while ((count = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.out.append(buffer, count);
-  int status = pclose(pipe);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::stringstream err;
-  err << std::ifstream(err_path).rdbuf();
-  result.err = err.str();
-  return result;
+  return run_command(fmt::format("'{}' {}", TESSERA_BINARY, arguments));
 }
 
 ModelFlags parse_all(const std::vector<std::string>& args) {

@@ -93,6 +93,9 @@ OpenAIServer::OpenAIServer(AsyncEngine& engine, const Tokenizer& tokenizer,
   server_->set_payload_max_length(options_.max_body_bytes);
   server_->set_read_timeout(options_.read_timeout_seconds, 0);
   server_->set_write_timeout(options_.write_timeout_seconds, 0);
+  // Each streamed chunk leaves at once: with Nagle's algorithm a chunk waits for the client's
+  // (delayed) acknowledgement of the one before, and tokens arrive in bursts.
+  server_->set_tcp_nodelay(true);
   install_routes();
 }
 

@@ -1,0 +1,72 @@
+#include "engine/bench/workload.h"
+
+#include <algorithm>
+#include <span>
+
+#include "engine/sampler.h"
+#include "kernels/check.h"
+
+namespace tessera::bench {
+
+Workload::Workload(ModelRunner& runner, int64_t token_budget, int64_t max_sequences_per_step)
+    : runner_(runner),
+      blocks_(runner.num_kv_blocks(), runner.options().block_size),
+      token_budget_(token_budget),
+      max_sequences_per_step_(max_sequences_per_step) {
+  TESSERA_CHECK(token_budget > 0 && max_sequences_per_step > 0, "empty step budget");
+}
+
+void Workload::add_prompt(int64_t length, uint64_t seed) {
+  const auto vocab = static_cast<uint64_t>(runner_.model().config().vocab_size);
+  const auto index = static_cast<uint64_t>(sequences_.size());
+  Sequence sequence;
+  for (int64_t position = 0; position < length; ++position) {
+    uint64_t mixed = (seed + index) * 0x9e3779b97f4a7c15ull +
+                     static_cast<uint64_t>(position) * 0xbf58476d1ce4e5b9ull + 12345;
+    mixed ^= mixed >> 31;
+    sequence.tokens.push_back(static_cast<int32_t>(mixed % vocab));
+  }
+  sequences_.push_back(std::move(sequence));
+}
+
+void Workload::advance() {
+  // The tokens pending now; the ids sampled on the way wait for the next call.
+  std::vector<int64_t> target(sequences_.size());
+  for (size_t s = 0; s < sequences_.size(); ++s)
+    target[s] = static_cast<int64_t>(sequences_[s].tokens.size());
+  size_t next = 0;  // sequences before it have nothing pending
+  while (true) {
+    while (next < sequences_.size() && sequences_[next].cached == target[next]) ++next;
+    if (next == sequences_.size()) return;
+    std::vector<SequenceInput> batch;
+    std::vector<size_t> members;
+    std::vector<bool> finishing;
+    int64_t budget = token_budget_;
+    for (size_t s = next; s < sequences_.size() && budget > 0 &&
+                          static_cast<int64_t>(batch.size()) < max_sequences_per_step_;
+         ++s) {
+      Sequence& sequence = sequences_[s];
+      const int64_t pending = target[s] - sequence.cached;
+      if (pending == 0) continue;
+      const int64_t take = std::min(pending, budget);
+      blocks_.allocate(static_cast<SequenceId>(s), sequence.cached + take);
+      batch.push_back(SequenceInput{std::span(sequence.tokens).subspan(sequence.cached, take),
+                                    sequence.cached,
+                                    blocks_.block_table(static_cast<SequenceId>(s))});
+      members.push_back(s);
+      finishing.push_back(take == pending);
+      budget -= take;
+    }
+    const std::vector<int32_t> ids = greedy_token_ids(runner_.execute(batch));
+    TESSERA_CHECK(ids.size() == members.size(), "{} ids for {} sequences", ids.size(),
+                  members.size());
+    for (size_t i = 0; i < members.size(); ++i) {
+      Sequence& sequence = sequences_[members[i]];
+      sequence.cached += static_cast<int64_t>(batch[i].token_ids.size());
+      // A chunk that ends inside the prompt samples nothing a decode loop would keep.
+      if (finishing[i]) sequence.tokens.push_back(ids[i]);
+    }
+  }
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,239 @@
+// `tessera bench sweep` on the CPU: a tiny sweep (synthetic:tiny, batch 1 and 4, eager and
+// compiled) writes JSON and CSV that parse and hold every row asked for, bench/plot_sweep.py draws
+// PNGs from it, and options that cannot apply are errors; the percentiles both benchmarks use.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "engine/bench/statistics.h"
+#include "support/run_command.h"
+#include "support/test_tensors.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  return text.str();
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, separator)) parts.push_back(part);
+  if (!text.empty() && text.back() == separator) parts.emplace_back();
+  return parts;
+}
+
+// One sweep for the whole suite: it compiles kernels, which takes a while on two cores.
+class BenchSweep : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    directory_ = new std::string(fresh_temp_dir("bench_sweep"));
+    std::filesystem::create_directories(*directory_);
+    result_ = new CommandResult(run_command(
+        fmt::format("'{}' bench sweep --model synthetic:tiny --device cpu --batch-sizes 1,4 "
+                    "--modes eager,compiled --context 16 --steps 4 --warmup 1 --prompt-len 24 "
+                    "--json '{}/sweep.json' --csv '{}/sweep.csv'",
+                    TESSERA_BINARY, *directory_, *directory_)));
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*directory_);
+    delete result_;
+    delete directory_;
+  }
+  static std::string path(const std::string& name) { return *directory_ + "/" + name; }
+
+  static std::string* directory_;
+  static CommandResult* result_;
+};
+
+std::string* BenchSweep::directory_ = nullptr;
+CommandResult* BenchSweep::result_ = nullptr;
+
+const std::set<std::pair<std::string, int64_t>> kRowsAskedFor = {
+    {"eager", 1}, {"eager", 4}, {"compiled", 1}, {"compiled", 4}};
+
+TEST_F(BenchSweep, PrintsTheTableOnStdoutAndLogsOnStderr) {
+  ASSERT_EQ(result_->status, 0) << result_->err;
+  EXPECT_THAT(result_->out, HasSubstr("=== tessera bench sweep: synthetic:tiny"));
+  EXPECT_THAT(result_->out, HasSubstr("the CPU has no CUDA graphs"));
+  EXPECT_THAT(result_->out, Not(HasSubstr("[info]")));
+  EXPECT_THAT(result_->err, HasSubstr("[info]"));
+}
+
+TEST_F(BenchSweep, JsonHoldsEveryRowModeAndTheRunsContext) {
+  ASSERT_EQ(result_->status, 0) << result_->err;
+  const json report = json::parse(read_text(path("sweep.json")));
+  EXPECT_EQ(report["schema"], "tessera-sweep/1");
+  EXPECT_EQ(report["engine"], "tessera");
+  EXPECT_TRUE(report["complete"].get<bool>());
+  EXPECT_FALSE(report["commit"].get<std::string>().empty());
+  EXPECT_FALSE(report["machine"]["hostname"].get<std::string>().empty());
+  EXPECT_GT(report["machine"]["cores"].get<int64_t>(), 0);
+  EXPECT_EQ(report["device"]["device"], "cpu");
+  const json& config = report["config"];
+  EXPECT_EQ(config["model"], "synthetic:tiny");
+  EXPECT_EQ(config["dtype"], "f32");
+  EXPECT_EQ(config["batch_sizes"], json({1, 4}));
+  EXPECT_EQ(config["cudagraph_modes"], json({"none"}));
+  EXPECT_EQ(config["context"], 16);
+  EXPECT_EQ(config["steps"], 4);
+  EXPECT_EQ(config["prompt_len"], 24);
+  EXPECT_GT(report["copy_gb_per_s"].get<double>(), 0);
+  EXPECT_GT(report["weight_bytes_per_step"].get<double>(), 0);
+  EXPECT_GT(report["startup"]["load_s"].get<double>(), 0);
+
+  std::set<std::pair<std::string, int64_t>> rows;
+  for (const json& row : report["rows"]) {
+    const int64_t batch = row["batch_size"].get<int64_t>();
+    rows.insert({row["label"].get<std::string>(), batch});
+    EXPECT_EQ(row["cudagraph_mode"], "none");
+    const double median = row["step_ms_median"].get<double>();
+    EXPECT_GT(median, 0);
+    EXPECT_GE(row["step_ms_p90"].get<double>(), median);
+    EXPECT_LE(row["step_ms_min"].get<double>(), median);
+    EXPECT_NEAR(row["tokens_per_s"].get<double>(), static_cast<double>(batch) / (median * 1e-3),
+                1e-6 * row["tokens_per_s"].get<double>());
+    EXPECT_GT(row["prefill_tokens_per_s"].get<double>(), 0);
+    // Weight-read bandwidth is a batch-1 figure.
+    EXPECT_EQ(row["weight_gb_per_s"].is_null(), batch != 1) << row.dump();
+    EXPECT_EQ(row["weight_read_fraction_of_copy"].is_null(), batch != 1) << row.dump();
+    if (batch == 1) {
+      EXPECT_GT(row["weight_gb_per_s"].get<double>(), 0);
+    }
+  }
+  EXPECT_EQ(rows, kRowsAskedFor);
+  EXPECT_EQ(report["rows"].size(), kRowsAskedFor.size());
+
+  ASSERT_EQ(report["modes"].size(), 2u);
+  for (const json& mode : report["modes"]) {
+    const json& startup = mode["startup"];
+    EXPECT_GT(mode["ttft_ms"].get<double>(), 0);
+    EXPECT_GT(mode["memory"]["kv_cache_bytes"].get<double>(), 0);
+    EXPECT_TRUE(startup["capture_s"].is_null());  // no graphs on the CPU
+    if (mode["label"] == "eager") {
+      EXPECT_TRUE(startup["compile_cold_s"].is_null());
+      EXPECT_EQ(mode["memory"]["arena_bytes"], 0);
+    } else {
+      EXPECT_EQ(mode["label"], "compiled");
+      EXPECT_GE(startup["compile_cold_s"].get<double>(), 0);
+      EXPECT_GE(startup["compile_warm_s"].get<double>(), 0);
+      EXPECT_GT(mode["memory"]["arena_bytes"].get<double>(), 0);
+    }
+  }
+}
+
+TEST_F(BenchSweep, CsvHasAHeaderAndOneLinePerRow) {
+  ASSERT_EQ(result_->status, 0) << result_->err;
+  std::vector<std::string> lines = split(read_text(path("sweep.csv")), '\n');
+  ASSERT_FALSE(lines.empty());
+  ASSERT_EQ(lines.back(), "");  // ends with a newline
+  lines.pop_back();
+  const std::vector<std::string> header = split(lines.front(), ',');
+  EXPECT_EQ(header.front(), "engine");
+  ASSERT_EQ(lines.size(), kRowsAskedFor.size() + 1);
+  std::set<std::pair<std::string, int64_t>> rows;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> cells = split(lines[i], ',');
+    ASSERT_EQ(cells.size(), header.size()) << lines[i];
+    std::map<std::string, std::string> row;
+    for (size_t c = 0; c < cells.size(); ++c) row[header[c]] = cells[c];
+    EXPECT_EQ(row["engine"], "tessera");
+    rows.insert({row["label"], std::stoll(row["batch_size"])});
+    for (const char* number :
+         {"step_ms_median", "step_ms_p90", "tokens_per_s", "prefill_tokens_per_s", "ttft_ms"})
+      EXPECT_GT(std::stod(row[number]), 0) << number << " in " << lines[i];
+    EXPECT_EQ(row["weight_gb_per_s"].empty(), row["batch_size"] != "1") << lines[i];
+  }
+  EXPECT_EQ(rows, kRowsAskedFor);
+}
+
+// A Python with matplotlib: Debian's (scripts/setup.sh installs python3-matplotlib), else the
+// first python3 on PATH that has it; empty when none has.
+std::string python_with_matplotlib() {
+  for (const char* python : {"/usr/bin/python3", "python3"})
+    if (run_command(fmt::format("{} -c 'import matplotlib' >/dev/null", python)).status == 0)
+      return python;
+  return "";
+}
+
+TEST_F(BenchSweep, PlotScriptRendersPngsFromTheJson) {
+  ASSERT_EQ(result_->status, 0) << result_->err;
+  const std::string python = python_with_matplotlib();
+  if (python.empty())
+    GTEST_SKIP() << "no python3 with matplotlib (apt-get install python3-matplotlib)";
+  const std::string plots = path("plots");
+  CommandResult plot =
+      run_command(fmt::format("{} '{}/bench/plot_sweep.py' '{}' --out-dir '{}'", python,
+                              TESSERA_SOURCE_DIR, path("sweep.json"), plots));
+  ASSERT_EQ(plot.status, 0) << plot.err;
+  for (const char* name : {"sweep.png", "startup.png"}) {
+    const std::string png = read_text(plots + "/" + name);
+    ASSERT_GT(png.size(), 1000u) << name;
+    EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << name;
+  }
+  // Not a sweep: a clear error, status 2.
+  std::ofstream(path("other.json")) << R"({"schema": "something-else"})";
+  CommandResult wrong =
+      run_command(fmt::format("{} '{}/bench/plot_sweep.py' '{}' --out-dir '{}'", python,
+                              TESSERA_SOURCE_DIR, path("other.json"), plots));
+  EXPECT_EQ(wrong.status, 2);
+  EXPECT_THAT(wrong.err, HasSubstr("not a tessera-sweep/1 file"));
+}
+
+CommandResult run_sweep(const std::string& arguments) {
+  return run_command(fmt::format("'{}' bench sweep {}", TESSERA_BINARY, arguments));
+}
+
+TEST(BenchSweepOptions, WhatCannotApplyIsAnError) {
+  CommandResult graphs = run_sweep("--device cpu --cudagraph-modes none,piecewise");
+  EXPECT_EQ(graphs.status, 1);
+  EXPECT_THAT(graphs.err, HasSubstr("the CPU has no CUDA graphs"));
+  CommandResult batch = run_sweep("--device cpu --batch-sizes 1,4096");
+  EXPECT_EQ(batch.status, 1);
+  EXPECT_THAT(batch.err, HasSubstr("engine.max_num_batched_tokens"));
+  CommandResult twice = run_sweep("--device cpu --modes eager,eager");
+  EXPECT_EQ(twice.status, 1);
+  EXPECT_THAT(twice.err, HasSubstr("listed twice"));
+  EXPECT_EQ(run_sweep("--mode eager").status, 2);  // --modes is the sweep's
+  EXPECT_EQ(run_sweep("-O compilation.mode=eager").status, 2);
+  EXPECT_EQ(run_sweep("--batch-sizes 1,,4").status, 2);
+  EXPECT_EQ(run_sweep("--steps 0").status, 2);
+  CommandResult kv = run_sweep("--device cpu -O engine.num_kv_blocks=8");
+  EXPECT_EQ(kv.status, 1);
+  EXPECT_THAT(kv.err, HasSubstr("engine.num_kv_blocks"));
+  CommandResult which = run_command(fmt::format("'{}' bench fly", TESSERA_BINARY));
+  EXPECT_EQ(which.status, 2);
+  EXPECT_THAT(which.err, HasSubstr("expected sweep or serve"));
+}
+
+TEST(BenchStatistics, PercentilesInterpolateBetweenRanks) {
+  const std::vector<double> samples{4, 1, 3, 2};
+  EXPECT_DOUBLE_EQ(bench::percentile(samples, 0), 1);
+  EXPECT_DOUBLE_EQ(bench::percentile(samples, 50), 2.5);
+  EXPECT_DOUBLE_EQ(bench::percentile(samples, 90), 3.7);
+  EXPECT_DOUBLE_EQ(bench::percentile(samples, 100), 4);
+  EXPECT_DOUBLE_EQ(bench::percentile(std::vector<double>{7}, 99), 7);
+  const bench::Distribution distribution = bench::Distribution::of(samples);
+  EXPECT_DOUBLE_EQ(distribution.mean, 2.5);
+  EXPECT_DOUBLE_EQ(distribution.median, 2.5);
+  EXPECT_DOUBLE_EQ(distribution.p99, 3.97);
+  EXPECT_DOUBLE_EQ(bench::Distribution::of({}).p90, 0);
+}
+
+}  // namespace
