@@ -20,8 +20,7 @@
 #include "engine/bench/serve_report.h"
 #include "engine/bench/server_sent_events.h"
 #include "kernels/check.h"
-#include "support/background_process.h"
-#include "support/run_command.h"
+#include "support/server_process.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
@@ -293,29 +292,22 @@ TEST(ServeLoad, PromptFilesHoldTextOrIdsWithOptionalMaxTokens) {
 }
 
 TEST(ServeLoad, TheBinaryAgainstTesseraServeOfStories260K) {
-  using namespace std::chrono_literals;
   const std::string models = std::string(TESSERA_SHARED_DIR) + "/models/stories260K";
-  tessera::testing::BackgroundProcess server(
-      fmt::format("'{}' serve --model '{}/stories260K.bin' --tokenizer '{}/tok512.bin' --port 0",
-                  TESSERA_BINARY, models, models));
-  std::string url;
-  while (url.empty()) {
-    std::optional<std::string> line = server.read_line(120s);
-    if (!line) break;
-    if (line->starts_with("listening on ")) url = line->substr(std::string("listening on ").size());
-  }
-  ASSERT_FALSE(url.empty()) << "the server did not start:\n" << server.stderr_text();
+  tessera::testing::ServerProcess server(TESSERA_BINARY, {"--model", models + "/stories260K.bin",
+                                                          "--tokenizer", models + "/tok512.bin"});
+  const std::string url = server.url();
 
   const std::string directory = tessera::testing::fresh_temp_dir("bench_serve_real");
   std::filesystem::create_directories(directory);
   const std::string json_path = directory + "/serve.json";
-  tessera::testing::CommandResult bench = tessera::testing::run_command(
+  tessera::testing::CommandResult bench = tessera::testing::run_shell(
       fmt::format("'{}' bench serve --url {} --concurrency 1,4 --num-prompts 8 --input-len 12 "
                   "--output-len 10 --ignore-eos --json '{}'",
-                  TESSERA_BINARY, url, json_path));
-  ASSERT_EQ(bench.status, 0) << bench.out << bench.err << server.stderr_text();
-  EXPECT_THAT(bench.out, HasSubstr("=== tessera bench serve: " + url));
-  EXPECT_THAT(bench.out, HasSubstr("output tokens/s"));
+                  TESSERA_BINARY, url, json_path),
+      true);
+  ASSERT_EQ(bench.status, 0) << bench.output << bench.error_output << server.stderr_text();
+  EXPECT_THAT(bench.output, HasSubstr("=== tessera bench serve: " + url));
+  EXPECT_THAT(bench.output, HasSubstr("output tokens/s"));
   std::ifstream file(json_path);
   const json report = json::parse(file);
   EXPECT_EQ(report["schema"], "tessera-serve/1");
@@ -331,7 +323,7 @@ TEST(ServeLoad, TheBinaryAgainstTesseraServeOfStories260K) {
     EXPECT_GT(level["itl_ms"]["median"].get<double>(), 0);
     EXPECT_GE(level["e2e_ms"]["p99"].get<double>(), level["ttft_ms"]["p99"].get<double>());
   }
-  EXPECT_EQ(server.stop(), 0) << server.stderr_text();  // SIGTERM: a clean exit
+  EXPECT_EQ(server.terminate(), 0) << server.stderr_text();  // SIGTERM: a clean exit
   std::filesystem::remove_all(directory);
 }
 

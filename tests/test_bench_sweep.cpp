@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "engine/bench/statistics.h"
-#include "support/run_command.h"
+#include "support/server_process.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
@@ -45,11 +45,12 @@ class BenchSweep : public ::testing::Test {
   static void SetUpTestSuite() {
     directory_ = new std::string(fresh_temp_dir("bench_sweep"));
     std::filesystem::create_directories(*directory_);
-    result_ = new CommandResult(run_command(
+    result_ = new CommandResult(run_shell(
         fmt::format("'{}' bench sweep --model synthetic:tiny --device cpu --batch-sizes 1,4 "
                     "--modes eager,compiled --context 16 --steps 4 --warmup 1 --prompt-len 24 "
                     "--json '{}/sweep.json' --csv '{}/sweep.csv'",
-                    TESSERA_BINARY, *directory_, *directory_)));
+                    TESSERA_BINARY, *directory_, *directory_),
+        true));
   }
   static void TearDownTestSuite() {
     std::filesystem::remove_all(*directory_);
@@ -69,15 +70,15 @@ const std::set<std::pair<std::string, int64_t>> kRowsAskedFor = {
     {"eager", 1}, {"eager", 4}, {"compiled", 1}, {"compiled", 4}};
 
 TEST_F(BenchSweep, PrintsTheTableOnStdoutAndLogsOnStderr) {
-  ASSERT_EQ(result_->status, 0) << result_->err;
-  EXPECT_THAT(result_->out, HasSubstr("=== tessera bench sweep: synthetic:tiny"));
-  EXPECT_THAT(result_->out, HasSubstr("the CPU has no CUDA graphs"));
-  EXPECT_THAT(result_->out, Not(HasSubstr("[info]")));
-  EXPECT_THAT(result_->err, HasSubstr("[info]"));
+  ASSERT_EQ(result_->status, 0) << result_->error_output;
+  EXPECT_THAT(result_->output, HasSubstr("=== tessera bench sweep: synthetic:tiny"));
+  EXPECT_THAT(result_->output, HasSubstr("the CPU has no CUDA graphs"));
+  EXPECT_THAT(result_->output, Not(HasSubstr("[info]")));
+  EXPECT_THAT(result_->error_output, HasSubstr("[info]"));
 }
 
 TEST_F(BenchSweep, JsonHoldsEveryRowModeAndTheRunsContext) {
-  ASSERT_EQ(result_->status, 0) << result_->err;
+  ASSERT_EQ(result_->status, 0) << result_->error_output;
   const json report = json::parse(read_text(path("sweep.json")));
   EXPECT_EQ(report["schema"], "tessera-sweep/1");
   EXPECT_EQ(report["engine"], "tessera");
@@ -139,7 +140,7 @@ TEST_F(BenchSweep, JsonHoldsEveryRowModeAndTheRunsContext) {
 }
 
 TEST_F(BenchSweep, CsvHasAHeaderAndOneLinePerRow) {
-  ASSERT_EQ(result_->status, 0) << result_->err;
+  ASSERT_EQ(result_->status, 0) << result_->error_output;
   std::vector<std::string> lines = split(read_text(path("sweep.csv")), '\n');
   ASSERT_FALSE(lines.empty());
   ASSERT_EQ(lines.back(), "");  // ends with a newline
@@ -167,21 +168,21 @@ TEST_F(BenchSweep, CsvHasAHeaderAndOneLinePerRow) {
 // first python3 on PATH that has it; empty when none has.
 std::string python_with_matplotlib() {
   for (const char* python : {"/usr/bin/python3", "python3"})
-    if (run_command(fmt::format("{} -c 'import matplotlib' >/dev/null", python)).status == 0)
+    if (run_shell(fmt::format("{} -c 'import matplotlib' >/dev/null 2>&1", python)).status == 0)
       return python;
   return "";
 }
 
 TEST_F(BenchSweep, PlotScriptRendersPngsFromTheJson) {
-  ASSERT_EQ(result_->status, 0) << result_->err;
+  ASSERT_EQ(result_->status, 0) << result_->error_output;
   const std::string python = python_with_matplotlib();
   if (python.empty())
     GTEST_SKIP() << "no python3 with matplotlib (apt-get install python3-matplotlib)";
   const std::string plots = path("plots");
-  CommandResult plot =
-      run_command(fmt::format("{} '{}/bench/plot_sweep.py' '{}' --out-dir '{}'", python,
-                              TESSERA_SOURCE_DIR, path("sweep.json"), plots));
-  ASSERT_EQ(plot.status, 0) << plot.err;
+  CommandResult plot = run_shell(fmt::format("{} '{}/bench/plot_sweep.py' '{}' --out-dir '{}'",
+                                             python, TESSERA_SOURCE_DIR, path("sweep.json"), plots),
+                                 true);
+  ASSERT_EQ(plot.status, 0) << plot.error_output;
   for (const char* name : {"sweep.png", "startup.png"}) {
     const std::string png = read_text(plots + "/" + name);
     ASSERT_GT(png.size(), 1000u) << name;
@@ -190,36 +191,37 @@ TEST_F(BenchSweep, PlotScriptRendersPngsFromTheJson) {
   // Not a sweep: a clear error, status 2.
   std::ofstream(path("other.json")) << R"({"schema": "something-else"})";
   CommandResult wrong =
-      run_command(fmt::format("{} '{}/bench/plot_sweep.py' '{}' --out-dir '{}'", python,
-                              TESSERA_SOURCE_DIR, path("other.json"), plots));
+      run_shell(fmt::format("{} '{}/bench/plot_sweep.py' '{}' --out-dir '{}'", python,
+                            TESSERA_SOURCE_DIR, path("other.json"), plots),
+                true);
   EXPECT_EQ(wrong.status, 2);
-  EXPECT_THAT(wrong.err, HasSubstr("not a tessera-sweep/1 file"));
+  EXPECT_THAT(wrong.error_output, HasSubstr("not a tessera-sweep/1 file"));
 }
 
 CommandResult run_sweep(const std::string& arguments) {
-  return run_command(fmt::format("'{}' bench sweep {}", TESSERA_BINARY, arguments));
+  return run_shell(fmt::format("'{}' bench sweep {}", TESSERA_BINARY, arguments), true);
 }
 
 TEST(BenchSweepOptions, WhatCannotApplyIsAnError) {
   CommandResult graphs = run_sweep("--device cpu --cudagraph-modes none,piecewise");
   EXPECT_EQ(graphs.status, 1);
-  EXPECT_THAT(graphs.err, HasSubstr("the CPU has no CUDA graphs"));
+  EXPECT_THAT(graphs.error_output, HasSubstr("the CPU has no CUDA graphs"));
   CommandResult batch = run_sweep("--device cpu --batch-sizes 1,4096");
   EXPECT_EQ(batch.status, 1);
-  EXPECT_THAT(batch.err, HasSubstr("engine.max_num_batched_tokens"));
+  EXPECT_THAT(batch.error_output, HasSubstr("engine.max_num_batched_tokens"));
   CommandResult twice = run_sweep("--device cpu --modes eager,eager");
   EXPECT_EQ(twice.status, 1);
-  EXPECT_THAT(twice.err, HasSubstr("listed twice"));
+  EXPECT_THAT(twice.error_output, HasSubstr("listed twice"));
   EXPECT_EQ(run_sweep("--mode eager").status, 2);  // --modes is the sweep's
   EXPECT_EQ(run_sweep("-O compilation.mode=eager").status, 2);
   EXPECT_EQ(run_sweep("--batch-sizes 1,,4").status, 2);
   EXPECT_EQ(run_sweep("--steps 0").status, 2);
   CommandResult kv = run_sweep("--device cpu -O engine.num_kv_blocks=8");
   EXPECT_EQ(kv.status, 1);
-  EXPECT_THAT(kv.err, HasSubstr("engine.num_kv_blocks"));
-  CommandResult which = run_command(fmt::format("'{}' bench fly", TESSERA_BINARY));
+  EXPECT_THAT(kv.error_output, HasSubstr("engine.num_kv_blocks"));
+  CommandResult which = run_shell(fmt::format("'{}' bench fly", TESSERA_BINARY), true);
   EXPECT_EQ(which.status, 2);
-  EXPECT_THAT(which.err, HasSubstr("expected sweep or serve"));
+  EXPECT_THAT(which.error_output, HasSubstr("expected sweep or serve"));
 }
 
 TEST(BenchStatistics, PercentilesInterpolateBetweenRanks) {

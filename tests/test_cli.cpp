@@ -1,12 +1,12 @@
 // The tessera binary and its shared model flags: logs go to stderr and stdout holds only the
 // generated text; every subcommand that takes a model parses the same flags.
-#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include "engine/cli/command.h"
 #include "engine/cli/model_flags.h"
-#include "support/run_command.h"
+#include "support/server_process.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
@@ -17,11 +17,15 @@ using ::testing::Not;
 
 namespace {
 
-using RunResult = CommandResult;
+struct RunResult {
+  int status = -1;
+  std::string out, err;
+};
 
 // Runs the tessera binary with `arguments` (shell words), capturing stdout and stderr apart.
 RunResult run_tessera(const std::string& arguments) {
-  return run_command(fmt::format("'{}' {}", TESSERA_BINARY, arguments));
+  CommandResult result = run_shell(fmt::format("'{}' {}", TESSERA_BINARY, arguments), true);
+  return {result.status, result.output, result.error_output};
 }
 
 ModelFlags parse_all(const std::vector<std::string>& args) {

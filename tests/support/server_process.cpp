@@ -94,15 +94,31 @@ std::string ServerProcess::stderr_text() const {
   return text.str();
 }
 
-CommandResult run_shell(const std::string& command) {
+CommandResult run_shell(const std::string& command, bool keep_stderr) {
   CommandResult result;
-  std::FILE* pipe = popen(command.c_str(), "r");
+  std::string stderr_path;
+  std::string full_command = command;
+  if (keep_stderr) {
+    char stderr_template[] = "/tmp/tessera-stderr-XXXXXX";
+    const int stderr_fd = mkstemp(stderr_template);
+    if (stderr_fd < 0) return result;
+    close(stderr_fd);
+    stderr_path = stderr_template;
+    full_command = "{ " + command + "; } 2>" + shell_quote(stderr_path);
+  }
+  std::FILE* pipe = popen(full_command.c_str(), "r");
   if (!pipe) return result;
   char buffer[4096];
   size_t n;
   while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
   int status = pclose(pipe);
   result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (keep_stderr) {
+    std::stringstream text;
+    text << std::ifstream(stderr_path).rdbuf();
+    result.error_output = text.str();
+    std::remove(stderr_path.c_str());
+  }
   return result;
 }
 

@@ -33,10 +33,13 @@ class ServerProcess {
 };
 
 struct CommandResult {
-  int status = -1;     // the exit status
-  std::string output;  // stdout
+  int status = -1;           // the exit status
+  std::string output;        // stdout
+  std::string error_output;  // stderr, when run_shell kept it
 };
-CommandResult run_shell(const std::string& command);
+// Runs `command` with /bin/sh. Its stderr goes where the test's goes, or with keep_stderr into
+// error_output (for tests of what a command logs).
+CommandResult run_shell(const std::string& command, bool keep_stderr = false);
 // Single-quotes `text` for the shell.
 std::string shell_quote(const std::string& text);
 
