@@ -33,9 +33,10 @@ class ServerProcess {
 };
 
 struct CommandResult {
-  int status = -1;           // the exit status
-  std::string output;        // stdout
-  std::string error_output;  // stderr, when run_shell kept it
+  int status = -1;     // the exit status
+  std::string output;  // stdout
+  // stderr, when run_shell kept it; initialized, so that {status, output} stays warning-free
+  std::string error_output{};
 };
 // Runs `command` with /bin/sh. Its stderr goes where the test's goes, or with keep_stderr into
 // error_output (for tests of what a command logs).
