@@ -9,10 +9,12 @@
 #   tessera  build/tessera bench sweep on that folder (synthetic:llama-1b when there is none)
 #   torch    bench/compare_torch.py on the same folder: transformers eager and torch.compile
 #   plot     bench/plot_sweep.py: sweep.png and startup.png from both JSON files
-# Everything goes to $OUT (else build/gpu-sweep): build.log, tessera_sweep.{json,csv,txt,log},
-# torch_sweep.{json,csv,log}, sweep.png, startup.png, summary.txt. JSON files are rewritten after
-# every row, so a stage cut short still leaves what it measured, and the plot stage runs on it.
-# A second call on the warm machine can run later stages alone (the build and model stay).
+# Everything is written to build/gpu-sweep (kept on a warm machine between calls) and copied to
+# $OUT at the end when it is set (the device tool brings that back): build.log,
+# tessera_sweep.{json,csv,txt,log}, torch_sweep.{json,csv,log}, sweep.png, startup.png,
+# summary.txt. JSON files are rewritten after every row, so a stage cut short still leaves what
+# it measured, and the plot stage runs on it. A second call on the warm machine can run later
+# stages alone: the build, the model folder and the first call's JSON stay, so its plots hold both.
 #
 # Settings (environment): TESSERA_SWEEP_STAGES (build,model,tessera,torch,plot),
 # TESSERA_SWEEP_DEADLINE (seconds for the whole call, 570), TESSERA_SWEEP_BUILD_TIMEOUT (360),
@@ -34,8 +36,10 @@ prompt_len=${TESSERA_SWEEP_PROMPT_LEN:-512}
 model_dir=${TESSERA_SWEEP_MODEL_DIR:-/tmp/hf_models/llama-1b-sweep}
 jobs=${TESSERA_JOBS:-16}
 build_dir=build
-out=${OUT:-$build_dir/gpu-sweep}
+out=$build_dir/gpu-sweep
 mkdir -p "$out"
+# $OUT gets a copy of everything, however the call ends.
+[[ -n ${OUT:-} ]] && trap 'cp -r "$out"/. "$OUT"/' EXIT
 plot_reserve=45  # seconds kept for the plot stage and the summary
 
 say() { echo "gpu_sweep: $*"; }
@@ -129,6 +133,7 @@ if wants tessera; then
       "--steps $steps --prompt-len $prompt_len $*"
     export -f sweep
     export build_dir model batch_sizes context steps prompt_len out
+    rm -f "$out"/tessera_sweep.*  # nothing stale in the plots
     run_stage tessera "$(budget_for "${TESSERA_SWEEP_TESSERA_TIMEOUT:-300}")" \
       "$out/tessera_sweep.log" sweep "$@"
   else
@@ -139,6 +144,7 @@ fi
 
 if wants torch; then
   if ((have_torch)) && [[ -f $model_dir/config.json ]]; then
+    rm -f "$out"/torch_sweep.*
     run_stage torch "$(budget_for "${TESSERA_SWEEP_TORCH_TIMEOUT:-400}")" "$out/torch_sweep.log" \
       python3 bench/compare_torch.py --model "$model_dir" --batch-sizes "$batch_sizes" \
       --context "$context" --steps "$steps" --prompt-len "$prompt_len" \
@@ -178,6 +184,6 @@ fi
     sed -n '/^=== tessera bench sweep/,$p' "$out/tessera_sweep.txt" | sed 's/^/  /'
   [[ -f $out/torch_sweep.log ]] &&
     sed -n '/^=== transformers sweep/,$p' "$out/torch_sweep.log" | sed 's/^/  /'
-  echo "files: $out"
+  echo "files: $out${OUT:+ (copied to \$OUT)}"
 } | tee "$out/summary.txt"
 exit "$failed"
