@@ -6,12 +6,16 @@
 //
 //   decode_bench [--model synthetic:llama-1b] [--device cuda|cpu] [--dtype bf16|f32|auto]
 //                [--batch 1,32] [--mode eager,compiled] [--steps 64] [--context 512]
-//                [--warmup 3] [--graphs none,piecewise,full] [-O section.key=value ...]
+//                [--warmup 3] [--graphs none,piecewise,full] [--profile] [--linear PATH]
+//                [-O section.key=value ...]
 //
 // Each step's time is wall clock around execute() and the greedy pick of every sequence's next
 // token (argmax on the device, the ids copied back), which waits for the device: it is what a
 // decode loop sees, host work included.
 // The table printed last has the median step time, tokens/s and, for batch 1, GB/s of weights.
+// --profile adds, after each mode and batch, the launches of one step (as it runs, graphs
+// included) and the tables of one more step with every launch timed by device events
+// (kernels/profile_report.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -34,7 +38,10 @@
 #include "engine/sampler.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
+#include "kernels/linear_path.h"
 #include "kernels/logging.h"
+#include "kernels/profile_report.h"
+#include "kernels/profiler.h"
 #include "models/model.h"
 #include "models/model_weights.h"
 
@@ -46,9 +53,14 @@ constexpr double kGB = 1e9;
 constexpr const char* kUsage =
     "usage: decode_bench [--model PATH] [--device cuda|cpu] [--dtype bf16|f32|auto]\n"
     "                    [--batch 1,32] [--mode eager,compiled] [--steps 64] [--context 512]\n"
-    "                    [--warmup 3] [--graphs none,piecewise,full] [-O section.key=value ...]\n"
+    "                    [--warmup 3] [--graphs none,piecewise,full] [--profile]\n"
+    "                    [--linear measured|library|VARIANT] [-O section.key=value ...]\n"
     "--graphs: the CUDA graph modes to time compiled mode in (default none; eager and traced\n"
     "run without graphs).\n"
+    "--profile: after each mode and batch, the launches per step, then one step with every\n"
+    "launch timed by device events (graphs bypassed), per kernel class, region and kernel.\n"
+    "--linear: the GPU linear path (kernels/linear_path.h): measured per shape (default), the\n"
+    "library (cuBLASLt) only, or one skinny kernel wherever it fits.\n"
     "\n"
     "Prefills B sequences of --context tokens each, then times --steps decode steps (one token\n"
     "per sequence per step) through the model runner, for every batch size and mode listed. "
@@ -73,6 +85,8 @@ struct Options {
   int64_t steps = 64;
   int64_t context = 512;
   int64_t warmup = 3;
+  bool profile = false;
+  std::string linear_path = kLinearPathMeasured;
   std::vector<std::string> overrides;
 };
 
@@ -104,6 +118,10 @@ Options parse(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       std::exit(0);
     }
+    if (flag == "--profile") {
+      options.profile = true;
+      continue;
+    }
     if (i + 1 >= argc) throw UsageError(fmt::format("{} needs a value", flag));
     std::string value = argv[++i];
     if (flag == "--model") {
@@ -133,6 +151,8 @@ Options parse(int argc, char** argv) {
       options.context = parse_integer(flag, value, 1);
     } else if (flag == "--warmup") {
       options.warmup = parse_integer(flag, value, 0);
+    } else if (flag == "--linear") {
+      options.linear_path = value;
     } else if (flag == "-O") {
       options.overrides.push_back(value);
     } else {
@@ -211,7 +231,9 @@ void advance(ModelRunner& runner, KVCacheManager& blocks, std::vector<Sequence>&
       members.push_back(s);
       budget -= take;
     }
-    greedy_token_ids(runner.execute(batch));
+    Tensor logits = runner.execute(batch);
+    ProfileRegion region("sampling");
+    greedy_token_ids(logits);
     for (size_t i = 0; i < members.size(); ++i)
       sequences[members[i]].cached += static_cast<int64_t>(batch[i].token_ids.size());
     while (next < sequences.size() && sequences[next].cached == target[next]) ++next;
@@ -238,10 +260,43 @@ struct Row {
   double weight_gb_per_s = 0;  // batch 1 only
 };
 
+// Steps a sequence takes beyond --context: warm-up, timed, and with --profile one counted and one
+// profiled step.
+int64_t steps_after_context(const Options& options) {
+  return options.warmup + options.steps + (options.profile ? 2 : 0);
+}
+
+// One decode step of every sequence under a counting profiler, then one under a timing profiler;
+// prints the launch counts and the profile's tables.
+void profile_decode(ModelRunner& runner, KVCacheManager& blocks, std::vector<Sequence>& sequences,
+                    const Row& row, double copy_gb_per_s) {
+  const Device device = runner.model().device();
+  const int64_t batch = static_cast<int64_t>(sequences.size());
+  KernelProfiler counter(device, /*timing=*/false);
+  {
+    ProfilerScope active(counter);
+    counter.start();
+    advance(runner, blocks, sequences, 1, batch);
+    counter.stop();
+  }
+  KernelProfiler timer(device, /*timing=*/true);
+  {
+    ProfilerScope active(timer);
+    timer.start();
+    advance(runner, blocks, sequences, 1, batch);
+    timer.stop();
+  }
+  fmt::print("\n--- profile: {} batch {} (unprofiled median {:.3f} ms/step) ---\n", row.mode, batch,
+             row.median_ms);
+  fmt::print("launches per step: {}\n", format_launch_counts(counter));
+  fmt::print("{}\n", format_profile(timer, ProfileCeilings{copy_gb_per_s, 0}, 25));
+  std::fflush(stdout);
+}
+
 Row time_decode(ModelRunner& runner, const std::string& mode, int64_t batch, const Options& options,
-                int64_t token_budget) {
+                int64_t token_budget, double copy_gb_per_s) {
   const int64_t vocab = runner.model().config().vocab_size;
-  const int64_t total = options.context + options.warmup + options.steps;
+  const int64_t total = options.context + steps_after_context(options);
   std::vector<Sequence> sequences(static_cast<size_t>(batch));
   for (int64_t s = 0; s < batch; ++s)
     for (int64_t position = 0; position < total; ++position)
@@ -267,10 +322,12 @@ Row time_decode(ModelRunner& runner, const std::string& mode, int64_t batch, con
   fmt::print("{} batch {}: median {:.3f} ms/step (min {:.3f}) over {} steps, {:.1f} tokens/s\n",
              mode, batch, row.median_ms, row.min_ms, options.steps, row.tokens_per_second);
   std::fflush(stdout);
+  if (options.profile) profile_decode(runner, blocks, sequences, row, copy_gb_per_s);
   return row;
 }
 
 int run(const Options& options) {
+  ForceLinearPath linear_path(options.linear_path);
   RunConfig config = load_run_config("", options.overrides);
   Device device = kCPU;
   if (!options.device.empty()) {
@@ -296,7 +353,7 @@ int run(const Options& options) {
   config.engine.model = options.model;
   config.engine.device = device.str();
   config.engine.dtype = dtype_name(dtype);
-  const int64_t length = options.context + options.warmup + options.steps;  // per sequence
+  const int64_t length = options.context + steps_after_context(options);  // per sequence
   auto model = load_run_model(config.engine, length);
   fmt::print("model {}: {}, {} on {}, weights {:.1f} MiB; context {}, {} timed steps\n",
              options.model, model->config().str(), dtype_name(dtype), device.str(),
@@ -318,12 +375,14 @@ int run(const Options& options) {
       ModelRunner runner(model, runner_options);  // one per mode: its KV cache is freed after
       const std::string label = graphs == "none" ? mode : mode + "+" + graphs;
       for (int64_t batch : options.batches)
-        rows.push_back(time_decode(runner, label, batch, options, token_budget));
+        rows.push_back(time_decode(runner, label, batch, options, token_budget, copy_gb_per_s));
     }
   }
 
-  fmt::print("\n=== decode_bench: {} {} on {}, context {}, median of {} steps ===\n", options.model,
-             dtype_name(dtype), device.str(), options.context, options.steps);
+  fmt::print(
+      "\n=== decode_bench: {} {} on {}, context {}, median of {} steps, linear path {} ===\n",
+      options.model, dtype_name(dtype), device.str(), options.context, options.steps,
+      options.linear_path);
   fmt::print("{:<20} {:>6} {:>12} {:>12} {:>14} {:>16} {:>10}\n", "mode", "batch", "median ms",
              "min ms", "tokens/s", "weights GB/s", "% of copy");
   for (const Row& row : rows) {

@@ -1,0 +1,146 @@
+#include "kernels/profile_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "kernels/check.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr double kMB = 1e6;
+
+// The sums of one table row.
+struct Totals {
+  size_t launches = 0;
+  double ms = 0;
+  double bytes = 0;
+  double flops = 0;
+  void add(const LaunchRecord& launch) {
+    ++launches;
+    ms += launch.end_ms - launch.start_ms;
+    bytes += launch.detail.bytes;
+    flops += launch.detail.flops;
+  }
+};
+
+std::string header(const char* first, const ProfileCeilings& ceilings) {
+  std::string line = fmt::format("{:<44} {:>8} {:>9} {:>7} {:>10} {:>8} {:>8}", first, "launches",
+                                 "time ms", "share", "MB moved", "GB/s", "TFLOP/s");
+  if (ceilings.copy_gb_per_s > 0) line += fmt::format(" {:>7}", "% copy");
+  if (ceilings.gemm_tflops > 0) line += fmt::format(" {:>7}", "% gemm");
+  return line + "\n";
+}
+
+std::string row(const std::string& label, const Totals& totals, double step_ms,
+                const ProfileCeilings& ceilings) {
+  const double seconds = totals.ms * 1e-3;
+  const double gb_per_s = seconds > 0 ? totals.bytes / seconds / 1e9 : 0;
+  const double tflops = seconds > 0 ? totals.flops / seconds / 1e12 : 0;
+  std::string line = fmt::format(
+      "{:<44} {:>8} {:>9.3f} {:>6.1f}% {:>10.2f} {:>8.0f} {:>8.2f}",
+      label.size() > 44 ? label.substr(0, 41) + "..." : label, totals.launches, totals.ms,
+      step_ms > 0 ? 100.0 * totals.ms / step_ms : 0.0, totals.bytes / kMB, gb_per_s, tflops);
+  if (ceilings.copy_gb_per_s > 0)
+    line += fmt::format(" {:>6.1f}%", 100.0 * gb_per_s / ceilings.copy_gb_per_s);
+  if (ceilings.gemm_tflops > 0)
+    line += fmt::format(" {:>6.1f}%", 100.0 * tflops / ceilings.gemm_tflops);
+  return line + "\n";
+}
+
+std::string gap_row(const char* label, double gap_ms, double step_ms) {
+  return fmt::format("{:<44} {:>8} {:>9.3f} {:>6.1f}%\n", label, "-", gap_ms,
+                     step_ms > 0 ? 100.0 * gap_ms / step_ms : 0.0);
+}
+
+}  // namespace
+
+std::string format_profile(const KernelProfiler& profiler, const ProfileCeilings& ceilings,
+                           size_t top_kernels) {
+  TESSERA_CHECK(profiler.timing(), "format_profile needs a timing profiler");
+  const std::vector<LaunchRecord>& launches = profiler.launches();
+  const double step_ms = profiler.step_ms();
+
+  // Host gaps: the device clock between one launch's end and the next one's start (and before
+  // the first and after the last), charged to the region of the launch that waited.
+  std::vector<Totals> by_class(kNumKernelClasses);
+  std::map<std::string, Totals> by_region;
+  std::map<std::string, double> region_gaps;
+  std::vector<std::string> region_order;
+  std::map<std::string, Totals> by_kernel;
+  std::map<std::string, KernelClass> kernel_class;
+  double gaps_ms = 0, previous_end = 0;
+  for (const LaunchRecord& launch : launches) {
+    const double gap = std::max(0.0, launch.start_ms - previous_end);
+    gaps_ms += gap;
+    previous_end = std::max(previous_end, launch.end_ms);
+    by_class[static_cast<size_t>(launch.kind)].add(launch);
+    if (!by_region.contains(launch.region)) region_order.push_back(launch.region);
+    by_region[launch.region].add(launch);
+    region_gaps[launch.region] += gap;
+    std::string key = launch.detail.shape.empty()
+                          ? launch.name
+                          : fmt::format("{} {}", launch.name, launch.detail.shape);
+    by_kernel[key].add(launch);
+    kernel_class[key] = launch.kind;
+  }
+  const double tail_gap = std::max(0.0, step_ms - previous_end);
+  gaps_ms += tail_gap;
+
+  std::string out = fmt::format(
+      "one step: {:.3f} ms on the device clock, {} launches timed with events around each (the "
+      "events add host time to the gaps)\n\n",
+      step_ms, launches.size());
+  out += header("by class", ceilings);
+  Totals all;
+  for (size_t k = 0; k < kNumKernelClasses; ++k) {
+    if (by_class[k].launches == 0) continue;
+    out += row(kernel_class_name(static_cast<KernelClass>(k)), by_class[k], step_ms, ceilings);
+    all.launches += by_class[k].launches;
+    all.ms += by_class[k].ms;
+    all.bytes += by_class[k].bytes;
+    all.flops += by_class[k].flops;
+  }
+  out += gap_row("host gaps (device idle between launches)", gaps_ms, step_ms);
+  out += row("kernels, all", all, step_ms, ceilings);
+
+  out += "\n" + header("by region (in step order)", ceilings);
+  for (const std::string& region : region_order) {
+    out += row(region, by_region[region], step_ms, ceilings);
+    out += gap_row("  host gaps before its launches", region_gaps[region], step_ms);
+  }
+  out += gap_row("host gap after the last launch", tail_gap, step_ms);
+
+  std::vector<std::pair<std::string, Totals>> kernels(by_kernel.begin(), by_kernel.end());
+  std::sort(kernels.begin(), kernels.end(),
+            [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  if (kernels.size() > top_kernels) kernels.resize(top_kernels);
+  out +=
+      "\n" + header(fmt::format("kernels by total time (top {})", top_kernels).c_str(), ceilings);
+  for (const auto& [name, totals] : kernels)
+    out += row(fmt::format("{}: {}", kernel_class_name(kernel_class[name]), name), totals, step_ms,
+               ceilings);
+  return out;
+}
+
+std::string format_launch_counts(const KernelProfiler& profiler) {
+  size_t total = 0;
+  std::vector<std::string> parts;
+  for (size_t k = 0; k < kNumKernelClasses; ++k) {
+    const size_t count = profiler.launch_counts()[k];
+    total += count;
+    if (count > 0)
+      parts.push_back(fmt::format("{} {}", kernel_class_name(static_cast<KernelClass>(k)), count));
+  }
+  std::string out = fmt::format("{} launched from the host ({})", total, fmt::join(parts, ", "));
+  if (profiler.graph_replays() > 0)
+    out += fmt::format(", {} graph replays holding {} nodes", profiler.graph_replays(),
+                       profiler.graph_nodes());
+  return out;
+}
+
+}  // namespace tessera
