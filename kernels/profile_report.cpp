@@ -28,56 +28,64 @@ struct Totals {
   }
 };
 
-std::string header(const char* first, const ProfileCeilings& ceilings) {
+// The header of a table; `extra` names a last column (empty: none).
+std::string header(const std::string& first, const ProfileCeilings& ceilings,
+                   const char* extra = "") {
   std::string line = fmt::format("{:<44} {:>8} {:>9} {:>7} {:>10} {:>8} {:>8}", first, "launches",
                                  "time ms", "share", "MB moved", "GB/s", "TFLOP/s");
   if (ceilings.copy_gb_per_s > 0) line += fmt::format(" {:>7}", "% copy");
   if (ceilings.gemm_tflops > 0) line += fmt::format(" {:>7}", "% gemm");
+  if (*extra != 0) line += fmt::format(" {:>8}", extra);
   return line + "\n";
 }
 
-std::string row(const std::string& label, const Totals& totals, double step_ms,
-                const ProfileCeilings& ceilings) {
+// A row of kernels; `gap_ms` >= 0 fills the extra column.
+std::string row(const std::string& label, const Totals& totals, double whole_ms,
+                const ProfileCeilings& ceilings, double gap_ms = -1) {
   const double seconds = totals.ms * 1e-3;
   const double gb_per_s = seconds > 0 ? totals.bytes / seconds / 1e9 : 0;
   const double tflops = seconds > 0 ? totals.flops / seconds / 1e12 : 0;
   std::string line = fmt::format(
       "{:<44} {:>8} {:>9.3f} {:>6.1f}% {:>10.2f} {:>8.0f} {:>8.2f}",
       label.size() > 44 ? label.substr(0, 41) + "..." : label, totals.launches, totals.ms,
-      step_ms > 0 ? 100.0 * totals.ms / step_ms : 0.0, totals.bytes / kMB, gb_per_s, tflops);
+      whole_ms > 0 ? 100.0 * totals.ms / whole_ms : 0.0, totals.bytes / kMB, gb_per_s, tflops);
   if (ceilings.copy_gb_per_s > 0)
     line += fmt::format(" {:>6.1f}%", 100.0 * gb_per_s / ceilings.copy_gb_per_s);
   if (ceilings.gemm_tflops > 0)
     line += fmt::format(" {:>6.1f}%", 100.0 * tflops / ceilings.gemm_tflops);
+  if (gap_ms >= 0) line += fmt::format(" {:>8.3f}", gap_ms);
   return line + "\n";
 }
 
-std::string gap_row(const char* label, double gap_ms, double step_ms) {
-  return fmt::format("{:<44} {:>8} {:>9.3f} {:>6.1f}%\n", label, "-", gap_ms,
-                     step_ms > 0 ? 100.0 * gap_ms / step_ms : 0.0);
+// A row of time that no launch holds.
+std::string time_row(const char* label, double ms, double whole_ms) {
+  return fmt::format("{:<44} {:>8} {:>9.3f} {:>6.1f}%\n", label, "-", ms,
+                     whole_ms > 0 ? 100.0 * ms / whole_ms : 0.0);
 }
 
 }  // namespace
 
 std::string format_profile(const KernelProfiler& profiler, const ProfileCeilings& ceilings,
-                           size_t top_kernels) {
+                           size_t top_kernels, double step_ms) {
   TESSERA_CHECK(profiler.timing(), "format_profile needs a timing profiler");
   const std::vector<LaunchRecord>& launches = profiler.launches();
-  const double step_ms = profiler.step_ms();
 
-  // Host gaps: the device clock between one launch's end and the next one's start (and before
-  // the first and after the last), charged to the region of the launch that waited.
+  // Device gaps: the device clock between one launch's end and the next one's start, charged to
+  // the region of the launch that waited; not before a launch that opened a gate (the host was
+  // still queuing then).
   std::vector<Totals> by_class(kNumKernelClasses);
   std::map<std::string, Totals> by_region;
   std::map<std::string, double> region_gaps;
   std::vector<std::string> region_order;
   std::map<std::string, Totals> by_kernel;
   std::map<std::string, KernelClass> kernel_class;
+  Totals all;
   double gaps_ms = 0, previous_end = 0;
   for (const LaunchRecord& launch : launches) {
-    const double gap = std::max(0.0, launch.start_ms - previous_end);
+    const double gap = launch.after_gate ? 0.0 : std::max(0.0, launch.start_ms - previous_end);
     gaps_ms += gap;
     previous_end = std::max(previous_end, launch.end_ms);
+    all.add(launch);
     by_class[static_cast<size_t>(launch.kind)].add(launch);
     if (!by_region.contains(launch.region)) region_order.push_back(launch.region);
     by_region[launch.region].add(launch);
@@ -88,41 +96,45 @@ std::string format_profile(const KernelProfiler& profiler, const ProfileCeilings
     by_kernel[key].add(launch);
     kernel_class[key] = launch.kind;
   }
-  const double tail_gap = std::max(0.0, step_ms - previous_end);
-  gaps_ms += tail_gap;
+  const double whole = step_ms > 0 ? step_ms : all.ms + gaps_ms;
 
+  // On a device whose launches are synchronous (the CPU) the time between launches is the host's.
+  const bool synchronous = profiler.device().is_cpu();
   std::string out = fmt::format(
-      "one step: {:.3f} ms on the device clock, {} launches timed with events around each (the "
-      "events add host time to the gaps)\n\n",
-      step_ms, launches.size());
-  out += header("by class", ceilings);
-  Totals all;
+      "{} launches, each timed by device events{}: kernels {:.3f} ms, {} between them {:.3f} ms",
+      launches.size(), synchronous ? "" : " with the host queuing ahead of the device", all.ms,
+      synchronous ? "the host" : "device gaps", gaps_ms);
+  if (step_ms > 0 && !synchronous)
+    out += fmt::format("; the unprofiled step {:.3f} ms leaves {:.3f} ms to the host", step_ms,
+                       step_ms - all.ms - gaps_ms);
+  out += "\n";
+  if (profiler.gate_timeouts() > 0)
+    out += fmt::format(
+        "warning: {} stream gates timed out (a wait for the device the backend did not see); "
+        "times around them are too long\n",
+        profiler.gate_timeouts());
+  out += "\n" + header("by class", ceilings);
   for (size_t k = 0; k < kNumKernelClasses; ++k) {
     if (by_class[k].launches == 0) continue;
-    out += row(kernel_class_name(static_cast<KernelClass>(k)), by_class[k], step_ms, ceilings);
-    all.launches += by_class[k].launches;
-    all.ms += by_class[k].ms;
-    all.bytes += by_class[k].bytes;
-    all.flops += by_class[k].flops;
+    out += row(kernel_class_name(static_cast<KernelClass>(k)), by_class[k], whole, ceilings);
   }
-  out += gap_row("host gaps (device idle between launches)", gaps_ms, step_ms);
-  out += row("kernels, all", all, step_ms, ceilings);
+  out += row("kernels, all", all, whole, ceilings);
+  out += time_row(synchronous ? "host between launches" : "device gaps between queued launches",
+                  gaps_ms, whole);
+  if (step_ms > 0 && !synchronous)
+    out += time_row("host: step less kernels and gaps", step_ms - all.ms - gaps_ms, whole);
 
-  out += "\n" + header("by region (in step order)", ceilings);
-  for (const std::string& region : region_order) {
-    out += row(region, by_region[region], step_ms, ceilings);
-    out += gap_row("  host gaps before its launches", region_gaps[region], step_ms);
-  }
-  out += gap_row("host gap after the last launch", tail_gap, step_ms);
+  out += "\n" + header("by region (in step order)", ceilings, "gaps ms");
+  for (const std::string& region : region_order)
+    out += row(region, by_region[region], whole, ceilings, region_gaps[region]);
 
   std::vector<std::pair<std::string, Totals>> kernels(by_kernel.begin(), by_kernel.end());
   std::sort(kernels.begin(), kernels.end(),
             [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
   if (kernels.size() > top_kernels) kernels.resize(top_kernels);
-  out +=
-      "\n" + header(fmt::format("kernels by total time (top {})", top_kernels).c_str(), ceilings);
+  out += "\n" + header(fmt::format("kernels by total time (top {})", top_kernels), ceilings);
   for (const auto& [name, totals] : kernels)
-    out += row(fmt::format("{}: {}", kernel_class_name(kernel_class[name]), name), totals, step_ms,
+    out += row(fmt::format("{}: {}", kernel_class_name(kernel_class[name]), name), totals, whole,
                ceilings);
   return out;
 }

@@ -17,9 +17,12 @@ struct ProfileCeilings {
   double gemm_tflops = 0;
 };
 
-// The three tables of a timed profiler after stop(); `top_kernels` rows in the last.
+// The three tables of a timed profiler after stop(); `top_kernels` rows in the last. Shares are
+// of `step_ms`, the step's time measured without the profiler (wall clock, graphs as they run),
+// and what it holds beyond the kernels and the device's gaps is the host's row; with step_ms 0
+// shares are of the profiled kernels and gaps, and there is no host row.
 std::string format_profile(const KernelProfiler& profiler, const ProfileCeilings& ceilings,
-                           size_t top_kernels);
+                           size_t top_kernels, double step_ms);
 // "launches per step: 154 (gemm 113, attention 16, ...); 34 graph replays holding 640 nodes".
 std::string format_launch_counts(const KernelProfiler& profiler);
 

@@ -54,14 +54,20 @@ void KernelProfiler::start() {
   events_used_ = 0;
   counts_ = {};
   graph_replays_ = graph_nodes_ = 0;
-  if (timing_) start_event_->record(backend(device_).current_stream(device_.index));
+  gate_timeouts_ = 0;
+  if (timing_) {
+    backend(device_).release_streams();  // counts only this step's timeouts
+    start_event_->record(backend(device_).current_stream(device_.index));
+  }
 }
 
 void KernelProfiler::stop() {
   TESSERA_CHECK(started_ && depth_ == 0, "profiler stopped outside a step or inside a launch");
   started_ = false;
   if (!timing_) return;
-  stop_event_->record(backend(device_).current_stream(device_.index));
+  DeviceBackend& device = backend(device_);
+  stop_event_->record(device.current_stream(device_.index));
+  gate_timeouts_ = device.release_streams();
   stop_event_->synchronize();
   step_ms_ = start_event_->elapsed_ms(*stop_event_);
   for (size_t i = 0; i < launches_.size(); ++i) {
@@ -80,9 +86,12 @@ void KernelProfiler::begin_launch(std::string_view name, KernelClass kind,
   record.kind = kind;
   record.region = regions_.empty() ? std::string("step") : regions_.back();
   record.detail = detail;
+  DeviceBackend& device = backend(device_);
+  Stream& stream = device.current_stream(device_.index);
+  record.after_gate = device.hold_stream(stream);
   launches_.push_back(std::move(record));
   begin_events_.push_back(events_used_);
-  next_event().record(backend(device_).current_stream(device_.index));
+  next_event().record(stream);
 }
 
 void KernelProfiler::end_launch() {

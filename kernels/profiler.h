@@ -1,10 +1,14 @@
 // The per-kernel profile of one step (decode_bench --profile). While a KernelProfiler is active on
 // this thread, every launch site wrapped in a ProfiledLaunch (compiled pieces' steps, attention,
-// eager ops, device copies) records a device event before and after itself on the current stream;
-// after the step, the events give each launch's device time and the idle time between launches
-// (host gaps: the device waiting for the host). A profiler made with timing off only counts
-// launches and graph replays, leaving the step's path as it is. Without an active profiler a
-// ProfiledLaunch costs one thread-local read.
+// eager ops, device copies) records a device event before and after itself on the current stream.
+// So that those events time the device and not the host's launch (a launch reaching an idle
+// device would start late by its own host cost), the profiler holds the stream behind a gate
+// (DeviceBackend::hold_stream) while the host queues launches, up to the next call that waits for
+// the device: the launches then run back to back, and the gaps between them are what the device
+// itself spends between queued launches. What the host costs is the unprofiled step's time less
+// the kernels and those gaps. A profiler made with timing off only counts launches and graph
+// replays, leaving the step's path as it is. Without an active profiler a ProfiledLaunch costs one
+// thread-local read.
 #pragma once
 
 #include <array>
@@ -40,6 +44,8 @@ struct LaunchRecord {
   LaunchDetail detail;
   double start_ms = 0;  // device clock, from the profiler's start()
   double end_ms = 0;
+  // The launch opened a gate: the time before it is the host queuing, not a device gap.
+  bool after_gate = false;
 };
 
 class KernelProfiler {
@@ -68,6 +74,9 @@ class KernelProfiler {
   size_t graph_replays() const { return graph_replays_; }
   size_t graph_nodes() const { return graph_nodes_; }  // nodes of the graphs replayed
   double step_ms() const { return step_ms_; }          // start() to stop() on the device clock
+  // Gates that timed out (a wait for the device the backend did not see): times near them
+  // include the timeout.
+  size_t gate_timeouts() const { return gate_timeouts_; }
 
   // Called by ProfiledLaunch, ProfileRegion, annotate_launch and note_graph_replay.
   void begin_launch(std::string_view name, KernelClass kind, const LaunchDetail& detail);
@@ -94,6 +103,7 @@ class KernelProfiler {
   size_t graph_replays_ = 0;
   size_t graph_nodes_ = 0;
   double step_ms_ = 0;
+  size_t gate_timeouts_ = 0;
 };
 
 // The profiler active on this thread, or nullptr.

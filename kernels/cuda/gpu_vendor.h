@@ -80,6 +80,7 @@
 #define gpuGraphDestroy hipGraphDestroy
 #define gpuGraphExecDestroy hipGraphExecDestroy
 #define gpuGraphLaunch hipGraphLaunch
+#define gpuLaunchHostFunc hipLaunchHostFunc
 #define gpuStreamIsCapturing hipStreamIsCapturing
 #define gpuStreamCaptureStatus hipStreamCaptureStatus
 #define gpuStreamCaptureStatusNone hipStreamCaptureStatusNone
@@ -234,6 +235,7 @@ inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
 #define gpuGraphDestroy cudaGraphDestroy
 #define gpuGraphExecDestroy cudaGraphExecDestroy
 #define gpuGraphLaunch cudaGraphLaunch
+#define gpuLaunchHostFunc cudaLaunchHostFunc
 #define gpuStreamIsCapturing cudaStreamIsCapturing
 #define gpuStreamCaptureStatus cudaStreamCaptureStatus
 #define gpuStreamCaptureStatusNone cudaStreamCaptureStatusNone
