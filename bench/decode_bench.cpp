@@ -289,7 +289,7 @@ void profile_decode(ModelRunner& runner, KVCacheManager& blocks, std::vector<Seq
   fmt::print("\n--- profile: {} batch {} (unprofiled median {:.3f} ms/step) ---\n", row.mode, batch,
              row.median_ms);
   fmt::print("launches per step: {}\n", format_launch_counts(counter));
-  fmt::print("{}\n", format_profile(timer, ProfileCeilings{copy_gb_per_s, 0}, 25, row.median_ms));
+  fmt::print("{}\n", format_profile(timer, ProfileCeilings{copy_gb_per_s, 0}, 25));
   std::fflush(stdout);
 }
 

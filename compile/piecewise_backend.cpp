@@ -233,8 +233,8 @@ void PiecewiseBackend::run_bound(const BoundPlan& bound, Stream& stream) const {
       !bound.graphs.empty() && (profiler == nullptr || !profiler->bypasses_graphs());
   for (size_t p = 0; p < pieces_.size(); ++p) {
     if (replay) {
+      ProfiledGraphReplay profiled(bound.graphs[p]->num_nodes());
       bound.graphs[p]->replay(stream);
-      note_graph_replay(bound.graphs[p]->num_nodes());
     } else {
       launch_piece(bound, static_cast<int>(p), stream);
     }
@@ -322,8 +322,8 @@ std::vector<Tensor> PiecewiseBackend::replay_whole(std::span<const Tensor> input
   const BoundPlan& bound = bind(bindings_of(inputs));
   TESSERA_CHECK(bound.whole != nullptr, "no whole-forward graph at this size");
   copy_inputs(bound, inputs);
+  ProfiledGraphReplay profiled(bound.whole->num_nodes());
   bound.whole->replay(backend(device_).current_stream(device_.index));
-  note_graph_replay(bound.whole->num_nodes());
   return bound.outputs;
 }
 

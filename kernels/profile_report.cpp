@@ -66,7 +66,7 @@ std::string time_row(const char* label, double ms, double whole_ms) {
 }  // namespace
 
 std::string format_profile(const KernelProfiler& profiler, const ProfileCeilings& ceilings,
-                           size_t top_kernels, double step_ms) {
+                           size_t top_kernels) {
   TESSERA_CHECK(profiler.timing(), "format_profile needs a timing profiler");
   const std::vector<LaunchRecord>& launches = profiler.launches();
 
@@ -96,18 +96,22 @@ std::string format_profile(const KernelProfiler& profiler, const ProfileCeilings
     by_kernel[key].add(launch);
     kernel_class[key] = launch.kind;
   }
-  const double whole = step_ms > 0 ? step_ms : all.ms + gaps_ms;
+  const double whole = all.ms + gaps_ms;
 
   // On a device whose launches are synchronous (the CPU) the time between launches is the host's.
   const bool synchronous = profiler.device().is_cpu();
-  std::string out = fmt::format(
-      "{} launches, each timed by device events{}: kernels {:.3f} ms, {} between them {:.3f} ms",
-      launches.size(), synchronous ? "" : " with the host queuing ahead of the device", all.ms,
-      synchronous ? "the host" : "device gaps", gaps_ms);
-  if (step_ms > 0 && !synchronous)
-    out += fmt::format("; the unprofiled step {:.3f} ms leaves {:.3f} ms to the host", step_ms,
-                       step_ms - all.ms - gaps_ms);
-  out += "\n";
+  std::string out =
+      synchronous
+          ? fmt::format(
+                "{} launches timed one by one: kernels {:.3f} ms, the host between them "
+                "{:.3f} ms\n",
+                launches.size(), all.ms, gaps_ms)
+          : fmt::format(
+                "{} launches timed one by one by device events, the host queuing ahead of the "
+                "device: kernels {:.3f} ms, device gaps between them {:.3f} ms. Outside graphs, "
+                "each time holds the device's latency of a stream launch, and transfers to or "
+                "from the host hold the host's part\n",
+                launches.size(), all.ms, gaps_ms);
   if (profiler.gate_timeouts() > 0)
     out += fmt::format(
         "warning: {} stream gates timed out (a wait for the device the backend did not see); "
@@ -121,8 +125,6 @@ std::string format_profile(const KernelProfiler& profiler, const ProfileCeilings
   out += row("kernels, all", all, whole, ceilings);
   out += time_row(synchronous ? "host between launches" : "device gaps between queued launches",
                   gaps_ms, whole);
-  if (step_ms > 0 && !synchronous)
-    out += time_row("host: step less kernels and gaps", step_ms - all.ms - gaps_ms, whole);
 
   out += "\n" + header("by region (in step order)", ceilings, "gaps ms");
   for (const std::string& region : region_order)
@@ -152,6 +154,9 @@ std::string format_launch_counts(const KernelProfiler& profiler) {
   if (profiler.graph_replays() > 0)
     out += fmt::format(", {} graph replays holding {} nodes", profiler.graph_replays(),
                        profiler.graph_nodes());
+  out += fmt::format("; on the device the step took {:.3f} ms", profiler.step_ms());
+  if (profiler.graph_replays() > 0)
+    out += fmt::format(", the graph replays {:.3f} ms of it", profiler.graph_ms());
   return out;
 }
 

@@ -31,10 +31,8 @@ const char* kernel_class_name(KernelClass kind) {
 }
 
 KernelProfiler::KernelProfiler(Device device, bool timing) : device_(device), timing_(timing) {
-  if (timing_) {
-    start_event_ = backend(device_).create_event(device_.index);
-    stop_event_ = backend(device_).create_event(device_.index);
-  }
+  start_event_ = backend(device_).create_event(device_.index);
+  stop_event_ = backend(device_).create_event(device_.index);
 }
 
 KernelProfiler::~KernelProfiler() = default;
@@ -51,25 +49,26 @@ void KernelProfiler::start() {
   launches_.clear();
   begin_events_.clear();
   end_events_.clear();
+  graph_events_.clear();
   events_used_ = 0;
   counts_ = {};
   graph_replays_ = graph_nodes_ = 0;
+  graph_ms_ = 0;
   gate_timeouts_ = 0;
-  if (timing_) {
-    backend(device_).release_streams();  // counts only this step's timeouts
-    start_event_->record(backend(device_).current_stream(device_.index));
-  }
+  if (timing_) backend(device_).release_streams();  // counts only this step's timeouts
+  start_event_->record(backend(device_).current_stream(device_.index));
 }
 
 void KernelProfiler::stop() {
   TESSERA_CHECK(started_ && depth_ == 0, "profiler stopped outside a step or inside a launch");
   started_ = false;
-  if (!timing_) return;
   DeviceBackend& device = backend(device_);
   stop_event_->record(device.current_stream(device_.index));
-  gate_timeouts_ = device.release_streams();
+  if (timing_) gate_timeouts_ = device.release_streams();
   stop_event_->synchronize();
   step_ms_ = start_event_->elapsed_ms(*stop_event_);
+  for (size_t i = 0; i + 1 < graph_events_.size(); i += 2)
+    graph_ms_ += events_[graph_events_[i]]->elapsed_ms(*events_[graph_events_[i + 1]]);
   for (size_t i = 0; i < launches_.size(); ++i) {
     launches_[i].start_ms = start_event_->elapsed_ms(*events_[begin_events_[i]]);
     launches_[i].end_ms = start_event_->elapsed_ms(*events_[end_events_[i]]);
@@ -116,10 +115,19 @@ void KernelProfiler::pop_region() {
   regions_.pop_back();
 }
 
-void KernelProfiler::count_graph_replay(size_t nodes) {
+void KernelProfiler::begin_graph_replay() {
+  if (!started_ || timing_) return;
+  graph_events_.push_back(events_used_);
+  next_event().record(backend(device_).current_stream(device_.index));
+}
+
+void KernelProfiler::end_graph_replay(size_t nodes) {
   if (!started_) return;
   ++graph_replays_;
   graph_nodes_ += nodes;
+  if (timing_) return;
+  graph_events_.push_back(events_used_);
+  next_event().record(backend(device_).current_stream(device_.index));
 }
 
 KernelProfiler* active_profiler() {
@@ -147,8 +155,12 @@ void annotate_launch(std::string_view variant) {
   if (active != nullptr) active->annotate(variant);
 }
 
-void note_graph_replay(size_t nodes) {
-  if (active != nullptr) active->count_graph_replay(nodes);
+ProfiledGraphReplay::ProfiledGraphReplay(size_t nodes) : profiler_(active), nodes_(nodes) {
+  if (profiler_ != nullptr) profiler_->begin_graph_replay();
+}
+
+ProfiledGraphReplay::~ProfiledGraphReplay() {
+  if (profiler_ != nullptr) profiler_->end_graph_replay(nodes_);
 }
 
 }  // namespace tessera

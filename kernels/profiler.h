@@ -5,10 +5,11 @@
 // device would start late by its own host cost), the profiler holds the stream behind a gate
 // (DeviceBackend::hold_stream) while the host queues launches, up to the next call that waits for
 // the device: the launches then run back to back, and the gaps between them are what the device
-// itself spends between queued launches. What the host costs is the unprofiled step's time less
-// the kernels and those gaps. A profiler made with timing off only counts launches and graph
-// replays, leaving the step's path as it is. Without an active profiler a ProfiledLaunch costs one
-// thread-local read.
+// itself spends between queued launches. Launched one by one outside graphs, each kernel's time
+// holds the device's latency of a stream launch (microseconds; graphs cut it). A profiler made with
+// timing off leaves the step's path as it is: it counts launches and graph replays, and times the
+// graph replays and the whole step with events. Without an active profiler a ProfiledLaunch costs
+// one thread-local read.
 #pragma once
 
 #include <array>
@@ -51,7 +52,7 @@ struct LaunchRecord {
 class KernelProfiler {
  public:
   // timing: events around every launch (graphs are bypassed, see bypasses_graphs()); otherwise
-  // launches and graph replays are only counted.
+  // launches are counted, and events time the step and each graph replay.
   KernelProfiler(Device device, bool timing);
   ~KernelProfiler();
   KernelProfiler(const KernelProfiler&) = delete;
@@ -73,6 +74,7 @@ class KernelProfiler {
   const std::array<size_t, kNumKernelClasses>& launch_counts() const { return counts_; }
   size_t graph_replays() const { return graph_replays_; }
   size_t graph_nodes() const { return graph_nodes_; }  // nodes of the graphs replayed
+  double graph_ms() const { return graph_ms_; }        // their device time (counting profilers)
   double step_ms() const { return step_ms_; }          // start() to stop() on the device clock
   // Gates that timed out (a wait for the device the backend did not see): times near them
   // include the timeout.
@@ -84,7 +86,8 @@ class KernelProfiler {
   void annotate(std::string_view variant);
   void push_region(std::string region);
   void pop_region();
-  void count_graph_replay(size_t nodes);
+  void begin_graph_replay();
+  void end_graph_replay(size_t nodes);
 
  private:
   Event& next_event();
@@ -97,11 +100,13 @@ class KernelProfiler {
   size_t events_used_ = 0;
   std::unique_ptr<Event> start_event_, stop_event_;
   std::vector<size_t> begin_events_, end_events_;  // per launch, into events_
+  std::vector<size_t> graph_events_;               // counting profilers: begin, end per replay
   std::vector<LaunchRecord> launches_;
   std::vector<std::string> regions_;
   std::array<size_t, kNumKernelClasses> counts_{};
   size_t graph_replays_ = 0;
   size_t graph_nodes_ = 0;
+  double graph_ms_ = 0;
   double step_ms_ = 0;
   size_t gate_timeouts_ = 0;
 };
@@ -158,7 +163,19 @@ class ProfileRegion {
 
 // Adds "[variant]" to the name of the launch being recorded (which GEMM implementation ran).
 void annotate_launch(std::string_view variant);
-// A captured graph of `nodes` nodes was replayed instead of launching its work.
-void note_graph_replay(size_t nodes);
+
+// A captured graph of `nodes` nodes replayed instead of launching its work: counted, and timed by
+// a counting profiler.
+class ProfiledGraphReplay {
+ public:
+  explicit ProfiledGraphReplay(size_t nodes);
+  ~ProfiledGraphReplay();
+  ProfiledGraphReplay(const ProfiledGraphReplay&) = delete;
+  ProfiledGraphReplay& operator=(const ProfiledGraphReplay&) = delete;
+
+ private:
+  KernelProfiler* profiler_;
+  size_t nodes_;
+};
 
 }  // namespace tessera

@@ -61,7 +61,7 @@ TEST(StepProfiler, NothingIsComputedOrRecordedWithoutAnActiveProfiler) {
       return LaunchDetail{};
     });
     annotate_launch("cublaslt");
-    note_graph_replay(10);
+    ProfiledGraphReplay replay(10);
   }
   EXPECT_FALSE(computed);
 }
@@ -126,7 +126,7 @@ TEST(StepProfiler, CompiledStepsAreTimedPerLaunchAndCountedTheSame) {
     EXPECT_EQ(regions.count(region), 1u) << region;
   }
 
-  const std::string tables = format_profile(timer, ProfileCeilings{100, 0}, 10, 0);
+  const std::string tables = format_profile(timer, ProfileCeilings{100, 0}, 10);
   for (const char* part :
        {"by class", "between launches", "by region", "piece 0", "kernels by total time"}) {
     EXPECT_NE(tables.find(part), std::string::npos) << part << "\n" << tables;

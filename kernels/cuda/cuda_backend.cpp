@@ -518,8 +518,12 @@ class GpuBackend final : public DeviceBackend {
                                       : gpuMemcpyDeviceToDevice;
       GPU_CHECK(gpuMemcpyAsync(dst, src, bytes, kind, handle));
     }
-    // Host memory may be read or freed as soon as this returns.
-    if (dst_host || src_host) GPU_CHECK(gpuStreamSynchronize(handle));
+    // Host memory may be read or freed as soon as this returns. A copy to the host waits for the
+    // stream. A copy from the host needs no wait: host tensors live in pageable memory (the CPU
+    // allocator's), which the driver stages (or synchronizes for) before gpuMemcpyAsync returns,
+    // so the device keeps the work queued ahead of it (a decode step copies its metadata this way
+    // several times; draining the device at each cost a host round trip).
+    if (dst_host) GPU_CHECK(gpuStreamSynchronize(handle));
   }
 
   bool supports_graphs() const override {
