@@ -53,7 +53,7 @@ double read_bytes(const Tensor& input, int64_t rows) {
 KernelClass kernel_class_of(const OpDef& op) {
   if (is_gemm(op)) return KernelClass::gemm;
   if (op.kind == OpKind::splitting) return KernelClass::attention;
-  if (op.name == "argmax") return KernelClass::sampling;
+  if (op.name == "argmax" || op.name.starts_with("sample")) return KernelClass::sampling;
   if (op.name == "copy" || op.name == "contiguous") return KernelClass::copy;
   if (op.custom) return KernelClass::fused;
   return KernelClass::pointwise;

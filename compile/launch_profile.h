@@ -10,7 +10,8 @@
 namespace tessera {
 
 // GEMMs (matmul, linear), attention (the splitting op), fused (custom ops' own kernels), sampling
-// (argmax), copies (copy, contiguous), pointwise (the rest: elementwise, reductions, gathers).
+// (argmax, sample*), copies (copy, contiguous), pointwise (the rest: elementwise, reductions,
+// gathers).
 KernelClass kernel_class_of(const OpDef& op);
 
 // Bytes: every input (read_bytes for gathers) and output once; attention adds the K/V cache rows
