@@ -236,29 +236,29 @@ __global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp) skinny_mma_kerne
   for (int64_t first = warp; first < steps;
        first += static_cast<int64_t>(splits) * kMmaUnroll<kTiles>) {
     uint4 low[kMmaUnroll<kTiles>][2], high[kMmaUnroll<kTiles>][2];
+    int64_t columns[kMmaUnroll<kTiles>][2];
+    bool inside[kMmaUnroll<kTiles>][2];
 #pragma unroll
     for (int u = 0; u < kMmaUnroll<kTiles>; ++u) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int64_t column = (first + static_cast<int64_t>(u) * splits) * kMmaStep + half * 32;
-        const bool inside = column + quad * 8 < k;
-        low[u][half] = inside ? load_weight_pack(low_row + column) : zero;
-        high[u][half] = inside ? load_weight_pack(high_row + column) : zero;
+        columns[u][half] = (first + static_cast<int64_t>(u) * splits) * kMmaStep + half * 32;
+        inside[u][half] = columns[u][half] + quad * 8 < k;
+        low[u][half] = inside[u][half] ? load_weight_pack(low_row + columns[u][half]) : zero;
+        high[u][half] = inside[u][half] ? load_weight_pack(high_row + columns[u][half]) : zero;
       }
     }
 #pragma unroll
     for (int u = 0; u < kMmaUnroll<kTiles>; ++u) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int64_t column = (first + static_cast<int64_t>(u) * splits) * kMmaStep + half * 32;
-        const bool inside = column + quad * 8 < k;
         const uint4& a_low = low[u][half];
         const uint4& a_high = high[u][half];
         const uint32_t first_k[4] = {a_low.x, a_high.x, a_low.y, a_high.y};
         const uint32_t second_k[4] = {a_low.z, a_high.z, a_low.w, a_high.w};
 #pragma unroll
         for (int j = 0; j < kTiles; ++j) {
-          const uint4 b = inside ? load_input_pack(x_rows[j] + column) : zero;
+          const uint4 b = inside[u][half] ? load_input_pack(x_rows[j] + columns[u][half]) : zero;
           mma_16x8x16<T>(acc[j], first_k, b.x, b.y);
           mma_16x8x16<T>(acc[j], second_k, b.z, b.w);
         }
