@@ -127,6 +127,39 @@ double LabTimer::median_us(const std::function<void(int call)>& launch) {
   return samples[samples.size() / 2];
 }
 
+double LabTimer::median_graph_us(const std::function<void(int call)>& launch, int calls) {
+  TESSERA_CHECK(calls >= 1, "a graph of {} calls", calls);
+  DeviceBackend& gpu = backend(device_);
+  Stream& stream = gpu.current_stream(device_.index);
+  for (int call = 0; call < calls; ++call) launch(call);  // lazy loads and plans, uncaptured
+  stream.synchronize();
+  gpu.begin_capture(stream);
+  try {
+    for (int call = 0; call < calls; ++call) launch(call);
+  } catch (...) {
+    try {
+      (void)gpu.end_capture(stream);
+    } catch (const Error&) {
+    }
+    throw;
+  }
+  std::unique_ptr<GraphExec> graph = gpu.end_capture(stream);
+  graph->replay(stream);
+  stream.synchronize();
+  auto start = gpu.create_event(device_.index);
+  auto end = gpu.create_event(device_.index);
+  std::vector<double> samples;
+  for (int sample = 0; sample < samples_; ++sample) {
+    start->record(stream);
+    graph->replay(stream);
+    end->record(stream);
+    end->synchronize();
+    samples.push_back(1000.0 * start->elapsed_ms(*end) / calls);
+  }
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
+}
+
 Ceilings measure_ceilings(LabTimer& timer, LabRandom& random, bool with_gemm) {
   Ceilings ceilings;
   const Device device = random.device();

@@ -1,7 +1,11 @@
 #include "compile/piece.h"
 
+#include <fmt/format.h>
+
 #include "compile/codegen/codegen_target.h"
+#include "compile/launch_profile.h"
 #include "kernels/check.h"
+#include "kernels/profiler.h"
 
 namespace tessera {
 
@@ -10,15 +14,29 @@ void BoundStep::launch(Stream& stream) const {
   switch (step->kind) {
     case StepKind::view:
       return;  // an alias: bound once, nothing to run
-    case StepKind::fused:
+    case StepKind::fused: {
+      ProfiledLaunch profiled(step->kernel->name, KernelClass::fused, [&] {
+        return LaunchDetail{fused_bytes, 0, fmt::format("{} rows", rows)};
+      });
       step->kernel->compiled->launch(rows, buffers.data(), stream);
       return;
-    case StepKind::copy:
+    }
+    case StepKind::copy: {
+      ProfiledLaunch profiled("copy", KernelClass::copy, [&] {
+        return LaunchDetail{
+            tensor_bytes(inputs) + tensor_bytes(outputs), 0,
+            fmt::format("{} {}", fmt::join(outputs[0].sizes(), "x"), step->node->op->name)};
+      });
+      const Attributes no_attributes;
+      step->library_kernel(KernelArgs{inputs, no_attributes, outputs});
+      return;
+    }
     case StepKind::library:
     case StepKind::splitting: {
-      const Attributes no_attributes;
-      const Attributes& attributes =
-          step->kind == StepKind::copy ? no_attributes : step->node->attributes;
+      const OpDef& op = *step->node->op;
+      const Attributes& attributes = step->node->attributes;
+      ProfiledLaunch profiled(op.name, kernel_class_of(op),
+                              [&] { return launch_detail(op, inputs, outputs, attributes); });
       step->library_kernel(KernelArgs{inputs, attributes, outputs});
       return;
     }
@@ -29,6 +47,7 @@ void Piece::launch(std::span<const BoundStep> bound, Stream& stream) const {
   TESSERA_CHECK(bound.size() == steps_.size(), "piece {}: {} bound steps for {} steps", index_,
                 bound.size(), steps_.size());
   StreamGuard on_stream(stream);
+  ProfileRegion region("piece", index_);
   for (const BoundStep& step : bound) step.launch(stream);
 }
 

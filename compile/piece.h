@@ -30,6 +30,7 @@ struct BoundStep {
   mutable std::vector<Tensor> outputs;  // arena slots (kernels take them as a mutable span)
   std::vector<void*> buffers;           // fused: inputs then outputs
   int64_t rows = 0;                     // fused
+  double fused_bytes = 0;               // fused: what its buffers hold (the step profiler's)
   bool empty = false;                   // no output elements: nothing to launch
 
   // Launches the step on the current stream (`stream`, for generated kernels).

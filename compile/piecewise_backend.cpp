@@ -8,7 +8,9 @@
 #include <functional>
 
 #include "compile/codegen/codegen_target.h"
+#include "compile/launch_profile.h"
 #include "kernels/check.h"
+#include "kernels/profiler.h"
 
 namespace tessera {
 
@@ -66,20 +68,23 @@ BoundStep PiecewiseBackend::bind_step(const ResolvedStep& step, std::vector<Tens
   bound.step = &step;
   if (step.kind == StepKind::fused) {
     const FusedKernel& kernel = *step.kernel;
+    bound.rows = kernel.rows.evaluate(bindings);
     for (int id : kernel.inputs) {
-      TESSERA_CHECK(values[id].defined() && values[id].is_contiguous(),
+      const Tensor& input = values[id];
+      TESSERA_CHECK(input.defined() && input.is_contiguous(),
                     "fused kernel {}: input {} is not a contiguous bound value", kernel.name, id);
-      bound.buffers.push_back(values[id].data_ptr());
+      bound.buffers.push_back(input.data_ptr());
+      bound.fused_bytes += read_bytes(input, bound.rows);
     }
     for (int id : kernel.outputs) {
       values[id] = slot(id, bindings);
       bound.outputs.push_back(values[id]);
       bound.buffers.push_back(values[id].data_ptr());
+      bound.fused_bytes += static_cast<double>(values[id].nbytes());
     }
     TESSERA_CHECK(bound.buffers.size() == kernel.compiled->num_buffers(),
                   "fused kernel {} takes {} buffers, bound {}", kernel.name,
                   kernel.compiled->num_buffers(), bound.buffers.size());
-    bound.rows = kernel.rows.evaluate(bindings);
     bound.empty = bound.rows == 0;
     return bound;
   }
@@ -199,6 +204,7 @@ BoundPlan& PiecewiseBackend::bound_plan(const Bindings& bindings) {
 }
 
 void PiecewiseBackend::copy_inputs(const BoundPlan& bound, std::span<const Tensor> inputs) const {
+  ProfileRegion region("inputs");
   for (size_t i = 0; i < bound.inputs.size(); ++i) {
     const Tensor& input = inputs[i];
     Tensor slot = bound.inputs[i];
@@ -215,15 +221,23 @@ void PiecewiseBackend::launch_piece(const BoundPlan& bound, int index, Stream& s
 
 void PiecewiseBackend::launch_splitting(const BoundPlan& bound, int index, Stream& stream) const {
   StreamGuard on_stream(stream);
-  bound.splitting.at(static_cast<size_t>(index)).launch(stream);
+  const BoundStep& step = bound.splitting.at(static_cast<size_t>(index));
+  ProfileRegion region(step.step->node->op->name.c_str(), index);
+  step.launch(stream);
 }
 
 void PiecewiseBackend::run_bound(const BoundPlan& bound, Stream& stream) const {
+  // A timing profiler launches what the graphs hold, so that each kernel gets its events.
+  const KernelProfiler* profiler = active_profiler();
+  const bool replay =
+      !bound.graphs.empty() && (profiler == nullptr || !profiler->bypasses_graphs());
   for (size_t p = 0; p < pieces_.size(); ++p) {
-    if (bound.graphs.empty())
-      launch_piece(bound, static_cast<int>(p), stream);
-    else
+    if (replay) {
+      ProfiledGraphReplay profiled(bound.graphs[p]->num_nodes());
       bound.graphs[p]->replay(stream);
+    } else {
+      launch_piece(bound, static_cast<int>(p), stream);
+    }
     if (p < splitting_.size()) launch_splitting(bound, static_cast<int>(p), stream);
   }
 }
@@ -308,6 +322,7 @@ std::vector<Tensor> PiecewiseBackend::replay_whole(std::span<const Tensor> input
   const BoundPlan& bound = bind(bindings_of(inputs));
   TESSERA_CHECK(bound.whole != nullptr, "no whole-forward graph at this size");
   copy_inputs(bound, inputs);
+  ProfiledGraphReplay profiled(bound.whole->num_nodes());
   bound.whole->replay(backend(device_).current_stream(device_.index));
   return bound.outputs;
 }

@@ -8,6 +8,7 @@
 #include "compile/ops/ops.h"
 #include "kernels/check.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/profiler.h"
 #include "kernels/sampling.h"
 
 namespace tessera {
@@ -91,7 +92,14 @@ std::vector<SampledToken> sample_tokens(const Tensor& logits, std::span<const Sa
                       Tensor::empty({count, in.width}, DType::i32, device),
                       Tensor::empty({count, vocab}, DType::f32, device)};
   Attributes no_attributes;
-  run_kernel("sample_tokens", device.type, KernelArgs{inputs, no_attributes, outputs});
+  {
+    // The fewest bytes: the logits read once, the ids written.
+    ProfiledLaunch profiled("sample_tokens", KernelClass::sampling, [&] {
+      return LaunchDetail{static_cast<double>(logits.nbytes() + outputs[0].nbytes()), 0,
+                          fmt::format("{}x{} {}", count, vocab, dtype_name(logits.dtype()))};
+    });
+    run_kernel("sample_tokens", device.type, KernelArgs{inputs, no_attributes, outputs});
+  }
   // Only the ids cross to the host, and the logprobs when a row asked for them.
   std::vector<int64_t> ids = outputs[0].to_ints();
   bool any_logprobs = std::any_of(rows.begin(), rows.end(),

@@ -58,6 +58,14 @@ bool first_gpu(Device* device) {
   return false;
 }
 
+bool DeviceBackend::hold_stream(Stream&) {
+  return false;
+}
+
+size_t DeviceBackend::release_streams() {
+  return 0;
+}
+
 const void* DeviceBackend::load_kernel_image(int, const std::string&, const std::string& entry) {
   throw Error(fmt::format("devices of type {} cannot load generated code (kernel {})",
                           device_type_name(type()), entry));

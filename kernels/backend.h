@@ -62,6 +62,16 @@ class DeviceBackend {
   virtual void begin_capture(Stream& stream) = 0;
   virtual std::unique_ptr<GraphExec> end_capture(Stream& stream) = 0;
 
+  // The step profiler's gate (kernels/profiler.h): hold_stream queues on `stream` a wait that
+  // holds back the work queued after it until release_streams(), any synchronizing call of this
+  // backend, or a safety timeout, so that the host can queue launches ahead and events around
+  // each launch time the device rather than the host's launch. It returns whether it queued one:
+  // not while a gate is already held on the stream, nor during a capture, nor where launches are
+  // synchronous (the CPU). release_streams opens every gate and returns how many gates timed out
+  // since its last call (each held its stream that long).
+  virtual bool hold_stream(Stream& stream);
+  virtual size_t release_streams();
+
   // (total, free) bytes of device memory.
   virtual std::pair<size_t, size_t> memory_info(int index) const = 0;
 

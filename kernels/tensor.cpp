@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/profiler.h"
 
 namespace tessera {
 
@@ -244,10 +246,32 @@ Tensor Tensor::to(Device device) const {
   return out;
 }
 
+namespace {
+
+// Names a copy for the step profiler: which way the bytes go.
+const char* copy_direction(Device source, Device destination) {
+  if (source.is_cpu() == destination.is_cpu()) return source.is_cpu() ? "copy host" : "copy d2d";
+  return source.is_cpu() ? "copy h2d" : "copy d2h";
+}
+
+}  // namespace
+
 void Tensor::copy_from(const Tensor& source) {
   TESSERA_REQUIRE(source.sizes_ == sizes_ && source.dtype_ == dtype_,
                   "copy_from: source {} does not match destination {}", source.str(), str());
   if (numel() == 0) return;
+  // A same-device copy reads and writes its bytes on that device; a transfer moves them once.
+  // Host-to-host copies count only when the profiled device is the CPU.
+  std::optional<ProfiledLaunch> profiled;
+  const KernelProfiler* profiler = active_profiler();
+  if (profiler != nullptr &&
+      (!device_.is_cpu() || !source.device_.is_cpu() || profiler->device().is_cpu())) {
+    profiled.emplace(copy_direction(source.device_, device_), KernelClass::copy, [&] {
+      const double bytes = static_cast<double>(nbytes());
+      return LaunchDetail{source.device_ == device_ ? 2 * bytes : bytes, 0,
+                          fmt::format("{} {}", shape_str(sizes_), dtype_name(dtype_))};
+    });
+  }
   if (source.device_ == device_) {
     if (source.is_contiguous() && is_contiguous()) {
       if (source.data_ptr() == data_ptr()) return;

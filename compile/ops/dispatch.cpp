@@ -1,8 +1,10 @@
 #include "compile/ops/dispatch.h"
 
 #include "compile/fake_tensor.h"
+#include "compile/launch_profile.h"
 #include "kernels/check.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/profiler.h"
 
 namespace tessera {
 
@@ -76,7 +78,11 @@ std::vector<Tensor> launch_kernel(const OpDef& op, KernelFn kernel, std::span<co
     outputs.push_back(Tensor::empty(concrete_shape(meta), meta.dtype, device));
     any_elements = any_elements || outputs.back().numel() > 0;
   }
-  if (any_elements) kernel(KernelArgs{prepared, attributes, outputs});
+  if (any_elements) {
+    ProfiledLaunch profiled(op.name, kernel_class_of(op),
+                            [&] { return launch_detail(op, prepared, outputs, attributes); });
+    kernel(KernelArgs{prepared, attributes, outputs});
+  }
   return outputs;
 }
 

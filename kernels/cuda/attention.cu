@@ -85,29 +85,6 @@ void reshape_and_cache(const Tensor& key, const Tensor& value, PagedKVCache& cac
   });
 }
 
-// ---- Device properties, read once per device.
-
-struct DeviceLimits {
-  int sm_count = 0;
-  int compute_major = 0;          // compute capability (CUDA) / GCN architecture major (HIP)
-  size_t shared_bytes_optin = 0;  // the most dynamic shared memory a block may opt into
-};
-
-const DeviceLimits& device_limits(int device) {
-  static std::mutex mutex;
-  static std::map<int, DeviceLimits> limits;
-  std::lock_guard lock(mutex);
-  auto found = limits.find(device);
-  if (found != limits.end()) return found->second;
-  gpuDeviceProp properties;
-  GPU_CHECK(gpuGetDeviceProperties(&properties, device));
-  DeviceLimits device_limit;
-  device_limit.sm_count = properties.multiProcessorCount;
-  device_limit.compute_major = properties.major;
-  device_limit.shared_bytes_optin = properties.sharedMemPerBlockOptin;
-  return limits.emplace(device, device_limit).first->second;
-}
-
 // Kernels using more than the default 48 KiB of dynamic shared memory must opt in, per kernel and
 // device; done once for the largest size seen.
 void reserve_shared_memory(const void* kernel, size_t bytes, int device, int64_t head_size) {

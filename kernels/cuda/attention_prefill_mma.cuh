@@ -17,10 +17,7 @@
 // banks. With a sliding window the walk starts at the tile holding the first row's first visible
 // key; scores are softcapped (when asked) before the mask.
 //
-// Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16/.f16): lane = 4 * group + quad_lane;
-//   A (16x16): regs {row g, k 2q..2q+1}, {row g+8, same k}, {row g, k 2q+8..}, {row g+8, k 2q+8..}
-//   B (16x8):  regs {k 2q..2q+1, col g}, {k 2q+8.., col g}
-//   C (16x8):  c0, c1 = row g, cols 2q, 2q+1; c2, c3 = row g+8, same cols
+// Fragment layouts: kernels/cuda/mma.cuh.
 #pragma once
 
 #include "kernels/cuda/gpu_vendor.h"
@@ -32,6 +29,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/mma.cuh"
 
 namespace tessera::gpu::attention {
 
@@ -87,25 +85,6 @@ __device__ __forceinline__ void load_matrices_transposed(uint32_t (&fragment)[4]
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
                : "r"(shared_address(row)));
-}
-
-// acc (16x8 f32) += a (16x16) @ b (16x8).
-template <typename T>
-__device__ __forceinline__ void mma_16x8x16(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0,
-                                            uint32_t b1) {
-  if constexpr (std::is_same_v<T, gpu_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
 }
 
 // Two values rounded to T in one 32-bit register, `low` in the low half (the mma's order).

@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -39,6 +42,81 @@ class RelaxedCaptureMode {
  private:
   gpuStreamCaptureMode mode_;
 };
+
+// ---- The step profiler's stream gates (DeviceBackend::hold_stream).
+
+// A wait queued on a stream: a host function that blocks until the host opens it or kGateTimeout
+// passes (so that a synchronizing call this file does not see cannot hang the process).
+struct StreamGate {
+  std::mutex mutex;
+  std::condition_variable opened_signal;
+  bool opened = false;
+  bool timed_out = false;
+};
+
+constexpr auto kGateTimeout = std::chrono::milliseconds(200);
+
+void wait_at_gate(void* data) {
+  auto* held = static_cast<std::shared_ptr<StreamGate>*>(data);
+  {
+    StreamGate& gate = **held;
+    std::unique_lock lock(gate.mutex);
+    if (!gate.opened_signal.wait_for(lock, kGateTimeout, [&] { return gate.opened; }))
+      gate.timed_out = true;
+  }
+  delete held;
+}
+
+// The gates held now, one per stream at most; every synchronizing call of this file opens them
+// first (a stream held back by its gate would otherwise never finish).
+class StreamGates {
+ public:
+  bool hold(gpuStream_t stream) {
+    std::lock_guard lock(mutex_);
+    if (held_.contains(stream)) return false;
+    gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
+    GPU_CHECK(gpuStreamIsCapturing(stream, &capture));
+    if (capture != gpuStreamCaptureStatusNone) return false;
+    auto gate = std::make_shared<StreamGate>();
+    auto* handed = new std::shared_ptr<StreamGate>(gate);
+    const gpuError_t error = gpuLaunchHostFunc(stream, wait_at_gate, handed);
+    if (error != gpuSuccess) {
+      delete handed;
+      throw_runtime_error("gpuLaunchHostFunc(stream, wait_at_gate, handed)", __FILE__, __LINE__,
+                          error);
+    }
+    held_.emplace(stream, std::move(gate));
+    return true;
+  }
+
+  void open_all() {
+    std::lock_guard lock(mutex_);
+    for (auto& [stream, gate] : held_) {
+      {
+        std::lock_guard gate_lock(gate->mutex);
+        timeouts_ += gate->timed_out ? 1 : 0;
+        gate->opened = true;
+      }
+      gate->opened_signal.notify_all();
+    }
+    held_.clear();
+  }
+
+  size_t take_timeouts() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(timeouts_, 0);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<gpuStream_t, std::shared_ptr<StreamGate>> held_;
+  size_t timeouts_ = 0;
+};
+
+StreamGates& stream_gates() {
+  static StreamGates gates;
+  return gates;
+}
 
 // ---- Caching allocator.
 //
@@ -154,6 +232,7 @@ class CachingAllocator final : public Allocator {
   void release_free_blocks() {
     if (free_blocks_.empty()) return;
     DeviceGuard device(device_index_);
+    stream_gates().open_all();
     // cudaFree waits for the device's pending work, so no kernel still reads a freed block.
     while (!free_blocks_.empty()) {
       const auto [size, ptr] = *free_blocks_.begin();
@@ -197,7 +276,10 @@ class GpuStream final : public Stream {
     if (gpuStreamDestroy(handle_) != gpuSuccess) (void)gpuGetLastError();
   }
   Device device() const override { return device_; }
-  void synchronize() override { GPU_CHECK(gpuStreamSynchronize(handle_)); }
+  void synchronize() override {
+    stream_gates().open_all();
+    GPU_CHECK(gpuStreamSynchronize(handle_));
+  }
   void* native_handle() const override { return handle_; }
   gpuStream_t handle() const { return handle_; }
 
@@ -226,7 +308,10 @@ class GpuEvent final : public Event {
     DeviceGuard device(device_index_);
     GPU_CHECK(gpuEventRecord(event_, stream_handle(stream)));
   }
-  void synchronize() override { GPU_CHECK(gpuEventSynchronize(event_)); }
+  void synchronize() override {
+    stream_gates().open_all();
+    GPU_CHECK(gpuEventSynchronize(event_));
+  }
   float elapsed_ms(const Event& end) const override {
     const auto* end_event = dynamic_cast<const GpuEvent*>(&end);
     TESSERA_REQUIRE(end_event != nullptr, "elapsed_ms: the end event is not a {} event",
@@ -337,7 +422,9 @@ class GpuBackend final : public DeviceBackend {
 #endif
   }
 
-  Allocator& allocator(int index) override { return state(index).allocator; }
+  Allocator& allocator(int index) override {
+    return state(index).allocator;
+  }
 
   std::unique_ptr<Stream> create_stream(int index) override {
     state(index);
@@ -371,6 +458,7 @@ class GpuBackend final : public DeviceBackend {
   void synchronize(int index) override {
     state(index);
     DeviceGuard device(index);
+    stream_gates().open_all();
     GPU_CHECK(gpuDeviceSynchronize());
   }
 
@@ -412,6 +500,7 @@ class GpuBackend final : public DeviceBackend {
       std::memcpy(dst, src, bytes);
       return;
     }
+    if (dst_host || src_host) stream_gates().open_all();  // the copy waits for the stream
     // The copy runs on the current stream of the GPU side (the destination for device to device),
     // so it is ordered after the kernels that produced the source.
     const int index = dst_host ? src_device.index : dst_device.index;
@@ -429,11 +518,26 @@ class GpuBackend final : public DeviceBackend {
                                       : gpuMemcpyDeviceToDevice;
       GPU_CHECK(gpuMemcpyAsync(dst, src, bytes, kind, handle));
     }
-    // Host memory may be read or freed as soon as this returns.
-    if (dst_host || src_host) GPU_CHECK(gpuStreamSynchronize(handle));
+    // Host memory may be read or freed as soon as this returns. A copy to the host waits for the
+    // stream. A copy from the host needs no wait: host tensors live in pageable memory (the CPU
+    // allocator's), which the driver stages (or synchronizes for) before gpuMemcpyAsync returns,
+    // so the device keeps the work queued ahead of it (a decode step copies its metadata this way
+    // several times; draining the device at each cost a host round trip).
+    if (dst_host) GPU_CHECK(gpuStreamSynchronize(handle));
   }
 
-  bool supports_graphs() const override { return true; }
+  bool supports_graphs() const override {
+    return true;
+  }
+
+  bool hold_stream(Stream& stream) override {
+    return stream_gates().hold(stream_handle(stream));
+  }
+
+  size_t release_streams() override {
+    stream_gates().open_all();
+    return stream_gates().take_timeouts();
+  }
 
   void begin_capture(Stream& stream) override {
     DeviceGuard device(stream.device().index);

@@ -10,21 +10,34 @@
 // later calls skip the heuristic. linear's bias rides in the BIAS epilogue, added in f32 before
 // the one rounding, as on the CPU. For a problem Lt has no algorithm for, cublasGemmEx (or its
 // strided-batched form) runs instead; the bias then fills the output and beta = 1 adds onto it.
+//
+// linear with few rows (decode: up to kSkinnyMaxRows) may run a skinny kernel instead
+// (skinny_gemm.h). On a problem's first call outside a graph capture, its plan times the Lt
+// algorithm and every skinny variant that fits on the problem's own operands, each after an L2
+// flush (in a decode step the weight comes from memory, not from L2), and keeps the fastest (a
+// skinny kernel only when 3% faster than the library); kernels/linear_path.h can force a path.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "kernels/check.h"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/gpu_vendor.h"
+#include "kernels/cuda/skinny_gemm.h"
 #include "kernels/kernel_checks.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/linear_path.h"
+#include "kernels/profiler.h"
 
 namespace tessera::gpu {
 namespace {
@@ -91,6 +104,10 @@ struct LtPlan {
   LtLayout layout_c;  // C and D: the GEMM runs in place on the output
   bool has_algorithm = false;
   gpublasLtMatmulAlgo_t algorithm{};
+  // linear at skinny sizes: whether the paths were timed, and the skinny variant that won
+  // (nullptr: the library).
+  bool paths_measured = false;
+  const SkinnyVariant* skinny = nullptr;
 };
 
 // One cuBLAS and one cuBLASLt handle per device, shared by all threads under a mutex (binding the
@@ -330,17 +347,8 @@ std::unique_ptr<LtPlan> make_lt_plan(const char* op, gpublasLtHandle_t handle, c
   return plan;
 }
 
-// Enqueues the GEMM through BLASLt with the shape's cached plan. Returns false, having enqueued
-// nothing, when Lt has no algorithm for the problem.
-bool run_lt_gemm(const char* op, Device device, const GemmProblem& problem) {
-  TESSERA_CHECK(problem.bias == nullptr || !problem.accumulate,
-                "{}: a GEMM takes its bias from the epilogue or from the output, not both", op);
-  const LtPlanKey key = lt_plan_key(op, problem);
-  LaunchScope scope(device);
-  BlasCall call(device, scope.stream());
-  const LtPlan& plan =
-      call.lt_plan(key, [&] { return make_lt_plan(op, call.lt_handle(), key, problem.bias); });
-  if (!plan.has_algorithm) return false;
+// Enqueues the GEMM through BLASLt with `plan`, which has an algorithm.
+void enqueue_lt(const LtPlan& plan, const GemmProblem& problem, const BlasCall& call) {
   if (problem.bias != nullptr) {
     GPUBLAS_CHECK(gpublasLtMatmulDescSetAttribute(plan.matmul.get(),
                                                   GPUBLASLT_MATMUL_DESC_BIAS_POINTER, &problem.bias,
@@ -352,6 +360,149 @@ bool run_lt_gemm(const char* op, Device device, const GemmProblem& problem) {
                                 plan.layout_a.get(), problem.a, plan.layout_b.get(), &beta,
                                 problem.out, plan.layout_c.get(), problem.out, plan.layout_c.get(),
                                 &plan.algorithm, call.workspace(), kWorkspaceBytes, call.stream()));
+}
+
+// Enqueues the GEMM through BLASLt with the shape's cached plan. Returns false, having enqueued
+// nothing, when Lt has no algorithm for the problem.
+bool run_lt_gemm(const char* op, Device device, const GemmProblem& problem) {
+  TESSERA_CHECK(problem.bias == nullptr || !problem.accumulate,
+                "{}: a GEMM takes its bias from the epilogue or from the output, not both", op);
+  const LtPlanKey key = lt_plan_key(op, problem);
+  LaunchScope scope(device);
+  BlasCall call(device, scope.stream());
+  const LtPlan& plan =
+      call.lt_plan(key, [&] { return make_lt_plan(op, call.lt_handle(), key, problem.bias); });
+  if (!plan.has_algorithm) return false;
+  enqueue_lt(plan, problem, call);
+  annotate_launch("cublaslt");
+  return true;
+}
+
+// ---- linear at skinny sizes.
+
+// Owns the events of one timing.
+class TimingEvents {
+ public:
+  explicit TimingEvents(size_t count) : events_(count, nullptr) {
+    for (gpuEvent_t& event : events_) GPU_CHECK(gpuEventCreate(&event));
+  }
+  ~TimingEvents() {
+    for (gpuEvent_t event : events_)
+      if (event != nullptr) (void)gpuEventDestroy(event);
+  }
+  TimingEvents(const TimingEvents&) = delete;
+  TimingEvents& operator=(const TimingEvents&) = delete;
+  gpuEvent_t operator[](size_t i) const { return events_[i]; }
+
+ private:
+  std::vector<gpuEvent_t> events_;
+};
+
+// The median device time of `launch` over a few runs, each after `flush` is overwritten (which
+// evicts the operands from L2), after one untimed run that loads whatever loads lazily.
+float median_cold_ms(gpuStream_t stream, void* flush, size_t flush_bytes,
+                     const std::function<void()>& launch) {
+  constexpr int kRuns = 7;
+  launch();
+  TimingEvents events(2 * kRuns);
+  for (int run = 0; run < kRuns; ++run) {
+    GPU_CHECK(gpuMemsetAsync(flush, run, flush_bytes, stream));
+    GPU_CHECK(gpuEventRecord(events[2 * run], stream));
+    launch();
+    GPU_CHECK(gpuEventRecord(events[2 * run + 1], stream));
+  }
+  GPU_CHECK(gpuEventSynchronize(events[2 * kRuns - 1]));
+  std::vector<float> ms(kRuns);
+  for (int run = 0; run < kRuns; ++run)
+    GPU_CHECK(gpuEventElapsedTime(&ms[run], events[2 * run], events[2 * run + 1]));
+  std::nth_element(ms.begin(), ms.begin() + kRuns / 2, ms.end());
+  return ms[kRuns / 2];
+}
+
+// A skinny variant replaces the library only when faster by this factor: single cold runs vary
+// by a few percent, and a tie is not worth leaving the library for.
+constexpr float kSkinnyMargin = 0.97f;
+
+// Times the Lt algorithm (when the plan has one) and every skinny variant fitting `skinny`, and
+// keeps the fastest in the plan.
+void measure_linear_paths(LtPlan& plan, const GemmProblem& problem, const SkinnyProblem& skinny,
+                          const BlasCall& call, Device device) {
+  plan.paths_measured = true;
+  Allocator& allocator = backend(device).allocator(device.index);
+  const size_t flush_bytes = 2 * std::max<size_t>(device_limits(device.index).l2_bytes, 1 << 20);
+  void* flush = allocator.allocate(flush_bytes);
+  float best_ms = INFINITY;
+  std::vector<std::string> timings;
+  try {
+    if (plan.has_algorithm) {
+      const float library_ms = median_cold_ms(call.stream(), flush, flush_bytes,
+                                              [&] { enqueue_lt(plan, problem, call); });
+      timings.push_back(fmt::format("cublaslt {:.1f} us", 1e3 * library_ms));
+      best_ms = kSkinnyMargin * library_ms;
+    }
+    for (const SkinnyVariant& variant : skinny_variants()) {
+      if (!variant.fits(skinny)) continue;
+      const float ms = median_cold_ms(call.stream(), flush, flush_bytes,
+                                      [&] { variant.launch(skinny, call.stream()); });
+      timings.push_back(fmt::format("{} {:.1f} us", variant.name, 1e3 * ms));
+      if (ms < best_ms) {
+        best_ms = ms;
+        plan.skinny = &variant;
+      }
+    }
+  } catch (...) {
+    allocator.deallocate(flush, flush_bytes);
+    throw;
+  }
+  allocator.deallocate(flush, flush_bytes);
+  spdlog::debug("linear {} M={} N={} K={}{}: {}; takes {}", dtype_name(skinny.dtype), skinny.m,
+                skinny.n, skinny.k, skinny.bias != nullptr ? " with bias" : "",
+                fmt::join(timings, ", "), plan.skinny != nullptr ? plan.skinny->name : "cublaslt");
+}
+
+// Runs linear `problem` (bias in problem.bias, never accumulated) on a skinny kernel when its
+// path is one: forced, or measured on its first call. Returns false when the library should run
+// it.
+bool run_skinny_linear(Device device, const GemmProblem& problem) {
+  const std::string* forced = forced_linear_path();
+  if (forced != nullptr && *forced == kLinearPathLibrary) return false;
+  SkinnyProblem skinny;
+  skinny.m = problem.m;
+  skinny.n = problem.n;
+  skinny.k = problem.k;
+  skinny.x = problem.a;
+  skinny.weight = problem.b;
+  skinny.bias = problem.bias;
+  skinny.out = problem.out;
+  skinny.dtype = problem.dtype;
+  skinny.device = device.index;
+  if (forced != nullptr) {
+    const SkinnyVariant* variant = find_skinny_variant(forced->c_str());
+    if (variant == nullptr || !variant->fits(skinny)) return false;
+    LaunchScope scope(device);
+    variant->launch(skinny, scope.stream());
+    annotate_launch(variant->name);
+    return true;
+  }
+  if (std::none_of(skinny_variants().begin(), skinny_variants().end(),
+                   [&](const SkinnyVariant& variant) { return variant.fits(skinny); }))
+    return false;
+  const LtPlanKey key = lt_plan_key("linear", problem);
+  LaunchScope scope(device);
+  BlasCall call(device, scope.stream());
+  LtPlan& plan = call.lt_plan(
+      key, [&] { return make_lt_plan("linear", call.lt_handle(), key, problem.bias); });
+  if (!plan.paths_measured) {
+    // Timing synchronizes, which a capture cannot hold: a shape first seen while capturing runs
+    // the library until a call outside a capture measures it.
+    gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
+    GPU_CHECK(gpuStreamIsCapturing(call.stream(), &capture));
+    if (capture != gpuStreamCaptureStatusNone) return false;
+    measure_linear_paths(plan, problem, skinny, call, device);
+  }
+  if (plan.skinny == nullptr) return false;
+  plan.skinny->launch(skinny, call.stream());
+  annotate_launch(plan.skinny->name);
   return true;
 }
 
@@ -383,6 +534,7 @@ void run_blas_gemm(const char* op, Device device, const GemmProblem& problem) {
         problem.m * problem.n, blas_int(op, "the batch count", problem.batches),
         GPUBLAS_COMPUTE_32F, GPUBLAS_GEMM_DEFAULT));
   }
+  annotate_launch("cublas");
 }
 
 void run_gemm(const char* op, Device device, const GemmProblem& problem) {
@@ -451,6 +603,11 @@ void linear_entry(const KernelArgs& args) {
   problem.out = out.data_ptr();
   problem.b_transposed = true;
   problem.dtype = x.dtype();
+  if (rows <= kSkinnyMaxRows && (bias == nullptr || bias->dtype() == out.dtype())) {
+    GemmProblem skinny = problem;
+    skinny.bias = bias != nullptr ? bias->data_ptr() : nullptr;
+    if (run_skinny_linear(out.device(), skinny)) return;
+  }
   if (bias != nullptr && lt_bias_epilogue_allowed(bias->dtype(), out.dtype())) {
     problem.bias = bias->data_ptr();
     if (run_lt_gemm("linear", out.device(), problem)) return;

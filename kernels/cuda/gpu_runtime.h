@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 
 #include "kernels/backend.h"
 #include "kernels/check.h"
@@ -95,6 +97,30 @@ class LaunchScope {
   DeviceGuard guard_;
   gpuStream_t stream_;
 };
+
+// A device's properties the kernels size their launches by, read once per device.
+struct DeviceLimits {
+  int sm_count = 0;
+  int compute_major = 0;          // compute capability (CUDA) / GCN architecture major (HIP)
+  size_t shared_bytes_optin = 0;  // the most dynamic shared memory a block may opt into
+  size_t l2_bytes = 0;
+};
+
+inline const DeviceLimits& device_limits(int device) {
+  static std::mutex mutex;
+  static std::map<int, DeviceLimits> limits;
+  std::lock_guard lock(mutex);
+  auto found = limits.find(device);
+  if (found != limits.end()) return found->second;
+  gpuDeviceProp properties;
+  GPU_CHECK(gpuGetDeviceProperties(&properties, device));
+  DeviceLimits device_limit;
+  device_limit.sm_count = properties.multiProcessorCount;
+  device_limit.compute_major = properties.major;
+  device_limit.shared_bytes_optin = properties.sharedMemPerBlockOptin;
+  device_limit.l2_bytes = static_cast<size_t>(properties.l2CacheSize);
+  return limits.emplace(device, device_limit).first->second;
+}
 
 inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;

@@ -80,6 +80,10 @@
 #define gpuGraphDestroy hipGraphDestroy
 #define gpuGraphExecDestroy hipGraphExecDestroy
 #define gpuGraphLaunch hipGraphLaunch
+#define gpuLaunchHostFunc hipLaunchHostFunc
+#define gpuStreamIsCapturing hipStreamIsCapturing
+#define gpuStreamCaptureStatus hipStreamCaptureStatus
+#define gpuStreamCaptureStatusNone hipStreamCaptureStatusNone
 
 // ---- BLAS
 #define gpublasHandle_t hipblasHandle_t
@@ -231,6 +235,10 @@ inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
 #define gpuGraphDestroy cudaGraphDestroy
 #define gpuGraphExecDestroy cudaGraphExecDestroy
 #define gpuGraphLaunch cudaGraphLaunch
+#define gpuLaunchHostFunc cudaLaunchHostFunc
+#define gpuStreamIsCapturing cudaStreamIsCapturing
+#define gpuStreamCaptureStatus cudaStreamCaptureStatus
+#define gpuStreamCaptureStatusNone cudaStreamCaptureStatusNone
 
 // ---- BLAS
 #define gpublasHandle_t cublasHandle_t

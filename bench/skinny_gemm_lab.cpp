@@ -1,0 +1,232 @@
+// Skinny GEMM lab: linear at decode sizes, x [M, K] @ weight [N, K]^T, for every weight of
+// Llama-3.2-1B (qkv 3072x2048, o 2048x2048, gate_up 16384x2048, down 2048x8192, lm_head
+// 128256x2048) and M in {1, 2, 4, ..., 256}, in bf16 and f32. Every path is timed: cuBLASLt (the
+// library), each skinny kernel of kernels/cuda/skinny_gemm.h that fits, and the measured choice
+// the GEMM makes by default (named after the path it took). Before timing, every path is checked
+// against the float64 reference at the same M and K (N = 88, so tails of every tile are covered,
+// with a bias), its output poisoned first. Times come from device graphs of back-to-back calls
+// that rotate over enough copies of the weight to overflow L2, so the weight streams from memory
+// as in a decode step; rates are set against the measured copy and GEMM ceilings.
+//
+//   skinny_gemm_lab [--device cuda:N] [--quick] [--skip-timing]
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "bench/lab_harness.h"
+#include "kernels/check.h"
+#include "kernels/cuda/gpu_runtime.h"
+#include "kernels/cuda/skinny_gemm.h"
+#include "kernels/kernel_registry.h"
+#include "kernels/linear_path.h"
+#include "kernels/profiler.h"
+#include "kernels/tensor.h"
+
+namespace tessera::lab {
+namespace {
+
+constexpr double kNearZero = 1e-3;
+constexpr int64_t kCheckRows = 88;  // N of the checks: 5.5 mma tiles, 22 simt_r4 tiles
+
+struct Weight {
+  const char* name;
+  int64_t n, k;
+};
+constexpr Weight kWeights[] = {{"qkv", 3072, 2048},
+                               {"o", 2048, 2048},
+                               {"gate_up", 16384, 2048},
+                               {"down", 2048, 8192},
+                               {"lm_head", 128256, 2048}};
+constexpr int64_t kRows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+constexpr DType kDtypes[] = {DType::bf16, DType::f32};
+
+// A path: the library, a skinny variant, or the measured choice.
+struct Path {
+  std::string name;
+  const gpu::SkinnyVariant* variant = nullptr;  // skinny variants only
+};
+
+std::vector<Path> all_paths() {
+  std::vector<Path> paths{{kLinearPathLibrary, nullptr}};
+  for (const gpu::SkinnyVariant& variant : gpu::skinny_variants())
+    paths.push_back({variant.name, &variant});
+  paths.push_back({kLinearPathMeasured, nullptr});
+  return paths;
+}
+
+gpu::SkinnyProblem skinny_problem(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                                  Tensor& out) {
+  gpu::SkinnyProblem problem;
+  problem.m = x.size(0);
+  problem.n = weight.size(0);
+  problem.k = x.size(1);
+  problem.x = x.data_ptr();
+  problem.weight = weight.data_ptr();
+  problem.bias = bias != nullptr ? bias->data_ptr() : nullptr;
+  problem.out = out.data_ptr();
+  problem.dtype = x.dtype();
+  problem.device = x.device().index;
+  return problem;
+}
+
+bool fits(const Path& path, const gpu::SkinnyProblem& problem) {
+  return path.variant == nullptr || path.variant->fits(problem);
+}
+
+// Runs `path` on one problem: variants launch directly, the library and the measured choice go
+// through the linear kernel with the path forced.
+void run_path(const Path& path, const Tensor& x, const Tensor& weight, const Tensor* bias,
+              Tensor& out) {
+  if (path.variant != nullptr) {
+    path.variant->launch(skinny_problem(x, weight, bias, out), gpu::current_stream(x.device()));
+    return;
+  }
+  ForceLinearPath forced(path.name);
+  std::vector<Tensor> inputs{x, weight};
+  if (bias != nullptr) inputs.push_back(*bias);
+  run_kernel("linear", x.device().type, KernelArgs{inputs, Attributes{}, std::span(&out, 1)});
+}
+
+// The name of the path the measured choice takes on this problem: the profiler's annotation of
+// the launch.
+std::string measured_choice(const Tensor& x, const Tensor& weight, Tensor& out) {
+  KernelProfiler profiler(x.device(), /*timing=*/true);
+  {
+    ProfilerScope active(profiler);
+    profiler.start();
+    ProfiledLaunch launch("linear", KernelClass::gemm);
+    run_path(Path{kLinearPathMeasured, nullptr}, x, weight, nullptr, out);
+  }
+  profiler.stop();
+  const std::string& name = profiler.launches().at(0).name;  // "linear[mma_t1]"
+  const size_t open = name.find('[');
+  return open == std::string::npos ? "?" : name.substr(open + 1, name.size() - open - 2);
+}
+
+// Every path against the float64 reference at M rows, K columns, kCheckRows weight rows, with a
+// bias. Returns false when one fails, printing it.
+bool check_paths(LabRandom& random, const std::vector<Path>& paths, DType dtype, int64_t m,
+                 int64_t k) {
+  const Tensor x = random.uniform({m, k}, dtype);
+  const Tensor weight = random.uniform({kCheckRows, k}, dtype);
+  const Tensor bias = random.uniform({kCheckRows}, dtype);
+  const Tensor inputs[] = {x, weight, bias};
+  const Expected expected = reference_outputs("linear", inputs, Attributes{})[0];
+  const std::vector<float> poison(static_cast<size_t>(m * kCheckRows),
+                                  std::numeric_limits<float>::quiet_NaN());
+  bool all_passed = true;
+  for (const Path& path : paths) {
+    Tensor out = Tensor::from_floats(poison, {m, kCheckRows}, dtype, x.device());
+    if (!fits(path, skinny_problem(x, weight, &bias, out))) continue;
+    run_path(path, x, weight, &bias, out);
+    const Check check = compare(out, expected, kNearZero);
+    if (!check.passed) {
+      fmt::print("FAIL {} {} M={} N={} K={}: {} elements wrong, first at {}, worst {:.2f}\n",
+                 path.name, dtype_name(dtype), m, kCheckRows, k, check.failing, check.first_failing,
+                 check.worst);
+      all_passed = false;
+    }
+  }
+  return all_passed;
+}
+
+// One table row: a weight, M and dtype, every path's time.
+struct Row {
+  std::string weight;
+  int64_t m = 0, n = 0, k = 0;
+  DType dtype = DType::bf16;
+  std::vector<double> us;  // per path; 0: does not fit
+  std::string chosen;
+  double bytes = 0, flops = 0;
+};
+
+Row time_paths(LabTimer& timer, LabRandom& random, const std::vector<Path>& paths,
+               const Weight& shape, int64_t m, DType dtype) {
+  Row row{shape.name, m, shape.n, shape.k, dtype, {}, {}, 0, 0};
+  const size_t element = element_size(dtype);
+  const double weight_bytes = static_cast<double>(shape.n * shape.k) * static_cast<double>(element);
+  // Enough copies of the weight to overflow L2 three times: each call streams from memory.
+  const double l2 = static_cast<double>(gpu::device_limits(random.device().index).l2_bytes);
+  const int copies = static_cast<int>(std::clamp(std::ceil(3 * l2 / weight_bytes), 1.0, 64.0));
+  std::vector<Tensor> weights{random.uniform({shape.n, shape.k}, dtype)};
+  for (int c = 1; c < copies; ++c) weights.push_back(weights[0].clone());
+  const Tensor x = random.uniform({m, shape.k}, dtype);
+  Tensor out = Tensor::empty({m, shape.n}, dtype, random.device());
+  row.bytes = weight_bytes + static_cast<double>((m * shape.k + m * shape.n) * element);
+  row.flops = 2.0 * static_cast<double>(m * shape.n * shape.k);
+  const int calls = copies * static_cast<int>(std::ceil(20.0 / copies));
+  for (const Path& path : paths) {
+    if (!fits(path, skinny_problem(x, weights[0], nullptr, out))) {
+      row.us.push_back(0);
+      continue;
+    }
+    row.us.push_back(timer.median_graph_us(
+        [&](int call) { run_path(path, x, weights[call % copies], nullptr, out); }, calls));
+  }
+  row.chosen = measured_choice(x, weights[0], out);
+  return row;
+}
+
+void print_rows(const std::vector<Row>& rows, const std::vector<Path>& paths,
+                const Ceilings& ceilings) {
+  std::string head = fmt::format("{:<8} {:>4} {:>6} {:>6} {:<5}", "weight", "M", "N", "K", "dtype");
+  for (const Path& path : paths) head += fmt::format(" {:>9}", path.name);
+  head += fmt::format("  {:<9} {:>8} {:>8} {:>7} {:>9}", "chosen", "GB/s", "TFLOP/s", "roofl.",
+                      "vs cuBLAS");
+  fmt::print("{}\n", head);
+  for (const Row& row : rows) {
+    std::string line = fmt::format("{:<8} {:>4} {:>6} {:>6} {:<5}", row.weight, row.m, row.n, row.k,
+                                   dtype_name(row.dtype));
+    for (double us : row.us)
+      line += us > 0 ? fmt::format(" {:>9.2f}", us) : fmt::format(" {:>9}", "-");
+    const double measured_us = row.us.back();
+    const Achieved rates = achieved(ceilings, row.bytes, row.flops, measured_us);
+    line += fmt::format("  {:<9} {:>8.0f} {:>8.2f} {:>6.0f}% {:>8.2f}x", row.chosen, rates.gb_per_s,
+                        rates.tflops, rates.roofline_percent, row.us.front() / measured_us);
+    fmt::print("{}\n", line);
+  }
+  fmt::print(
+      "times in us per call (device graphs of back-to-back calls over rotating weight copies); "
+      "GB/s, TFLOP/s and roofline of the measured choice; vs cuBLAS: cuBLASLt time / measured "
+      "choice time\n");
+}
+
+int run_lab(const LabArgs& args) {
+  LabRandom random(args.device);
+  LabTimer timer(args.device, args.quick ? 5 : 11);
+  const std::vector<Path> paths = all_paths();
+  bool passed = true;
+  for (DType dtype : kDtypes)
+    for (int64_t k : {int64_t{2048}, int64_t{8192}})
+      for (int64_t m : kRows) passed = check_paths(random, paths, dtype, m, k) && passed;
+  fmt::print(
+      "checks against float64 (every path, M 1..256, K 2048 and 8192, N {} with bias): {}\n\n",
+      kCheckRows, passed ? "all passed" : "FAILED");
+  if (args.skip_timing) return passed ? 0 : 1;
+
+  const Ceilings ceilings = measure_ceilings(timer, random, /*with_gemm=*/true);
+  std::vector<Row> rows;
+  for (DType dtype : kDtypes)
+    for (const Weight& shape : kWeights)
+      for (int64_t m : kRows) {
+        rows.push_back(time_paths(timer, random, paths, shape, m, dtype));
+        backend(args.device).allocator(args.device.index).empty_cache();
+      }
+  print_rows(rows, paths, ceilings);
+  return passed ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace tessera::lab
+
+int main(int argc, char** argv) {
+  return tessera::lab::lab_main(
+      "skinny_gemm_lab",
+      "linear at decode sizes (Llama-3.2-1B weights, M 1..256, bf16 and f32): cuBLASLt, every "
+      "skinny kernel and the measured choice, checked against float64, then timed",
+      argc, argv, tessera::lab::run_lab);
+}

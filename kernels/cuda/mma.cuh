@@ -1,0 +1,41 @@
+// The tensor-core instruction the hand-written kernels share: mma.sync m16n8k16 with bf16 or f16
+// operands and f32 accumulation (CUDA sm_80+; HIP builds have none of it).
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16/.f16): lane = 4 * group + quad_lane;
+//   A (16x16): regs {row g, k 2q..2q+1}, {row g+8, same k}, {row g, k 2q+8..}, {row g+8, k 2q+8..}
+//   B (16x8):  regs {k 2q..2q+1, col g}, {k 2q+8.., col g}
+//   C (16x8):  c0, c1 = row g, cols 2q, 2q+1; c2, c3 = row g+8, same cols
+#pragma once
+
+#include "kernels/cuda/gpu_vendor.h"
+
+#if !defined(TESSERA_GPU_HIP)
+
+#include <cstdint>
+#include <type_traits>
+
+namespace tessera::gpu {
+
+// acc (16x8 f32) += a (16x16) @ b (16x8); T is gpu_bfloat16 or gpu_half.
+template <typename T>
+__device__ __forceinline__ void mma_16x8x16(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0,
+                                            uint32_t b1) {
+  if constexpr (std::is_same_v<T, gpu_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    static_assert(std::is_same_v<T, gpu_half>, "mma_16x8x16 takes bf16 or f16 operands");
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+}  // namespace tessera::gpu
+
+#endif  // !TESSERA_GPU_HIP

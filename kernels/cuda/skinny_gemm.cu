@@ -1,0 +1,453 @@
+// The skinny GEMM kernels (skinny_gemm.h): out[m, n] = x[m, k] @ weight[n, k]^T (+ bias[n]).
+//
+// Grid: x = groups of kTokens rows of x (adjacent blocks share a weight tile, so a second group
+// finds it in L2), y = tiles of weight rows. A block is `splits` warps over the same weight rows,
+// each taking every splits-th step along k; the steps a warp takes are unrolled so that several
+// 16-byte weight loads per lane are in flight before the first is used. Weight loads bypass L1
+// (each weight byte is used by one warp once); x is read through L1, where the warps of an SM
+// share it. Rows of the weight and of x past n and m are clamped to the last row (read, never
+// stored); lanes past k load zeros.
+//
+// mma mapping: a lane (group g = lane / 4, quad q = lane % 4) loads 8 consecutive k of weight rows
+// g and g + 8 and of x row g of each tile. The order of k inside a dot product does not matter as
+// long as A and B agree, so those 8 values feed two mma k-steps, each taking logical k
+// {2q, 2q + 1, 2q + 8, 2q + 9} from the lane's physical k {8q .. 8q + 3} and {8q + 4 .. 8q + 7}:
+// no shared memory, no ldmatrix. A warp step covers 64 k (two 32-k halves, 128 contiguous bytes
+// of each of its 16 weight rows).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/check.h"
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/gpu_runtime.h"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/skinny_gemm.h"
+#include "kernels/linear_path.h"
+
+namespace tessera::gpu {
+namespace {
+
+constexpr int kWarp = GPU_WARP_SIZE;
+constexpr int kMaxSplits = 16;
+// The warps per SM the split-k choice aims for: enough 16-byte loads in flight to cover memory
+// latency at full bandwidth (Little's law: ~3 TB/s x ~1 us over 132 SMs is ~24 KB per SM).
+constexpr int kTargetWarpsPerSm = 32;
+
+struct SkinnyArgs {
+  const void* x;
+  const void* weight;
+  const void* bias;
+  void* out;
+  int m;
+  int n;
+  int64_t k;
+};
+
+// ---- 16-byte loads and their values as f32.
+
+// Weights are read once: keep them out of L1.
+__device__ __forceinline__ uint4 load_weight_pack(const void* address) {
+#if defined(TESSERA_GPU_HIP)
+  return *static_cast<const uint4*>(address);
+#else
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(address));
+  return v;
+#endif
+}
+
+// x is read by every warp of the block and by the blocks beside it: through L1.
+__device__ __forceinline__ uint4 load_input_pack(const void* address) {
+#if defined(TESSERA_GPU_HIP)
+  return *static_cast<const uint4*>(address);
+#else
+  return __ldg(static_cast<const uint4*>(address));
+#endif
+}
+
+template <typename T>
+inline constexpr int kPack = static_cast<int>(16 / sizeof(T));
+
+template <typename T>
+__device__ __forceinline__ void unpack(const uint4& bits, float (&values)[kPack<T>]) {
+  const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (std::is_same_v<T, float>) {
+      values[i] = __uint_as_float(words[i]);
+    } else if constexpr (std::is_same_v<T, gpu_bfloat16>) {
+      // A bf16 is the high half of an f32.
+      values[2 * i] = __uint_as_float(words[i] << 16);
+      values[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    } else {
+      gpu_half halves[2];
+      memcpy(halves, &words[i], sizeof(halves));
+      values[2 * i] = static_cast<float>(halves[0]);
+      values[2 * i + 1] = static_cast<float>(halves[1]);
+    }
+  }
+}
+
+// Adds the bias, rounds once and stores, when (row, token) is inside the output.
+template <typename T>
+__device__ __forceinline__ void store_result(const SkinnyArgs& args, int row, int token,
+                                             float value) {
+  if (row >= args.n || token >= args.m) return;
+  if (args.bias != nullptr) value += to_compute(static_cast<const T*>(args.bias)[row]);
+  static_cast<T*>(args.out)[static_cast<int64_t>(token) * args.n + row] = from_compute<T>(value);
+}
+
+struct SumReducer {
+  using Acc = float;
+  __device__ static float combine(float a, float b) { return a + b; }
+  __device__ static float shuffle_xor(float value, int mask) { return GPU_SHFL_XOR(value, mask); }
+};
+
+// ---- simt: kRows weight rows x kTokens rows of x per warp, f32 FMAs.
+
+template <typename T, int kRows>
+inline constexpr int kSimtUnroll = kRows >= 4 ? 2 : 4;
+
+template <typename T, int kRows, int kTokens>
+__global__ void __launch_bounds__(kMaxSplits* kWarp) skinny_simt_kernel(SkinnyArgs args) {
+  constexpr int E = kPack<T>;
+  constexpr int kUnroll = kSimtUnroll<T, kRows>;
+  extern __shared__ float simt_partial[];  // [splits][kRows][kTokens]
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  const int splits = static_cast<int>(blockDim.x) / kWarp;
+  const int row0 = static_cast<int>(blockIdx.y) * kRows;
+  const int token0 = static_cast<int>(blockIdx.x) * kTokens;
+  const int64_t k = args.k;
+  const T* weight_rows[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+    weight_rows[r] =
+        static_cast<const T*>(args.weight) + static_cast<int64_t>(min(row0 + r, args.n - 1)) * k;
+  const T* x_rows[kTokens];
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t)
+    x_rows[t] =
+        static_cast<const T*>(args.x) + static_cast<int64_t>(min(token0 + t, args.m - 1)) * k;
+
+  float acc[kRows][kTokens] = {};
+  constexpr int64_t kStep = static_cast<int64_t>(kWarp) * E;  // k per warp-wide load
+  const int64_t steps = (k + kStep - 1) / kStep;
+  for (int64_t first = warp; first < steps; first += static_cast<int64_t>(splits) * kUnroll) {
+    uint4 weights[kUnroll][kRows];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t column = (first + static_cast<int64_t>(u) * splits) * kStep + lane * E;
+      const bool inside = column < k;  // k is a multiple of E: a pack is all in or all out
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        weights[u][r] = inside ? load_weight_pack(weight_rows[r] + column) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t column = (first + static_cast<int64_t>(u) * splits) * kStep + lane * E;
+      if (column >= k) break;
+      float weight_values[kRows][E];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) unpack<T>(weights[u][r], weight_values[r]);
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        float x_values[E];
+        unpack<T>(load_input_pack(x_rows[t] + column), x_values);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int e = 0; e < E; ++e) acc[r][t] = fmaf(weight_values[r][e], x_values[e], acc[r][t]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = group_reduce<SumReducer, kWarp>(acc[r][t]);
+  if (splits == 1) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t)
+        if (lane == (r * kTokens + t) % kWarp)
+          store_result<T>(args, row0 + r, token0 + t, acc[r][t]);
+    return;
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) simt_partial[(warp * kRows + r) * kTokens + t] = acc[r][t];
+  }
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < kRows * kTokens;
+       i += static_cast<int>(blockDim.x)) {
+    float sum = 0;
+    for (int w = 0; w < splits; ++w) sum += simt_partial[w * kRows * kTokens + i];
+    store_result<T>(args, row0 + i / kTokens, token0 + i % kTokens, sum);
+  }
+}
+
+// ---- mma: 16 weight rows x kTiles tiles of 8 rows of x per warp, on tensor cores.
+
+#if !defined(TESSERA_GPU_HIP)
+
+constexpr int kMmaRows = 16;
+constexpr int kMmaStep = 64;  // k per warp step: two halves of 32
+// Steps in flight per warp: 8 or 16 weight loads per lane; fewer x tiles leave registers for more.
+template <int kTiles>
+inline constexpr int kMmaUnroll = kTiles <= 2 ? 4 : 2;
+
+// Eight tiles hold 32 accumulators per lane: half the warps, so that registers need not spill.
+template <int kTiles>
+inline constexpr int kMmaMaxSplits = kTiles >= 8 ? kMaxSplits / 2 : kMaxSplits;
+
+template <typename T, int kTiles>
+__global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp) skinny_mma_kernel(SkinnyArgs args) {
+  constexpr int kTokens = 8 * kTiles;
+  extern __shared__ float mma_partial[];  // [splits][kTiles][4][32]
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int splits = static_cast<int>(blockDim.x) / 32;
+  const int group = lane / 4, quad = lane % 4;
+  const int row0 = static_cast<int>(blockIdx.y) * kMmaRows;
+  const int token0 = static_cast<int>(blockIdx.x) * kTokens;
+  const int64_t k = args.k;
+  const T* weight = static_cast<const T*>(args.weight);
+  const T* low_row = weight + static_cast<int64_t>(min(row0 + group, args.n - 1)) * k + quad * 8;
+  const T* high_row =
+      weight + static_cast<int64_t>(min(row0 + group + 8, args.n - 1)) * k + quad * 8;
+  const T* x_rows[kTiles];
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+    x_rows[j] = static_cast<const T*>(args.x) +
+                static_cast<int64_t>(min(token0 + 8 * j + group, args.m - 1)) * k + quad * 8;
+
+  float acc[kTiles][4] = {};
+  const int64_t steps = (k + kMmaStep - 1) / kMmaStep;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int64_t first = warp; first < steps;
+       first += static_cast<int64_t>(splits) * kMmaUnroll<kTiles>) {
+    uint4 low[kMmaUnroll<kTiles>][2], high[kMmaUnroll<kTiles>][2];
+    int64_t columns[kMmaUnroll<kTiles>][2];
+    bool inside[kMmaUnroll<kTiles>][2];
+#pragma unroll
+    for (int u = 0; u < kMmaUnroll<kTiles>; ++u) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        columns[u][half] = (first + static_cast<int64_t>(u) * splits) * kMmaStep + half * 32;
+        inside[u][half] = columns[u][half] + quad * 8 < k;
+        low[u][half] = inside[u][half] ? load_weight_pack(low_row + columns[u][half]) : zero;
+        high[u][half] = inside[u][half] ? load_weight_pack(high_row + columns[u][half]) : zero;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kMmaUnroll<kTiles>; ++u) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const uint4& a_low = low[u][half];
+        const uint4& a_high = high[u][half];
+        const uint32_t first_k[4] = {a_low.x, a_high.x, a_low.y, a_high.y};
+        const uint32_t second_k[4] = {a_low.z, a_high.z, a_low.w, a_high.w};
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j) {
+          const uint4 b = inside[u][half] ? load_input_pack(x_rows[j] + columns[u][half]) : zero;
+          mma_16x8x16<T>(acc[j], first_k, b.x, b.y);
+          mma_16x8x16<T>(acc[j], second_k, b.z, b.w);
+        }
+      }
+    }
+  }
+
+  // C fragment: c0, c1 = weight row g, x rows 2q, 2q + 1 of the tile; c2, c3 = weight row g + 8.
+  if (splits == 1) {
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        store_result<T>(args, row0 + group + (c >= 2 ? 8 : 0), token0 + 8 * j + 2 * quad + (c & 1),
+                        acc[j][c]);
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) mma_partial[((warp * kTiles + j) * 4 + c) * 32 + lane] = acc[j][c];
+  __syncthreads();
+  constexpr int kValues = kTiles * 4 * 32;
+  for (int v = static_cast<int>(threadIdx.x); v < kValues; v += static_cast<int>(blockDim.x)) {
+    float sum = 0;
+    for (int w = 0; w < splits; ++w) sum += mma_partial[w * kValues + v];
+    const int j = v / 128, c = (v / 32) % 4, owner = v % 32;
+    store_result<T>(args, row0 + owner / 4 + (c >= 2 ? 8 : 0),
+                    token0 + 8 * j + 2 * (owner % 4) + (c & 1), sum);
+  }
+}
+
+#endif  // !TESSERA_GPU_HIP
+
+// ---- Host side: fitting, grid and split choice, launch.
+
+int64_t next_power_of_two(int64_t value) {
+  int64_t power = 1;
+  while (power < value) power *= 2;
+  return power;
+}
+
+bool aligned_16(const void* pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
+}
+
+// What every variant needs: a float dtype, 16-byte rows (k a multiple of the pack) at 16-byte
+// aligned addresses, sizes the grid and int indices hold.
+bool common_fit(const SkinnyProblem& problem) {
+  if (problem.dtype != DType::f32 && problem.dtype != DType::bf16 && problem.dtype != DType::f16)
+    return false;
+  const int64_t pack = 16 / static_cast<int64_t>(element_size(problem.dtype));
+  return problem.m >= 1 && problem.m <= kSkinnyMaxRows && problem.n >= 1 &&
+         problem.n <= INT32_MAX / kSkinnyMaxRows && problem.k >= pack && problem.k % pack == 0 &&
+         aligned_16(problem.x) && aligned_16(problem.weight);
+}
+
+// Warps per block along k: enough blocks x warps to reach the target per SM, each warp keeping
+// at least one full unrolled step group; a power of two up to `max_splits`.
+int choose_splits(int64_t blocks, int64_t steps, int unroll, int max_splits, int device) {
+  const int64_t target = static_cast<int64_t>(device_limits(device).sm_count) * kTargetWarpsPerSm;
+  int splits = 1;
+  while (splits < max_splits && blocks * splits < target && steps >= 2LL * splits * unroll)
+    splits *= 2;
+  return splits;
+}
+
+SkinnyArgs skinny_args(const SkinnyProblem& problem) {
+  return SkinnyArgs{problem.x,
+                    problem.weight,
+                    problem.bias,
+                    problem.out,
+                    static_cast<int>(problem.m),
+                    static_cast<int>(problem.n),
+                    problem.k};
+}
+
+template <typename T, int kRows, int kTokens>
+void launch_simt(const SkinnyProblem& problem, gpuStream_t stream) {
+  const int64_t row_tiles = ceil_div(problem.n, kRows);
+  const int64_t token_groups = ceil_div(problem.m, kTokens);
+  const int64_t steps = ceil_div(problem.k, static_cast<int64_t>(kWarp) * kPack<T>);
+  const int splits = choose_splits(row_tiles * token_groups, steps, kSimtUnroll<T, kRows>,
+                                   kMaxSplits, problem.device);
+  const size_t shared = static_cast<size_t>(splits) * kRows * kTokens * sizeof(float);
+  DeviceGuard device(problem.device);
+  skinny_simt_kernel<T, kRows, kTokens>
+      <<<dim3(static_cast<unsigned int>(token_groups), static_cast<unsigned int>(row_tiles)),
+         static_cast<unsigned int>(splits * kWarp), shared, stream>>>(skinny_args(problem));
+  GPU_CHECK_LAUNCH("skinny_simt");
+}
+
+// The simt variant with kRows rows per warp: x rows per block the next power of two >= m.
+template <int kRows>
+void launch_simt_rows(const SkinnyProblem& problem, gpuStream_t stream) {
+  visit_device_float_dtype("linear", problem.dtype, [&]<typename T>() {
+    switch (next_power_of_two(problem.m)) {
+      case 1:
+        return launch_simt<T, kRows, 1>(problem, stream);
+      case 2:
+        return launch_simt<T, kRows, 2>(problem, stream);
+      case 4:
+        return launch_simt<T, kRows, 4>(problem, stream);
+      default:
+        return launch_simt<T, kRows, 8>(problem, stream);
+    }
+  });
+}
+
+template <int kRows>
+bool simt_fits(const SkinnyProblem& problem) {
+  return common_fit(problem) && problem.m <= 8 && ceil_div(problem.n, kRows) <= 65535;
+}
+
+#if !defined(TESSERA_GPU_HIP)
+
+template <typename T, int kTiles>
+void launch_mma(const SkinnyProblem& problem, gpuStream_t stream) {
+  const int64_t row_tiles = ceil_div(problem.n, kMmaRows);
+  const int64_t token_groups = ceil_div(problem.m, 8 * kTiles);
+  const int64_t steps = ceil_div(problem.k, kMmaStep);
+  const int splits = choose_splits(row_tiles * token_groups, steps, kMmaUnroll<kTiles>,
+                                   kMmaMaxSplits<kTiles>, problem.device);
+  const size_t shared = static_cast<size_t>(splits) * kTiles * 4 * 32 * sizeof(float);
+  DeviceGuard device(problem.device);
+  skinny_mma_kernel<T, kTiles>
+      <<<dim3(static_cast<unsigned int>(token_groups), static_cast<unsigned int>(row_tiles)),
+         static_cast<unsigned int>(splits * 32), shared, stream>>>(skinny_args(problem));
+  GPU_CHECK_LAUNCH("skinny_mma");
+}
+
+// At most kTiles tiles of 8 rows of x per block: fewer when m needs fewer.
+template <int kTiles>
+void launch_mma_tiles(const SkinnyProblem& problem, gpuStream_t stream) {
+  auto launch = [&]<typename T>() {
+    switch (std::min<int64_t>(kTiles, next_power_of_two(ceil_div(problem.m, 8)))) {
+      case 1:
+        return launch_mma<T, 1>(problem, stream);
+      case 2:
+        return launch_mma<T, 2>(problem, stream);
+      case 4:
+        return launch_mma<T, 4>(problem, stream);
+      default:
+        return launch_mma<T, 8>(problem, stream);
+    }
+  };
+  if (problem.dtype == DType::bf16) return launch.template operator()<gpu_bfloat16>();
+  return launch.template operator()<gpu_half>();
+}
+
+// mma_tX runs m rows in groups of X tiles; each group re-reads the weight (from L2 when the
+// groups of a weight tile run side by side), so X below m / 64 rows is not offered, nor X above
+// what m needs (the smaller variant is the same kernel).
+template <int kTiles>
+bool mma_fits(const SkinnyProblem& problem) {
+  if (!common_fit(problem) || (problem.dtype != DType::bf16 && problem.dtype != DType::f16))
+    return false;
+  if (device_limits(problem.device).compute_major < 8) return false;
+  const int64_t tiles_needed = next_power_of_two(ceil_div(problem.m, 8));
+  return kTiles <= tiles_needed && tiles_needed <= 8 * kTiles &&
+         ceil_div(problem.n, kMmaRows) <= 65535;
+}
+
+#endif  // !TESSERA_GPU_HIP
+
+const SkinnyVariant kVariants[] = {
+    {"simt_r2", simt_fits<2>, launch_simt_rows<2>}, {"simt_r4", simt_fits<4>, launch_simt_rows<4>},
+#if !defined(TESSERA_GPU_HIP)
+    {"mma_t1", mma_fits<1>, launch_mma_tiles<1>},   {"mma_t2", mma_fits<2>, launch_mma_tiles<2>},
+    {"mma_t4", mma_fits<4>, launch_mma_tiles<4>},   {"mma_t8", mma_fits<8>, launch_mma_tiles<8>},
+#endif
+};
+
+[[maybe_unused]] const bool registered = [] {
+  for (const SkinnyVariant& variant : kVariants)
+    register_linear_variant(kGpuDeviceType, variant.name);
+  return true;
+}();
+
+}  // namespace
+
+std::span<const SkinnyVariant> skinny_variants() {
+  return kVariants;
+}
+
+const SkinnyVariant* find_skinny_variant(const char* name) {
+  for (const SkinnyVariant& variant : kVariants)
+    if (std::strcmp(variant.name, name) == 0) return &variant;
+  return nullptr;
+}
+
+}  // namespace tessera::gpu

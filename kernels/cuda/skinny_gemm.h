@@ -1,0 +1,46 @@
+// Skinny GEMMs for decode: out[m, n] = x[m, k] @ weight[n, k]^T (+ bias[n]) with few rows m
+// (1..256) against a large weight, where the time is the weight's one pass through memory and a
+// library GEMM tiled for large m leaves most of the bandwidth unused. Two kernel families
+// (skinny_gemm.cu):
+//   simt_r2, simt_r4 (m <= 8, f32/bf16/f16): each warp streams 2 or 4 weight rows in 16-byte
+//     loads, several in flight, against the m rows of x (read through L1), f32 FMAs;
+//   mma_t1..mma_t8 (bf16/f16, CUDA only): each warp streams 16 weight rows as the A operand of
+//     mma.sync m16n8k16 against 8 to 64 rows of x as B (1, 2, 4 or 8 tiles of 8 rows).
+// Both split k across the warps of a block when the grid would be too small to keep enough loads
+// in flight (small n), summing the partial sums in shared memory: one launch, no workspace. f32
+// accumulation, the output rounded once after the bias is added, as cuBLASLt's epilogue does.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/cuda/gpu_vendor.h"
+#include "kernels/dtype.h"
+
+namespace tessera::gpu {
+
+// Rows of x the skinny kernels take at most.
+inline constexpr int64_t kSkinnyMaxRows = 256;
+
+struct SkinnyProblem {
+  int64_t m = 0, n = 0, k = 0;
+  const void* x = nullptr;       // [m, k], contiguous
+  const void* weight = nullptr;  // [n, k], contiguous
+  const void* bias = nullptr;    // [n] or nullptr; the dtype of x
+  void* out = nullptr;           // [m, n], contiguous
+  DType dtype = DType::f32;
+  int device = 0;
+};
+
+struct SkinnyVariant {
+  const char* name;
+  bool (*fits)(const SkinnyProblem& problem);
+  void (*launch)(const SkinnyProblem& problem, gpuStream_t stream);
+};
+
+// Every variant, in the order labs print them.
+std::span<const SkinnyVariant> skinny_variants();
+// The variant named `name`, or nullptr.
+const SkinnyVariant* find_skinny_variant(const char* name);
+
+}  // namespace tessera::gpu

@@ -1,0 +1,79 @@
+#include "kernels/linear_path.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "kernels/check.h"
+
+namespace tessera {
+
+namespace {
+
+thread_local const std::string* forced = nullptr;
+
+struct VariantTable {
+  std::mutex mutex;
+  std::map<DeviceType, std::vector<std::string>> names;
+};
+
+VariantTable& variant_table() {
+  static VariantTable table;
+  return table;
+}
+
+bool known_variant(const std::string& name) {
+  VariantTable& table = variant_table();
+  std::lock_guard lock(table.mutex);
+  for (const auto& [type, names] : table.names)
+    if (std::find(names.begin(), names.end(), name) != names.end()) return true;
+  return false;
+}
+
+std::vector<std::string> all_path_names() {
+  std::vector<std::string> names{kLinearPathMeasured, kLinearPathLibrary};
+  VariantTable& table = variant_table();
+  std::lock_guard lock(table.mutex);
+  for (const auto& [type, variants] : table.names)
+    names.insert(names.end(), variants.begin(), variants.end());
+  return names;
+}
+
+}  // namespace
+
+ForceLinearPath::ForceLinearPath(const std::string& path) : previous_(forced), path_(path) {
+  TESSERA_REQUIRE(
+      path_ == kLinearPathMeasured || path_ == kLinearPathLibrary || known_variant(path_),
+      "linear path '{}' is not known; valid choices: {}", path_, fmt::join(all_path_names(), ", "));
+  forced = path_ == kLinearPathMeasured ? nullptr : &path_;
+}
+
+ForceLinearPath::~ForceLinearPath() {
+  forced = previous_;
+}
+
+const std::string* forced_linear_path() {
+  return forced;
+}
+
+std::vector<std::string> linear_variants(DeviceType type) {
+  VariantTable& table = variant_table();
+  std::lock_guard lock(table.mutex);
+  auto found = table.names.find(type);
+  return found == table.names.end() ? std::vector<std::string>{} : found->second;
+}
+
+bool register_linear_variant(DeviceType type, const std::string& name) {
+  VariantTable& table = variant_table();
+  std::lock_guard lock(table.mutex);
+  std::vector<std::string>& names = table.names[type];
+  TESSERA_CHECK(std::find(names.begin(), names.end(), name) == names.end(),
+                "linear variant {} registered twice", name);
+  names.push_back(name);
+  return true;
+}
+
+}  // namespace tessera

@@ -1,0 +1,43 @@
+// Which implementation a GPU linear layer runs. By default each problem (shape, dtype, alignment)
+// takes, on its first call, the fastest of the library GEMM (cuBLASLt) and the skinny kernels
+// that can run it (kernels/cuda/skinny_gemm.h: weight-streaming GEMV and tensor-core skinny GEMM
+// for up to 256 rows), timed on its own operands, and keeps it (kernels/cuda/gemm.cpp's per-shape
+// plan cache). Labs, tests and benchmarks can force one path for the thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/device.h"
+
+namespace tessera {
+
+// The path names besides the variants: measured per shape (the default), or the library only.
+inline constexpr const char* kLinearPathMeasured = "measured";
+inline constexpr const char* kLinearPathLibrary = "library";
+
+// Forces `path` (measured, library, or a variant of linear_variants()) for this thread while the
+// guard lives; guards nest. A variant that cannot run a problem (too many rows, a dtype or
+// alignment it lacks) leaves that problem to the library. Unknown names throw, listing the valid
+// ones.
+class ForceLinearPath {
+ public:
+  explicit ForceLinearPath(const std::string& path);
+  ~ForceLinearPath();
+  ForceLinearPath(const ForceLinearPath&) = delete;
+  ForceLinearPath& operator=(const ForceLinearPath&) = delete;
+
+ private:
+  const std::string* previous_;
+  std::string path_;
+};
+
+// The forced path of this thread, or nullptr when each problem takes its measured choice.
+const std::string* forced_linear_path();
+
+// The skinny variants built for `type` devices, in registration order (empty where none are).
+std::vector<std::string> linear_variants(DeviceType type);
+// Called once per variant by the kernel file that defines it.
+bool register_linear_variant(DeviceType type, const std::string& name);
+
+}  // namespace tessera

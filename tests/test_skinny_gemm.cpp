@@ -1,0 +1,123 @@
+// linear at decode sizes on the GPU: every skinny kernel (kernels/cuda/skinny_gemm.h), forced by
+// name, and the per-shape measured choice against the CPU linear kernel on the same values, with
+// and without bias, at sizes that leave partial tiles in every dimension. Each variant must run
+// (not fall back to the library) on some of the cases, as the step profiler's annotation shows.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/check.h"
+#include "kernels/kernel_registry.h"
+#include "kernels/linear_path.h"
+#include "kernels/profiler.h"
+#include "support/test_tensors.h"
+
+namespace tessera {
+namespace {
+
+struct LinearCase {
+  int64_t m, n, k;
+};
+
+// Partial tiles: m not a multiple of 8, n of 16, k of the 64-element mma step or the 256-element
+// simt step; m up to the skinny limit.
+const LinearCase kCases[] = {{1, 40, 64},    {3, 100, 264},  {8, 88, 2048}, {13, 72, 520},
+                             {64, 96, 1024}, {200, 40, 136}, {256, 24, 72}};
+
+double tolerance(DType dtype) {
+  return dtype == DType::f32 ? 1e-5 : dtype == DType::f16 ? 2e-3 : 1e-2;
+}
+
+// out = x @ weight^T (+ bias) through the GPU linear kernel; returns the path the launch took
+// (the profiler's annotation, e.g. "mma_t1" or "cublaslt").
+std::string gpu_linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out) {
+  std::vector<Tensor> inputs{x, weight};
+  if (bias != nullptr) inputs.push_back(*bias);
+  KernelProfiler profiler(x.device(), /*timing=*/true);
+  {
+    ProfilerScope active(profiler);
+    profiler.start();
+    ProfiledLaunch launch("linear", KernelClass::gemm);
+    run_kernel("linear", x.device().type, KernelArgs{inputs, Attributes{}, std::span(&out, 1)});
+  }
+  profiler.stop();
+  const std::string& name = profiler.launches().at(0).name;
+  const size_t open = name.find('[');
+  return open == std::string::npos ? "" : name.substr(open + 1, name.size() - open - 2);
+}
+
+Tensor cpu_linear(const Tensor& x, const Tensor& weight, const Tensor* bias) {
+  std::vector<Tensor> inputs{x.to(kCPU), weight.to(kCPU)};
+  if (bias != nullptr) inputs.push_back(bias->to(kCPU));
+  Tensor out = Tensor::empty({x.size(0), weight.size(0)}, x.dtype(), kCPU);
+  run_kernel("linear", DeviceType::cpu, KernelArgs{inputs, Attributes{}, std::span(&out, 1)});
+  return out;
+}
+
+// Runs every case in `dtype` under `path`, checks each against the CPU kernel; returns how many
+// cases ran on `path` itself.
+int check_path(Device gpu, const std::string& path, DType dtype) {
+  ForceLinearPath forced(path);
+  int ran = 0;
+  uint32_t seed = 1;
+  for (const LinearCase& c : kCases) {
+    for (bool with_bias : {false, true}) {
+      const Tensor x = testing::random_tensor({c.m, c.k}, seed++, dtype, gpu);
+      const Tensor weight = testing::random_tensor({c.n, c.k}, seed++, dtype, gpu);
+      const Tensor bias = testing::random_tensor({c.n}, seed++, dtype, gpu);
+      Tensor out = Tensor::empty({c.m, c.n}, dtype, gpu);
+      const std::string took = gpu_linear(x, weight, with_bias ? &bias : nullptr, out);
+      ran += took == path;
+      const Tensor want = cpu_linear(x, weight, with_bias ? &bias : nullptr);
+      EXPECT_LE(testing::relative_error(out.to(kCPU), want), tolerance(dtype))
+          << path << " " << dtype_name(dtype) << " m=" << c.m << " n=" << c.n << " k=" << c.k
+          << (with_bias ? " with bias" : "") << " ran on " << took;
+    }
+  }
+  return ran;
+}
+
+TEST(GpuSkinnyGemm, EveryVariantMatchesTheCpuKernelAndRuns) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU";
+  const std::vector<std::string> variants = linear_variants(gpu.type);
+  ASSERT_FALSE(variants.empty());
+  for (const std::string& variant : variants) {
+    int ran = 0;
+    for (DType dtype : {DType::bf16, DType::f16, DType::f32})
+      ran += check_path(gpu, variant, dtype);
+    EXPECT_GT(ran, 0) << variant << " never ran: every case fell back to the library";
+  }
+}
+
+TEST(GpuSkinnyGemm, LibraryAndMeasuredChoiceMatchTheCpuKernel) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU";
+  for (const char* path : {kLinearPathLibrary, kLinearPathMeasured})
+    for (DType dtype : {DType::bf16, DType::f32}) check_path(gpu, path, dtype);
+}
+
+TEST(LinearPath, UnknownNamesAreErrorsListingTheChoices) {
+  try {
+    ForceLinearPath forced("fastest");
+    FAIL() << "an unknown path was accepted";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("'fastest'"), std::string::npos) << message;
+    EXPECT_NE(message.find("measured, library"), std::string::npos) << message;
+  }
+  EXPECT_EQ(forced_linear_path(), nullptr);
+  {
+    ForceLinearPath library(kLinearPathLibrary);
+    ASSERT_NE(forced_linear_path(), nullptr);
+    EXPECT_EQ(*forced_linear_path(), kLinearPathLibrary);
+    ForceLinearPath measured(kLinearPathMeasured);
+    EXPECT_EQ(forced_linear_path(), nullptr);
+  }
+  EXPECT_EQ(forced_linear_path(), nullptr);
+}
+
+}  // namespace
+}  // namespace tessera
