@@ -1,6 +1,7 @@
-// The per-kernel profile of one step (decode_bench --profile). While a KernelProfiler is active on
-// this thread, every launch site wrapped in a ProfiledLaunch (compiled pieces' steps, attention,
-// eager ops, device copies) records a device event before and after itself on the current stream.
+// The per-kernel profile of one step (tessera bench sweep --profile). While a KernelProfiler is
+// active on this thread, every launch site wrapped in a ProfiledLaunch (compiled pieces' steps,
+// attention, eager ops, device copies) records a device event before and after itself on the
+// current stream.
 // So that those events time the device and not the host's launch (a launch reaching an idle
 // device would start late by its own host cost), the profiler holds the stream behind a gate
 // (DeviceBackend::hold_stream) while the host queues launches, up to the next call that waits for

@@ -5,13 +5,14 @@
 # prints a summary table last. Logs go to $OUT when it is set (the device tool brings them back),
 # otherwise to build/gpu-check/. A file that fails to compile does not stop the rest: what built is
 # still tested and benchmarked. Last come the model checks: logits against transformers
-# (compare_gpu.py) and a short batch-size sweep (tessera bench sweep). Exits non-zero when the
+# (compare_gpu.py), a short batch-size sweep (tessera bench sweep) and the step profile of compiled
+# mode with full_and_piecewise graphs at batch 1 and 128 (--profile). Exits non-zero when the
 # build, a test, a benchmark or a model check fails. (The full sweep against PyTorch, with plots:
 # scripts/gpu_sweep.sh.)
 #
 # Settings (environment): TESSERA_DEPS_PREFIX (/tmp/tessera-deps), TESSERA_JOBS (16),
 # TESSERA_BENCH_TIMEOUT (seconds per benchmark, 120), TESSERA_COMPARE_TIMEOUT (600),
-# TESSERA_SWEEP_TIMEOUT (300), TESSERA_STEPS (tests,bench,models). Arguments go to the configure
+# TESSERA_SWEEP_TIMEOUT (300), TESSERA_PROFILE_TIMEOUT (180), TESSERA_STEPS (tests,bench,models). Arguments go to the configure
 # step.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
@@ -99,13 +100,16 @@ fi
 
 # =================================================================================================
 # Model checks: Tessera's logits against transformers (tests/hf_reference/compare_gpu.py, through
-# build/bench/logits_dump) and a batch-size sweep (build/tessera bench sweep), each run when its
-# binary built. Outputs: hf_compare.log and hf_compare.txt (the table), sweep.txt and sweep.json.
-# Settings: TESSERA_COMPARE_TIMEOUT (seconds, 600), TESSERA_SWEEP_TIMEOUT (seconds, 300).
+# build/bench/logits_dump), a batch-size sweep (build/tessera bench sweep) and a profiled one
+# (--profile: the launches and per-kernel times of a decode step), each run when its binary
+# built. Outputs: hf_compare.log and hf_compare.txt (the table), sweep.txt and sweep.json,
+# sweep_profile.txt. Settings: TESSERA_COMPARE_TIMEOUT (seconds, 600), TESSERA_SWEEP_TIMEOUT
+# (seconds, 300), TESSERA_PROFILE_TIMEOUT (seconds, 180).
 # =================================================================================================
 model_rows=()
 model_failed=0
-rm -f "$log_dir/hf_compare.txt" "$log_dir/sweep.txt"  # no stale tables in the summary
+# No stale tables in the summary or the logs.
+rm -f "$log_dir/hf_compare.txt" "$log_dir/sweep.txt" "$log_dir/sweep_profile.txt"
 # Runs "NAME TIMEOUT LOG command..." and adds its row to the summary.
 run_model_check() {
   local name=$1 limit=$2 log=$3 started status result
@@ -135,6 +139,11 @@ if ((configure_status == 0)) && [[ $steps == *models* ]]; then
     run_model_check "bench sweep" "${TESSERA_SWEEP_TIMEOUT:-300}" "$log_dir/sweep.txt" \
       "$build_dir/tessera" bench sweep --model synthetic:llama-1b --device cuda \
       --batch-sizes 1,8,32,128 --context 128 --steps 64 --json "$log_dir/sweep.json"
+    # Where a decode step's time goes, in the fastest mode: one runner, few timed steps.
+    run_model_check "bench sweep --profile" "${TESSERA_PROFILE_TIMEOUT:-180}" \
+      "$log_dir/sweep_profile.txt" "$build_dir/tessera" bench sweep --model synthetic:llama-1b \
+      --device cuda --modes compiled --cudagraph-modes full_and_piecewise --batch-sizes 1,128 \
+      --context 128 --steps 16 --profile
   fi
 fi
 

@@ -1,6 +1,7 @@
 // `tessera bench sweep` on the CPU: a tiny sweep (synthetic:tiny, batch 1 and 4, eager and
 // compiled) writes JSON and CSV that parse and hold every row asked for, bench/plot_sweep.py draws
-// PNGs from it, and options that cannot apply are errors; the percentiles both benchmarks use.
+// PNGs from it, and options that cannot apply are errors; --profile prints each row's launch
+// counts and profile tables; the percentiles both benchmarks use.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -74,6 +75,7 @@ TEST_F(BenchSweep, PrintsTheTableOnStdoutAndLogsOnStderr) {
   EXPECT_THAT(result_->output, HasSubstr("=== tessera bench sweep: synthetic:tiny"));
   EXPECT_THAT(result_->output, HasSubstr("the CPU has no CUDA graphs"));
   EXPECT_THAT(result_->output, Not(HasSubstr("[info]")));
+  EXPECT_THAT(result_->output, Not(HasSubstr("--- profile:")));  // only with --profile
   EXPECT_THAT(result_->error_output, HasSubstr("[info]"));
 }
 
@@ -95,6 +97,8 @@ TEST_F(BenchSweep, JsonHoldsEveryRowModeAndTheRunsContext) {
   EXPECT_EQ(config["context"], 16);
   EXPECT_EQ(config["steps"], 4);
   EXPECT_EQ(config["prompt_len"], 24);
+  EXPECT_EQ(config["profile"], false);
+  EXPECT_EQ(config["linear"], "measured");
   EXPECT_GT(report["copy_gb_per_s"].get<double>(), 0);
   EXPECT_GT(report["weight_bytes_per_step"].get<double>(), 0);
   EXPECT_GT(report["startup"]["load_s"].get<double>(), 0);
@@ -219,9 +223,51 @@ TEST(BenchSweepOptions, WhatCannotApplyIsAnError) {
   CommandResult kv = run_sweep("--device cpu -O engine.num_kv_blocks=8");
   EXPECT_EQ(kv.status, 1);
   EXPECT_THAT(kv.error_output, HasSubstr("engine.num_kv_blocks"));
+  // The linear paths are the GPU's: on the CPU anything but measured is an error.
+  for (const char* path : {"library", "fastest"}) {
+    CommandResult linear = run_sweep(fmt::format("--device cpu --linear {}", path));
+    EXPECT_EQ(linear.status, 1);
+    EXPECT_THAT(linear.error_output,
+                HasSubstr(fmt::format("--linear {}: the CPU has one linear path", path)));
+  }
+  EXPECT_EQ(run_sweep("--linear").status, 2);  // needs a value
   CommandResult which = run_shell(fmt::format("'{}' bench fly", TESSERA_BINARY), true);
   EXPECT_EQ(which.status, 2);
   EXPECT_THAT(which.error_output, HasSubstr("expected sweep or serve"));
+}
+
+// The profile of a compiled decode step after the row: the launch counts of one step, then the
+// three tables of one more, with the greedy pick in its own region. The model is loaded for the
+// two extra steps: with a prompt no longer than the context, a model length of context + warm-up
+// + steps would refuse them.
+TEST(BenchSweepProfile, PrintsLaunchCountsAndTablesAfterEachRow) {
+  const std::string directory = fresh_temp_dir("bench_sweep_profile");
+  std::filesystem::create_directories(directory);
+  CommandResult profiled = run_sweep(fmt::format(
+      "--model synthetic:tiny --device cpu --batch-sizes 1,2 --modes compiled --context 8 "
+      "--steps 2 --warmup 0 --prompt-len 8 --profile --linear measured --json '{}/sweep.json'",
+      directory));
+  ASSERT_EQ(profiled.status, 0) << profiled.error_output;
+  const std::string& output = profiled.output;
+  for (const char* row : {"--- profile: compiled batch 1 (unprofiled median ",
+                          "--- profile: compiled batch 2 (unprofiled median "})
+    EXPECT_THAT(output, HasSubstr(row));
+  EXPECT_THAT(output, HasSubstr("launches per step: "));
+  EXPECT_THAT(output, HasSubstr(" launched from the host (gemm "));
+  EXPECT_THAT(output, HasSubstr("on the device the step took "));
+  EXPECT_THAT(output, HasSubstr("by class "));
+  EXPECT_THAT(output, HasSubstr("by region (in step order) "));
+  EXPECT_THAT(output, HasSubstr("kernels by total time (top 25) "));
+  EXPECT_THAT(output, HasSubstr("\nsampling "));  // the region of the greedy pick
+  // The profiles come before the sweep's table.
+  EXPECT_LT(output.find("--- profile: compiled batch 2"),
+            output.find("=== tessera bench sweep: synthetic:tiny"));
+  EXPECT_THAT(output, HasSubstr("linear path measured"));
+  const json report = json::parse(read_text(directory + "/sweep.json"));
+  EXPECT_EQ(report["config"]["profile"], true);
+  EXPECT_EQ(report["config"]["linear"], "measured");
+  EXPECT_EQ(report["rows"].size(), 2u);
+  std::filesystem::remove_all(directory);
 }
 
 TEST(BenchStatistics, PercentilesInterpolateBetweenRanks) {

@@ -8,6 +8,9 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/bench/statistics.h"
 #include "engine/bench/workload.h"
@@ -16,6 +19,9 @@
 #include "engine/run_setup.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
+#include "kernels/linear_path.h"
+#include "kernels/profile_report.h"
+#include "kernels/profiler.h"
 #include "models/model.h"
 
 namespace tessera::bench {
@@ -103,6 +109,32 @@ int64_t ceil_divide(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// One decode step of every sequence under a counting profiler, then one under a timing profiler:
+// the launch counts and the profile's tables.
+std::string profile_decode(Workload& workload, Device device, double copy_gb_per_second) {
+  KernelProfiler counter(device, /*timing=*/false);
+  {
+    ProfilerScope active(counter);
+    counter.start();
+    workload.advance();
+    counter.stop();
+  }
+  KernelProfiler timer(device, /*timing=*/true);
+  {
+    ProfilerScope active(timer);
+    timer.start();
+    workload.advance();
+    timer.stop();
+  }
+  return fmt::format("launches per step: {}\n{}", format_launch_counts(counter),
+                     format_profile(timer, ProfileCeilings{copy_gb_per_second, 0}, 25));
+}
+
+struct DecodeMeasurement {
+  std::vector<double> step_ms;
+  std::string profile;  // SweepOptions::profile only
+};
+
 class Sweep {
  public:
   Sweep(const SweepOptions& options, const SweepProgress& progress)
@@ -112,10 +144,13 @@ class Sweep {
 
  private:
   int64_t budget() const { return options_.config.engine.max_num_batched_tokens; }
-  // The longest sequence any measurement holds (the model is loaded for it).
-  int64_t max_length() const {
-    return std::max(options_.context + options_.warmup + options_.steps, options_.prompt_len);
+  // The tokens a decode measurement's sequence holds: its context, then warm-up and timed steps,
+  // and with profile one counted and one profiled step.
+  int64_t decode_length() const {
+    return options_.context + options_.warmup + options_.steps + (options_.profile ? 2 : 0);
   }
+  // The longest sequence any measurement holds (the model is loaded for it).
+  int64_t max_length() const { return std::max(decode_length(), options_.prompt_len); }
   // One step of exactly max_num_batched_tokens tokens: prompts of up to the model's length.
   int64_t full_step_length() const { return std::min(budget(), model_->max_positions()); }
   // The KV blocks the largest measurement holds at once.
@@ -130,7 +165,7 @@ class Sweep {
   void measure_rows(ModeResult result, ModelRunner& runner);
   double time_to_first_token_ms(ModelRunner& runner) const;
   double prefill_tokens_per_second(ModelRunner& runner, int64_t batch) const;
-  std::vector<double> decode_step_ms(ModelRunner& runner, int64_t batch) const;
+  DecodeMeasurement measure_decode(ModelRunner& runner, int64_t batch) const;
   void report_progress() {
     if (progress_) progress_(report_, report_.rows.size(), total_rows_);
   }
@@ -147,9 +182,7 @@ class Sweep {
 
 int64_t Sweep::kv_blocks_needed() const {
   const int64_t block = options_.config.engine.block_size;
-  const int64_t decode =
-      largest_batch_ *
-      KVCacheManager::blocks_for(options_.context + options_.warmup + options_.steps, block);
+  const int64_t decode = largest_batch_ * KVCacheManager::blocks_for(decode_length(), block);
   const int64_t prefill = largest_batch_ * KVCacheManager::blocks_for(options_.prompt_len, block);
   const int64_t full_step = ceil_divide(budget(), full_step_length()) *
                             KVCacheManager::blocks_for(full_step_length(), block);
@@ -215,7 +248,7 @@ double Sweep::prefill_tokens_per_second(ModelRunner& runner, int64_t batch) cons
   return static_cast<double>(runs * tokens) / std::max(seconds, 1e-9);
 }
 
-std::vector<double> Sweep::decode_step_ms(ModelRunner& runner, int64_t batch) const {
+DecodeMeasurement Sweep::measure_decode(ModelRunner& runner, int64_t batch) const {
   Workload workload(runner, budget(), max_sequences_);
   for (int64_t s = 0; s < batch; ++s) workload.add_prompt(options_.context, 7000);
   workload.advance();  // the prefill; each sequence then holds its first sampled token
@@ -224,15 +257,17 @@ std::vector<double> Sweep::decode_step_ms(ModelRunner& runner, int64_t batch) co
   Stream& stream = device_backend.current_stream(device_.index);
   auto start = device_backend.create_event(device_.index);
   auto end = device_backend.create_event(device_.index);
-  std::vector<double> milliseconds;
+  DecodeMeasurement measurement;
   for (int64_t step = 0; step < options_.steps; ++step) {
     start->record(stream);
     workload.advance();  // forward, greedy pick on the device, ids to the host
     end->record(stream);
     end->synchronize();
-    milliseconds.push_back(start->elapsed_ms(*end));
+    measurement.step_ms.push_back(start->elapsed_ms(*end));
   }
-  return milliseconds;
+  if (options_.profile)
+    measurement.profile = profile_decode(workload, device_, report_.copy_gb_per_second);
+  return measurement;
 }
 
 std::unique_ptr<ModelRunner> Sweep::build_runner(ModeResult& result, const std::string& cache_dir) {
@@ -269,7 +304,8 @@ void Sweep::measure_rows(ModeResult result, ModelRunner& runner) {
   report_progress();
   for (int64_t batch : options_.batch_sizes) {
     const double prefill = prefill_tokens_per_second(runner, batch);
-    const std::vector<double> steps = decode_step_ms(runner, batch);
+    DecodeMeasurement decode = measure_decode(runner, batch);
+    const std::vector<double>& steps = decode.step_ms;
     SweepRow row;
     row.label = result.label;
     row.mode = result.mode;
@@ -282,6 +318,7 @@ void Sweep::measure_rows(ModeResult result, ModelRunner& runner) {
     row.prefill_tokens_per_second = prefill;
     if (batch == 1)
       row.weight_gb_per_second = report_.weight_bytes_per_step / (row.step_ms_median * 1e-3) / kGB;
+    row.profile = std::move(decode.profile);
     spdlog::info(
         "{} batch {}: step median {:.3f} ms, p90 {:.3f} ms, {:.1f} tokens/s; prefill "
         "{:.0f} tokens/s",
@@ -338,6 +375,7 @@ void Sweep::measure_mode(const std::string& mode) {
 }
 
 SweepReport Sweep::run() {
+  ForceLinearPath linear_path(options_.linear_path);  // this thread runs every step
   device_ = run_device(options_.config.engine);
   report_.machine = machine_info();
   report_.device = device_info(device_);
@@ -437,6 +475,16 @@ SweepOptions resolve_sweep_options(SweepOptions options, bool device_given, bool
   check_list("--modes", options.modes, std::vector<std::string>{"eager", "traced", "compiled"});
   check_list("--cudagraph-modes", options.cudagraph_modes,
              std::vector<std::string>{"none", "piecewise", "full", "full_and_piecewise"});
+  if (gpu) {
+    std::vector<std::string> paths{kLinearPathMeasured, kLinearPathLibrary};
+    for (const std::string& variant : linear_variants(device.type)) paths.push_back(variant);
+    check_list("--linear", std::vector<std::string>{options.linear_path}, paths);
+  } else {
+    TESSERA_REQUIRE(options.linear_path == kLinearPathMeasured,
+                    "--linear {}: the CPU has one linear path; --linear chooses among the GPU's "
+                    "(leave it out, or measured)",
+                    options.linear_path);
+  }
   const bool graphs = options.cudagraph_modes != std::vector<std::string>{"none"};
   TESSERA_REQUIRE(!graphs || gpu,
                   "--cudagraph-modes {}: the CPU has no CUDA graphs, only none applies there",

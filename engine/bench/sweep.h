@@ -2,7 +2,8 @@
 // decode step (forward plus the greedy pick, the ids on the host), prefill throughput at a prompt
 // length, time to first token, and for batch 1 the weight-read bandwidth against a copy bandwidth
 // measured in the same run; plus startup (load, compile cold and warm, capture) and memory per
-// mode. `tessera bench sweep` (engine/cli/bench.cpp) prints and writes what this measures
+// mode; with profile, the launches and per-kernel times of a decode step after each row.
+// `tessera bench sweep` (engine/cli/bench.cpp) prints and writes what this measures
 // (sweep_report.h).
 #pragma once
 
@@ -14,6 +15,7 @@
 
 #include "engine/bench/machine_info.h"
 #include "engine/config.h"
+#include "kernels/linear_path.h"
 
 namespace tessera::bench {
 
@@ -29,6 +31,12 @@ struct SweepOptions {
   int64_t steps = 0;       // timed decode steps per batch size (GPU 64, CPU 32)
   int64_t warmup = -1;     // untimed decode steps before them (3)
   int64_t prompt_len = 0;  // prompt length for prefill throughput and TTFT (GPU 512, CPU 128)
+  // After each row's timed steps, one decode step under a counting profiler and one under a
+  // timing profiler (kernels/profiler.h): SweepRow::profile.
+  bool profile = false;
+  // The GPU linear path for the whole sweep (kernels/linear_path.h): measured, library or a
+  // skinny variant. The CPU has one linear path: measured only.
+  std::string linear_path = kLinearPathMeasured;
 };
 
 // One runner: a compilation mode with one CUDA graph mode (graph modes apply to compiled mode).
@@ -58,6 +66,9 @@ struct SweepRow {
   double tokens_per_second = 0;                // batch_size / median step
   double prefill_tokens_per_second = 0;        // batch_size prompts of prompt_len, chunked
   std::optional<double> weight_gb_per_second;  // batch 1: weight bytes a step reads / median
+  // With SweepOptions::profile: the launch counts of one step (format_launch_counts) and the
+  // tables of one more with every launch timed (format_profile); printed, not in the JSON or CSV.
+  std::string profile;
 };
 
 struct SweepReport {

@@ -64,6 +64,8 @@ std::string sweep_json(const SweepReport& report) {
         {"steps", options.steps},
         {"warmup", options.warmup},
         {"prompt_len", options.prompt_len},
+        {"profile", options.profile},
+        {"linear", options.linear_path},
         {"max_num_batched_tokens", engine.max_num_batched_tokens},
         {"max_num_seqs",
          std::max(engine.max_num_seqs,
@@ -145,13 +147,13 @@ std::string sweep_table(const SweepReport& report) {
   std::string text = fmt::format(
       "=== tessera bench sweep: {} ({}) {} on {} ({}), commit {} ===\n"
       "context {} tokens, median and p90 of {} decode steps after {} warm-up; prefill and TTFT "
-      "at {}-token prompts\n"
+      "at {}-token prompts; linear path {}\n"
       "copy bandwidth {:.1f} GB/s (read + write); weights {:.1f} MiB, {:.1f} MiB read per step; "
       "load {:.2f} s\n",
       options.config.engine.model, report.model_description, report.dtype, report.device.device,
       report.device.name, report.commit, options.context, options.steps, options.warmup,
-      options.prompt_len, report.copy_gb_per_second, report.weight_bytes / kMiB,
-      report.weight_bytes_per_step / kMiB, report.load_seconds);
+      options.prompt_len, options.linear_path, report.copy_gb_per_second,
+      report.weight_bytes / kMiB, report.weight_bytes_per_step / kMiB, report.load_seconds);
   for (const std::string& note : report.notes) text += "note: " + note + "\n";
   text += fmt::format("\n{:<28} {:>6} {:>11} {:>11} {:>12} {:>14} {:>13} {:>9}\n", "mode", "batch",
                       "median ms", "p90 ms", "tokens/s", "prefill tok/s", "weights GB/s", "% copy");

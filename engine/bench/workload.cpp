@@ -5,6 +5,7 @@
 
 #include "engine/sampler.h"
 #include "kernels/check.h"
+#include "kernels/profiler.h"
 
 namespace tessera::bench {
 
@@ -57,7 +58,12 @@ void Workload::advance() {
       finishing.push_back(take == pending);
       budget -= take;
     }
-    const std::vector<int32_t> ids = greedy_token_ids(runner_.execute(batch));
+    const Tensor logits = runner_.execute(batch);
+    std::vector<int32_t> ids;
+    {
+      ProfileRegion region("sampling");  // names the greedy pick's launches in a profile
+      ids = greedy_token_ids(logits);
+    }
     TESSERA_CHECK(ids.size() == members.size(), "{} ids for {} sequences", ids.size(),
                   members.size());
     for (size_t i = 0; i < members.size(); ++i) {

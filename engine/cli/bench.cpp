@@ -2,11 +2,12 @@
 // per compilation mode, CUDA graph mode and batch size (engine/bench/sweep.h); `tessera bench
 // serve` is a load generator against an OpenAI-compatible server (engine/bench/serve_load.h).
 // Both print a table to stdout and write JSON (the sweep CSV too); progress goes to stderr on a
-// terminal.
+// terminal. The sweep's --profile prints each row's step profile to stdout as the row completes.
 #include <fmt/format.h>
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -109,7 +110,11 @@ int run_sweep_command(const std::vector<std::string>& args) {
                       flag));
     if (flag == "--device") device_given = true;
     if (parse_model_flag(args, i, flags)) continue;
-    if (flag == "--batch-sizes") {
+    if (flag == "--profile") {
+      options.profile = true;
+    } else if (flag == "--linear") {
+      options.linear_path = value_of(args, i);
+    } else if (flag == "--batch-sizes") {
       options.batch_sizes = parse_integers(flag, value_of(args, i), 1);
     } else if (flag == "--modes") {
       options.modes = split_commas(flag, value_of(args, i));
@@ -141,7 +146,16 @@ int run_sweep_command(const std::vector<std::string>& args) {
   options = bench::resolve_sweep_options(options, device_given || !flags.config_path.empty(),
                                          flags.model_given());
   bench::ProgressBar bar;
+  size_t rows_seen = 0;
   auto progress = [&](const bench::SweepReport& report, size_t done, size_t total) {
+    for (; rows_seen < report.rows.size(); ++rows_seen) {
+      const bench::SweepRow& row = report.rows[rows_seen];
+      if (row.profile.empty()) continue;
+      bar.finish();
+      fmt::print("--- profile: {} batch {} (unprofiled median {:.3f} ms/step) ---\n{}\n", row.label,
+                 row.batch_size, row.step_ms_median, row.profile);
+      std::fflush(stdout);
+    }
     bar.update(done, total,
                report.rows.empty() ? ""
                                    : fmt::format("{} batch {}", report.rows.back().label,
@@ -244,6 +258,7 @@ const std::string kUsage =
         "eager,compiled]\n"
         "                           [--cudagraph-modes none,piecewise,full,full_and_piecewise]\n"
         "                           [--context N] [--steps N] [--warmup N] [--prompt-len N]\n"
+        "                           [--profile] [--linear measured|library|VARIANT]\n"
         "                           [--json FILE] [--csv FILE] [model options]\n"
         "       tessera bench serve [--url http://127.0.0.1:8000] [--concurrency 1,16,64]\n"
         "                           [--num-prompts N] [--request-rate R] [--input-len L "
@@ -264,6 +279,13 @@ const std::string kUsage =
         "eager,compiled, --context 128, --warmup 3. Compiles go to a fresh kernel cache of the "
         "sweep's own; it sets the KV cache\n"
         "size, the model length and engine.max_num_seqs (at least the largest batch) itself.\n"
+        "  --profile            after each row, the launches of one decode step (by kernel class,\n"
+        "                       graph replays), then one more step with every launch timed by\n"
+        "                       device events (graphs bypassed): tables per kernel class, region\n"
+        "                       and the 25 slowest kernels (kernels/profile_report.h)\n"
+        "  --linear PATH        the GPU linear path: measured (default: per shape, the fastest of\n"
+        "                       cuBLASLt and the skinny kernels), library (cuBLASLt only), or a\n"
+        "                       skinny variant wherever it fits; the CPU has one path (measured)\n"
         "\n"
         "bench serve: streams completions from an OpenAI-compatible server (POST\n"
         "/v1/completions, stream: true) with at most C requests in flight for each C of\n"
