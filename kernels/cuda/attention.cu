@@ -104,7 +104,7 @@ const DeviceLimits& device_limits(int device) {
   DeviceLimits device_limit;
   device_limit.sm_count = properties.multiProcessorCount;
   device_limit.compute_major = properties.major;
-  device_limit.shared_bytes_optin = properties.sharedMemPerBlockOptin;
+  device_limit.shared_bytes_optin = properties.GPU_PROP_SHARED_MEM_PER_BLOCK_OPTIN;
   return limits.emplace(device, device_limit).first->second;
 }
 
@@ -186,9 +186,12 @@ void launch_prefill(const AttentionParams<T>& params, const Launch& launch) {
 // runner's warm-up launches come first. Steps on one device run in stream order, one at a time.
 float* decode_workspace(Device device, int64_t floats) {
   static std::mutex mutex;
-  static std::map<int, Tensor> buffers;
+  // By device index. (A std::map of Tensors here crashes clang 15 compiling HIP.)
+  static std::vector<Tensor> buffers;
   std::lock_guard lock(mutex);
-  Tensor& buffer = buffers[device.index];
+  if (buffers.size() <= static_cast<size_t>(device.index))
+    buffers.resize(static_cast<size_t>(device.index) + 1);
+  Tensor& buffer = buffers[static_cast<size_t>(device.index)];
   if (!buffer.defined() || buffer.numel() < floats) {
     if (buffer.defined()) backend(device).synchronize(device.index);  // the old one may be in use
     buffer = Tensor::empty({floats}, DType::f32, device);
