@@ -16,7 +16,7 @@
 #include "kernels/kernel_registry.h"
 #include "kernels/pointwise_table.h"
 
-#if defined(__CUDACC__) || defined(__HIP__)  // nvcc, or clang compiling HIP
+#ifdef __CUDACC__
 // The storage conversions are device functions on the GPU; the functors below call them only
 // from device code.
 #define TESSERA_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
