@@ -33,9 +33,9 @@ struct StridedLayout {
   __device__ __forceinline__ void offsets(int64_t linear, int64_t (&result)[N]) const {
 #pragma unroll
     for (int k = 0; k < N; ++k) result[k] = 0;
-    // The dims past `rank` are skipped, not broken out of: clang unrolls no loop with a break.
 #pragma unroll
     for (int dim = 0; dim < kMaxDims; ++dim) {
+      // Dims past `rank` are skipped, not broken out of: clang unrolls no loop with a break.
       if (dim < rank) {
         int64_t index;
         if (index_fits_32bit) {
