@@ -3,6 +3,7 @@
 #include <array>
 #include <mutex>
 
+#include "kernels/backend_modules.h"
 #include "kernels/check.h"
 
 namespace tessera {
@@ -22,19 +23,20 @@ void register_backend(std::unique_ptr<DeviceBackend> backend) {
   slot = std::move(backend);
 }
 
-DeviceBackend* find_backend(DeviceType type) {
+DeviceBackend* registered_backend(DeviceType type) {
   return backends()[static_cast<size_t>(type)].get();
+}
+
+DeviceBackend* find_backend(DeviceType type) {
+  load_backend_module(type);
+  return registered_backend(type);
 }
 
 DeviceBackend& backend(Device device) {
   DeviceBackend* found = find_backend(device.type);
   if (found == nullptr) {
-    // CUDA is a build option; HIP has none yet (issue 15 adds the HIP build).
-    std::string fix = device.type == DeviceType::hip
-                          ? "HIP builds are not supported yet (issue 15)"
-                          : "configure with -DTESSERA_CUDA=ON on a machine with the CUDA toolkit";
-    throw Error(fmt::format("device {} is not available: this build has no {} backend ({})",
-                            device.str(), device_type_name(device.type), fix));
+    throw Error(fmt::format("device {} is not available: {}", device.str(),
+                            load_backend_module(device.type).reason));
   }
   int count = found->device_count();
   TESSERA_REQUIRE(device.index >= 0 && device.index < count,

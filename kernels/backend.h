@@ -1,5 +1,6 @@
-// One interface per device type: memory, streams, events, copies and graph capture. CPU and CUDA
-// implement it here; HIP implements the same interface from the same sources via gpu_vendor.h.
+// One interface per device type: memory, streams, events, copies and graph capture. The CPU
+// implements it in the core; CUDA and HIP implement it from the same sources (kernels/cuda, through
+// gpu_vendor.h) in modules loaded on first use (backend_modules.h).
 #pragma once
 
 #include <cstddef>
@@ -75,7 +76,8 @@ class DeviceBackend {
   // (total, free) bytes of device memory.
   virtual std::pair<size_t, size_t> memory_info(int index) const = 0;
 
-  // Generated code (compile/codegen): loads a compiled image (a cubin or PTX on CUDA) on device
+  // Generated code (compile/codegen): loads a compiled image (a cubin or PTX on CUDA, a code
+  // object on HIP) on device
   // `index` and returns its entry point `entry`, or throws an Error saying why it does not load.
   // Loaded code lives as long as the process. Devices without run-time code loading throw.
   virtual const void* load_kernel_image(int index, const std::string& image,
@@ -86,10 +88,12 @@ class DeviceBackend {
                              Stream& stream);
 };
 
-// Registered backends, one per device type. backend() throws a user-facing error naming the
-// device and why it is missing (not built in, or no such device).
+// Registered backends, one per device type. find_backend loads the type's module on first use
+// (nullptr when it is missing); registered_backend loads nothing. backend() throws a user-facing
+// error naming the device and why it is missing (no module, the module did not load, no device).
 void register_backend(std::unique_ptr<DeviceBackend> backend);
 DeviceBackend* find_backend(DeviceType type);
+DeviceBackend* registered_backend(DeviceType type);
 DeviceBackend& backend(Device device);
 bool device_available(Device device);
 // The first GPU device with a working backend, if any (cuda:0, then hip:0).

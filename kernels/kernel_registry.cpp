@@ -3,6 +3,7 @@
 #include <map>
 #include <utility>
 
+#include "kernels/backend_modules.h"
 #include "kernels/check.h"
 
 namespace tessera {
@@ -24,6 +25,7 @@ bool register_kernel(const std::string& op, DeviceType device, KernelFn kernel) 
 }
 
 KernelFn find_kernel(const std::string& op, DeviceType device) {
+  load_backend_module(device);  // a GPU type's kernels register as its module loads
   auto it = kernel_table().find({op, device});
   return it == kernel_table().end() ? nullptr : it->second;
 }

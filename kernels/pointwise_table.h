@@ -14,7 +14,7 @@
 
 #include "kernels/attributes.h"
 
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(__HIP__)  // nvcc, or clang compiling HIP
 #define TESSERA_HOST_DEVICE __host__ __device__
 #else
 #define TESSERA_HOST_DEVICE

@@ -51,6 +51,11 @@ if ((configure_status == 0)); then
 fi
 build_seconds=$(($(date +%s) - start))
 
+# The GPU backend is a module the binary loads at run time: `tessera devices` shows the file it
+# loaded and the GPUs it found (devices.txt, and in the summary).
+rm -f "$log_dir/devices.txt"
+[[ -x $build_dir/tessera ]] && "$build_dir/tessera" devices 2>&1 | tee "$log_dir/devices.txt"
+
 # --- Tests: gpu first (one at a time: they share the device), then cpu. ---
 # Prints "passed failed skipped" read off a ctest log.
 count_tests() {
@@ -181,6 +186,7 @@ fi
     [[ -f $log_dir/sweep.txt ]] &&
       sed -n '/^=== tessera bench sweep/,$p' "$log_dir/sweep.txt" | sed 's/^/  /'
   fi
+  [[ -f $log_dir/devices.txt ]] && echo "tessera devices:" && sed 's/^/  /' "$log_dir/devices.txt"
   echo "logs: $log_dir"
 } | tee "$log_dir/summary.txt"
 

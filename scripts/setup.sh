@@ -41,11 +41,17 @@ cmake --build build -j2
 seconds=$(($(date +%s) - start))
 
 cuda_on=$(sed -n 's/^TESSERA_CUDA:BOOL=//p' build/CMakeCache.txt)
+hip_on=$(sed -n 's/^TESSERA_HIP:BOOL=//p' build/CMakeCache.txt)
 if [[ "$cuda_on" == ON ]]; then
-  cuda_note="CUDA sources compiled with $nvcc"
+  cuda_note="CUDA module build/libtessera-cuda.so (nvcc $nvcc)"
 elif [[ -x "$nvcc" ]]; then
-  cuda_note="CUDA backend off (TESSERA_CUDA=OFF), although $nvcc exists"
+  cuda_note="no CUDA module (TESSERA_CUDA=OFF), although $nvcc exists"
 else
-  cuda_note="CUDA backend off: no nvcc at $nvcc"
+  cuda_note="no CUDA module: no nvcc at $nvcc"
 fi
-echo "setup: configure + build took ${seconds} s in build/ (-j2); $cuda_note"
+if [[ "$hip_on" == ON ]]; then
+  hip_note="HIP module build/libtessera-hip.so"
+else
+  hip_note="no HIP module (needs hipcc: apt-get install hipcc libamdhip64-dev)"
+fi
+echo "setup: configure + build took ${seconds} s in build/ (-j2); $cuda_note; $hip_note"

@@ -13,8 +13,8 @@
 
 #include "compile/codegen/cpp_codegen.h"
 #include "compile/codegen/cuda_codegen.h"
+#include "compile/codegen/gpu/gpu_kernel_cache.h"
 #include "compile/codegen/kernel_cache.h"
-#include "compile/codegen/nvrtc_cache.h"
 #include "compile/compiled_function.h"
 #include "compile/compiler.h"
 #include "compile/ops/ops.h"
@@ -25,6 +25,7 @@
 #include "kernels/check.h"
 #include "models/architecture_registry.h"
 #include "support/compile_options.h"
+#include "support/row_cases.h"
 #include "support/runner_steps.h"
 #include "support/test_tensors.h"
 
@@ -34,137 +35,8 @@ using ::testing::HasSubstr;
 
 namespace {
 
-Tensor token_ids(int64_t tokens, int64_t limit, Device device) {
-  std::vector<int64_t> ids;
-  for (int64_t i = 0; i < tokens; ++i) ids.push_back((i * 37 + tokens * 11 + 5) % limit);
-  return Tensor::from_ints(ids, {tokens}).to(device);
-}
-
 double tolerance(DType dtype) {
   return dtype == DType::f32 ? 1e-5 : dtype == DType::f16 ? 4e-3 : 1e-2;
-}
-
-// A function made of the row work of an LLM layer; every input's dim 0 is the token count.
-struct RowCase {
-  std::string name;
-  TensorFunction function;
-  std::function<std::vector<Tensor>(int64_t tokens)> inputs;
-};
-
-std::vector<RowCase> row_cases(DType dtype, Device device) {
-  std::vector<RowCase> cases;
-  auto x_of = [dtype, device](int64_t width, uint32_t seed) {
-    return [=](int64_t tokens) {
-      return std::vector<Tensor>{
-          random_tensor({tokens, width}, seed + static_cast<uint32_t>(tokens), dtype, device)};
-    };
-  };
-  Tensor norm_weight = random_tensor({256}, 1, dtype, device);
-  cases.push_back({"rms_norm",
-                   [=](std::span<const Tensor> in) {
-                     return std::vector<Tensor>{ops::rms_norm(in[0], norm_weight, 1e-6)};
-                   },
-                   x_of(256, 10)});
-  Tensor wide_weight = random_tensor({2048}, 2, dtype, device);
-  cases.push_back({"rms_norm_wide",  // 256 threads, one block-wide reduction
-                   [=](std::span<const Tensor> in) {
-                     return std::vector<Tensor>{ops::rms_norm(in[0], wide_weight, 1e-6)};
-                   },
-                   x_of(2048, 20)});
-  cases.push_back(
-      {"fused_add_rms_norm",
-       [=](std::span<const Tensor> in) {
-         auto [out, residual] = ops::fused_add_rms_norm(in[0], in[1], norm_weight, 1e-6);
-         return std::vector<Tensor>{out, residual};
-       },
-       [=](int64_t tokens) {
-         uint32_t seed = static_cast<uint32_t>(tokens);
-         return std::vector<Tensor>{random_tensor({tokens, 256}, 30 + seed, dtype, device),
-                                    random_tensor({tokens, 256}, 40 + seed, dtype, device)};
-       }});
-  Tensor head_weight = random_tensor({64}, 3, dtype, device);
-  cases.push_back({"per_head_rms_norm",  // Qwen3's q/k norm: a warp per head
-                   [=](std::span<const Tensor> in) {
-                     Tensor heads = ops::reshape(in[0], {-1, 8, 64});
-                     return std::vector<Tensor>{
-                         ops::reshape(ops::rms_norm(heads, head_weight, 1e-6), {-1, 512})};
-                   },
-                   x_of(512, 50)});
-  cases.push_back({"grouped_softmax",  // two long groups per row: block reductions per group
-                   [=](std::span<const Tensor> in) {
-                     Tensor groups = ops::reshape(in[0], {-1, 2, 1024});
-                     return std::vector<Tensor>{ops::reshape(ops::softmax(groups), {-1, 2048})};
-                   },
-                   x_of(2048, 60)});
-  cases.push_back(
-      {"silu_and_mul",
-       [](std::span<const Tensor> in) { return std::vector<Tensor>{ops::silu_and_mul(in[0])}; },
-       x_of(2 * 192, 70)});
-  cases.push_back({"gelu_tanh_and_mul",
-                   [](std::span<const Tensor> in) {
-                     return std::vector<Tensor>{ops::gelu_and_mul(in[0], "tanh")};
-                   },
-                   x_of(2 * 96, 80)});
-  cases.push_back({"softmax_and_max",
-                   [](std::span<const Tensor> in) {
-                     Tensor scaled = ops::mul_scalar(in[0], 0.5);
-                     return std::vector<Tensor>{ops::softmax(scaled), ops::max(in[0], true),
-                                                ops::mean(ops::exp(scaled), false)};
-                   },
-                   x_of(96, 90)});
-  Tensor cos_sin = random_tensor({128, 32}, 4, dtype, device);
-  for (bool neox : {true, false}) {
-    cases.push_back({neox ? "rope_neox" : "rope_gptj",
-                     [=](std::span<const Tensor> in) {
-                       auto [q, k] = ops::rotary_embedding(in[0], in[1], in[2], cos_sin, 32, neox);
-                       return std::vector<Tensor>{q, k};
-                     },
-                     [=](int64_t tokens) {
-                       uint32_t seed = static_cast<uint32_t>(tokens);
-                       return std::vector<Tensor>{
-                           token_ids(tokens, 128, device),
-                           random_tensor({tokens, 4 * 32}, 100 + seed, dtype, device),
-                           random_tensor({tokens, 2 * 32}, 110 + seed, dtype, device)};
-                     }});
-  }
-  Tensor table = random_tensor({64, 48}, 5, dtype, device);
-  cases.push_back(
-      {"embedding_add",
-       [=](std::span<const Tensor> in) {
-         return std::vector<Tensor>{ops::add(ops::embedding(table, in[0]), in[1])};
-       },
-       [=](int64_t tokens) {
-         return std::vector<Tensor>{
-             token_ids(tokens, 64, device),
-             random_tensor({tokens, 48}, 120 + static_cast<uint32_t>(tokens), dtype, device)};
-       }});
-  return cases;
-}
-
-std::vector<DynamicDim> token_dims(size_t num_inputs) {
-  std::vector<DynamicDim> dims;
-  for (size_t i = 0; i < num_inputs; ++i) dims.push_back({i, 0});
-  return dims;
-}
-
-CustomOpConfig custom_ops_off() {
-  return CustomOpConfig::parse({"none"}, false);
-}
-
-// The fused kernels of `row_case` traced on the CPU with custom ops decomposed: the passes of
-// compile_graph up to codegen (no C++ compiler runs).
-CompiledPlan fused_plan(const RowCase& row_case) {
-  std::vector<Tensor> inputs = row_case.inputs(8);
-  TraceOptions options;
-  options.dynamic_dims = token_dims(inputs.size());
-  options.custom_ops = custom_ops_off();
-  CompiledPlan plan;
-  plan.graph = trace(row_case.function, inputs, options).graph;
-  CompilationConfig config;
-  cleanup(plan.graph, config.pass_config);
-  plan.steps = split_into_pieces(plan.graph, config.splitting_ops, &plan.num_pieces);
-  fuse(plan, true);
-  return plan;
 }
 
 // rms_norm and silu_and_mul over rows of `width` outputs: the vector path needs width to be a
@@ -298,9 +170,9 @@ TEST(CudaCodegen, OneBlockPerRowWithSharedReductions) {
 
 TEST(CudaCodegen, VectorAccessWhereTheRowAllows) {
 #ifdef TESSERA_CUDA
-  NvrtcKernelCache cubins(fresh_temp_dir("cuda_cache_vector_cubins"), "sm_90");
+  GpuKernelCache cubins(fresh_temp_dir("cuda_cache_vector_cubins"), "sm_90");
   // An architecture past NVRTC's newest compiles to PTX, where the accesses' widths show.
-  NvrtcKernelCache ptx(fresh_temp_dir("cuda_cache_vector_ptx"), "sm_999");
+  GpuKernelCache ptx(fresh_temp_dir("cuda_cache_vector_ptx"), "sm_999");
   ASSERT_EQ(ptx.target().rfind("compute_", 0), 0u) << ptx.target();
 #endif
   for (DType dtype : {DType::bf16, DType::f32}) {
@@ -446,10 +318,9 @@ TEST(CudaCodegen, NvrtcCompilesTheFusedKernelsOfTracedGraphs) {
 #ifndef TESSERA_CUDA
   GTEST_SKIP() << "built without CUDA (TESSERA_CUDA=OFF): NVRTC is not linked";
 #else
-  NvrtcKernelCache cache(fresh_temp_dir("cuda_cache_sm90"), "sm_90");
+  GpuKernelCache cache(fresh_temp_dir("cuda_cache_sm90"), "sm_90");
   ASSERT_EQ(cache.target(), "sm_90") << "this NVRTC cannot emit sm_90 cubins";
-  std::printf("%s, include dir %s\n", NvrtcKernelCache::compiler_identity().c_str(),
-              cuda_include_dir().c_str());
+  std::printf("%s\n", GpuKernelCache::compiler_identity().c_str());
   size_t kernels = 0;
   double total_ms = 0;
   for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
@@ -499,7 +370,7 @@ TEST(CudaCodegen, NvrtcCacheSharesReusesAndRebuildsEntries) {
   std::string source = generate_cuda_kernel(build_row_kernel_body(plan.graph, plan.kernels[0])) +
                        "// cache entries test\n";
 
-  NvrtcKernelCache cache(dir, "sm_90");
+  GpuKernelCache cache(dir, "sm_90");
   std::string cubin = cache.image(source, "silu");
   EXPECT_EQ(cache.stats().compiled, 1u);
   // The source is on disk next to the cubin, and a second request shares the first.
@@ -514,7 +385,7 @@ TEST(CudaCodegen, NvrtcCacheSharesReusesAndRebuildsEntries) {
   std::filesystem::path other_entry =
       std::filesystem::path(cache.directory()) / (cache.key(other) + ".cubin");
   std::ofstream(other_entry, std::ios::binary) << cubin;
-  NvrtcKernelCache warm(dir, "sm_90");
+  GpuKernelCache warm(dir, "sm_90");
   EXPECT_EQ(warm.image(other, "silu"), cubin);
   EXPECT_EQ(warm.stats().disk_hits, 1u);
   EXPECT_EQ(warm.stats().compiled, 0u);
@@ -524,7 +395,7 @@ TEST(CudaCodegen, NvrtcCacheSharesReusesAndRebuildsEntries) {
   std::filesystem::path corrupt_entry =
       std::filesystem::path(cache.directory()) / (cache.key(corrupt) + ".cubin");
   std::ofstream(corrupt_entry, std::ios::binary) << "not a cubin";
-  NvrtcKernelCache rebuilding(dir, "sm_90");
+  GpuKernelCache rebuilding(dir, "sm_90");
   std::string rebuilt = rebuilding.image(corrupt, "silu");
   EXPECT_EQ(rebuilding.stats().rebuilt, 1u);
   EXPECT_EQ(rebuilding.stats().compiled, 1u);
@@ -535,7 +406,7 @@ TEST(CudaCodegen, NvrtcCacheSharesReusesAndRebuildsEntries) {
   EXPECT_EQ(std::filesystem::file_size(corrupt_entry), rebuilt.size());
 
   // The key covers the target: another architecture is another entry.
-  NvrtcKernelCache ampere(dir, "sm_80");
+  GpuKernelCache ampere(dir, "sm_80");
   EXPECT_NE(ampere.key(source), cache.key(source));
 #endif
 }
@@ -544,7 +415,7 @@ TEST(CudaCodegen, NvrtcErrorsNameTheKernelTheSourceAndTheLog) {
 #ifndef TESSERA_CUDA
   GTEST_SKIP() << "built without CUDA (TESSERA_CUDA=OFF): NVRTC is not linked";
 #else
-  NvrtcKernelCache cache(fresh_temp_dir("cuda_cache_broken"), "sm_90");
+  GpuKernelCache cache(fresh_temp_dir("cuda_cache_broken"), "sm_90");
   try {
     cache.image("extern \"C\" __global__ void tessera_kernel() { undeclared_name = 1; }\n",
                 "broken_kernel");
@@ -555,7 +426,7 @@ TEST(CudaCodegen, NvrtcErrorsNameTheKernelTheSourceAndTheLog) {
     EXPECT_THAT(error.what(), HasSubstr("undeclared_name"));  // NVRTC's log
     EXPECT_THAT(error.what(), HasSubstr("--gpu-architecture=sm_90"));
   }
-  EXPECT_THROW(NvrtcKernelCache(fresh_temp_dir("cuda_cache_bad_arch"), "ampere"), Error);
+  EXPECT_THROW(GpuKernelCache(fresh_temp_dir("cuda_cache_bad_arch"), "ampere"), Error);
 #endif
 }
 
@@ -711,7 +582,7 @@ TEST(GpuCompiledMode, WarmStartLoadsAndBadCubinsAreRebuilt) {
   EXPECT_EQ(warm->kernels_from_cache, warm->kernels.size());
 
   // An entry that looks like a cubin but does not load is rebuilt.
-  NvrtcKernelCache cache = NvrtcKernelCache::for_device(dir, gpu.index);
+  GpuKernelCache cache = GpuKernelCache::for_device(dir, gpu.index);
   std::string source = cold->kernels[0].source + "// a truncated entry\n";
   std::filesystem::path entry =
       std::filesystem::path(cache.directory()) / (cache.key(source) + ".cubin");

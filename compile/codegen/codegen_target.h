@@ -1,7 +1,8 @@
 // Code generation targets, one per device type (tinygrad's renderer/compiler/program triple): a
 // target renders a fused row kernel's body as source for its device, compiles it (through an
 // on-disk cache) and loads it, and launches what it loaded on a stream. C++ built by the system
-// compiler for the CPU (cpu_codegen_target.cpp), NVRTC for CUDA (cuda_codegen_target.cpp); a new
+// compiler for the CPU (cpu_codegen_target.cpp), NVRTC for CUDA and hipRTC for HIP
+// (gpu/gpu_codegen_target.cpp, built into each GPU module, which registers it as it loads); a new
 // target is one file that registers itself with TESSERA_REGISTER_CODEGEN_TARGET. Launches reach
 // the device only through its DeviceBackend.
 #pragma once

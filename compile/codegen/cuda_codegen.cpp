@@ -10,38 +10,75 @@
 namespace tessera {
 namespace {
 
-// Loads, stores and math shared by every generated CUDA kernel: the same API as the C++ prelude
-// (cpp_codegen.cpp), over the toolkit's 16-bit types, which have the buffers' layout (2-byte bit
-// patterns). NVRTC has no C library headers: the integer types and the float constants the
-// expressions use are defined here.
-constexpr const char* kPrelude = R"(#include <cuda_bf16.h>
+// What differs between the vendors' compilers: the 16-bit float types (both with the buffers'
+// layout, 2-byte bit patterns) and their conversions, the warp width and its shuffle. NVRTC takes
+// the toolkit's types. hipRTC (ROCm 5.2) has no bf16 header, so bf16 is its bit pattern, rounded
+// to nearest even here as the toolkits do, and f16 is the compiler's _Float16.
+constexpr const char* kCudaDialect = R"(#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-typedef long long int64_t;
-typedef int int32_t;
 typedef __nv_bfloat16 tsr_bf16;
 typedef __half tsr_f16;
+#define TSR_WARP 32
+#define TSR_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+static __device__ __forceinline__ float tsr_bf16_to_float(tsr_bf16 v) {
+  return __bfloat162float(v);
+}
+static __device__ __forceinline__ tsr_bf16 tsr_float_to_bf16(float v) {
+  return __float2bfloat16_rn(v);
+}
+static __device__ __forceinline__ float tsr_f16_to_float(tsr_f16 v) { return __half2float(v); }
+static __device__ __forceinline__ tsr_f16 tsr_float_to_f16(float v) { return __float2half_rn(v); }
+)";
+
+constexpr const char* kHipDialect = R"(struct tsr_bf16 {
+  unsigned short bits;
+};
+typedef _Float16 tsr_f16;
+#define TSR_WARP 64
+#define TSR_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
+static __device__ __forceinline__ float tsr_bf16_to_float(tsr_bf16 v) {
+  return __uint_as_float((unsigned int)v.bits << 16);
+}
+static __device__ __forceinline__ tsr_bf16 tsr_float_to_bf16(float v) {
+  const unsigned int u = __float_as_uint(v);
+  tsr_bf16 r;
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    r.bits = (unsigned short)((u >> 16) | 0x40u);  // a NaN stays a (quiet) NaN
+  else
+    r.bits = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return r;
+}
+static __device__ __forceinline__ float tsr_f16_to_float(tsr_f16 v) { return (float)v; }
+static __device__ __forceinline__ tsr_f16 tsr_float_to_f16(float v) { return (tsr_f16)v; }
+)";
+
+// Loads, stores and math shared by every generated GPU kernel: the same API as the C++ prelude
+// (cpp_codegen.cpp). The runtime compilers have no C library headers: the integer types and the
+// float constants the expressions use are defined here.
+constexpr const char* kPrelude = R"(
+typedef long long int64_t;
+typedef int int32_t;
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
 #endif
 #ifndef NAN
 #define NAN __int_as_float(0x7fffffff)
 #endif
-#define TSR_WARP 32
 
 static __device__ __forceinline__ float tsr_ld(const float* p, int64_t i) { return p[i]; }
 static __device__ __forceinline__ float tsr_ld(const tsr_bf16* p, int64_t i) {
-  return __bfloat162float(p[i]);
+  return tsr_bf16_to_float(p[i]);
 }
 static __device__ __forceinline__ float tsr_ld(const tsr_f16* p, int64_t i) {
-  return __half2float(p[i]);
+  return tsr_f16_to_float(p[i]);
 }
 static __device__ __forceinline__ void tsr_st(float* p, int64_t i, float v) { p[i] = v; }
 static __device__ __forceinline__ void tsr_st(tsr_bf16* p, int64_t i, float v) {
-  p[i] = __float2bfloat16_rn(v);
+  p[i] = tsr_float_to_bf16(v);
 }
 static __device__ __forceinline__ void tsr_st(tsr_f16* p, int64_t i, float v) {
-  p[i] = __float2half_rn(v);
+  p[i] = tsr_float_to_f16(v);
 }
 // Vector access: kCount consecutive elements as one aligned access (16 bytes at most).
 template <typename T, int kCount>
@@ -83,10 +120,10 @@ static __device__ __forceinline__ void tsr_stv(T* p, int64_t i, const float (&v)
   *reinterpret_cast<tsr_vec<T, kLanes>*>(p + i) = packed;
 }
 static __device__ __forceinline__ float tsr_round_bf16(float v) {
-  return __bfloat162float(__float2bfloat16_rn(v));
+  return tsr_bf16_to_float(tsr_float_to_bf16(v));
 }
 static __device__ __forceinline__ float tsr_round_f16(float v) {
-  return __half2float(__float2half_rn(v));
+  return tsr_f16_to_float(tsr_float_to_f16(v));
 }
 // The reductions' max: NaN in either gives NaN.
 static __device__ __forceinline__ float tsr_max(float a, float b) {
@@ -95,12 +132,12 @@ static __device__ __forceinline__ float tsr_max(float a, float b) {
 
 // Warp and block reductions; every participating thread gets the result.
 static __device__ __forceinline__ float tsr_warp_sum(float v) {
-  for (int mask = TSR_WARP / 2; mask > 0; mask >>= 1) v += __shfl_xor_sync(0xffffffffu, v, mask);
+  for (int mask = TSR_WARP / 2; mask > 0; mask >>= 1) v += TSR_SHFL_XOR(v, mask);
   return v;
 }
 static __device__ __forceinline__ float tsr_warp_max(float v) {
   for (int mask = TSR_WARP / 2; mask > 0; mask >>= 1)
-    v = tsr_max(v, __shfl_xor_sync(0xffffffffu, v, mask));
+    v = tsr_max(v, TSR_SHFL_XOR(v, mask));
   return v;
 }
 // `scratch` holds one float per warp; the trailing barrier lets the next call reuse it.
@@ -127,19 +164,24 @@ static __device__ __forceinline__ float tsr_block_max(float v, float* scratch) {
 #define TSR_SCALAR static __device__ __forceinline__
 )";
 
-// The prelude, then the pointwise formulas the hand-written kernels compile too.
-std::string prelude() {
-  return std::string(kPrelude) + kScalarMathSource;
+// The dialect's part, the prelude, then the pointwise formulas the hand-written kernels compile
+// too.
+std::string prelude(GpuDialect dialect) {
+  return std::string(dialect == GpuDialect::hip ? kHipDialect : kCudaDialect) + kPrelude +
+         kScalarMathSource;
 }
 
-constexpr int kWarpSize = 32;
+int warp_size(GpuDialect dialect) {
+  return dialect == GpuDialect::hip ? 64 : 32;
+}
+
 constexpr size_t kStaticSharedLimit = 48 * 1024;  // bytes of static __shared__ per block
 
 // A reduction with several results per row (per-head norms) gives each warp its own groups
 // when there are enough groups or they are short; otherwise the whole block reduces each group.
-bool warp_per_group(const RowReduction& reduction, int block_size) {
+bool warp_per_group(const RowReduction& reduction, int block_size, int warp) {
   return reduction.groups > 1 &&
-         (reduction.groups >= block_size / kWarpSize || reduction.length <= 16 * kWarpSize);
+         (reduction.groups >= block_size / warp || reduction.length <= 16 * warp);
 }
 
 int checked_int(int64_t value, const char* what) {
@@ -152,13 +194,13 @@ std::string scaled(const RowReduction& reduction) {
   return reduction.scale == 1.0 ? "acc" : fmt::format("acc * {:.9g}f", reduction.scale);
 }
 
-std::string reduction_source(const RowReduction& r, int block_size) {
+std::string reduction_source(const RowReduction& r, int block_size, int warp) {
   const int groups = checked_int(r.groups, "reduction groups");
   const int length = checked_int(r.length, "reduction length");
   const char* init = r.is_max ? "-INFINITY" : "0.0f";
   const char* combine = r.is_max ? "acc = tsr_max(acc, v);" : "acc += v;";
   std::string source = fmt::format("  __shared__ float {}[{}];\n", r.array, std::max(groups, 1));
-  if (warp_per_group(r, block_size)) {
+  if (warp_per_group(r, block_size, warp)) {
     source += fmt::format("  for (int g = warp; g < {}; g += TSR_WARPS) {{\n", groups);
     source += fmt::format("    float acc = {};\n", init);
     source += fmt::format("    for (int k = lane; k < {}; k += TSR_WARP) {{\n", length);
@@ -245,20 +287,21 @@ int cuda_block_size(const RowKernelBody& body) {
   return widest >= 1024 ? 256 : 128;
 }
 
-std::string generate_cuda_kernel(const RowKernelBody& body) {
+std::string generate_cuda_kernel(const RowKernelBody& body, GpuDialect dialect) {
   const int block_size = cuda_block_size(body);
+  const int warp = warp_size(dialect);
   const size_t num_buffers = body.input_dtypes.size() + body.outputs.size();
   TESSERA_CHECK(num_buffers > 0, "a row kernel without buffers");
-  size_t shared_bytes = static_cast<size_t>(block_size / kWarpSize) * sizeof(float);
+  size_t shared_bytes = static_cast<size_t>(block_size / warp) * sizeof(float);
   for (const RowReduction& r : body.reductions)
     shared_bytes += static_cast<size_t>(r.groups) * sizeof(float);
   TESSERA_REQUIRE(shared_bytes <= kStaticSharedLimit,
                   "a fused row kernel needs {} bytes of shared memory for its per-row reductions "
-                  "(CUDA row kernels have {}); turn fusion off (compilation.pass_config."
+                  "(GPU row kernels have {}); turn fusion off (compilation.pass_config."
                   "enable_fusion: false) for this model",
                   shared_bytes, kStaticSharedLimit);
 
-  std::string source = prelude();
+  std::string source = prelude(dialect);
   source +=
       fmt::format("\n#define TSR_BLOCK {}\n#define TSR_WARPS (TSR_BLOCK / TSR_WARP)\n", block_size);
   source += fmt::format("struct tsr_buffers {{ void* p[{}]; }};\n\n", num_buffers);
@@ -283,7 +326,7 @@ std::string generate_cuda_kernel(const RowKernelBody& body) {
     source += "  __shared__ float tsr_scratch[TSR_WARPS];\n";
     source += "  (void)lane; (void)warp; (void)tsr_scratch;\n";
   }
-  for (const RowReduction& r : body.reductions) source += reduction_source(r, block_size);
+  for (const RowReduction& r : body.reductions) source += reduction_source(r, block_size, warp);
   for (size_t o = 0; o < body.outputs.size(); ++o) {
     const RowOutput& out = body.outputs[o];
     const int elements = checked_int(out.row_elements, "output row");

@@ -1,5 +1,6 @@
-// `tessera devices`: every device type this build knows, its devices with name and memory, and
-// plainly why a GPU type has none (not built in, or built in but no GPU found).
+// `tessera devices`: every device type, its devices with name and memory, and plainly why a GPU
+// type has none (no GPU found, or its module is missing or did not load: the module table says
+// which file was looked for and why it did not load).
 #include <fmt/format.h>
 
 #include <exception>
@@ -8,29 +9,10 @@
 
 #include "engine/cli/command.h"
 #include "kernels/backend.h"
+#include "kernels/backend_modules.h"
 
 namespace tessera::cli {
 namespace {
-
-bool built_in(DeviceType type) {
-  switch (type) {
-    case DeviceType::cpu:
-      return true;
-    case DeviceType::cuda:
-#ifdef TESSERA_CUDA
-      return true;
-#else
-      return false;
-#endif
-    case DeviceType::hip:
-#ifdef TESSERA_HIP
-      return true;
-#else
-      return false;
-#endif
-  }
-  return false;
-}
 
 std::string gib(size_t bytes) {
   return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
@@ -47,27 +29,32 @@ std::string memory_text(const DeviceBackend& backend, int index) {
 
 int run_devices(const std::vector<std::string>& args) {
   expect_no_arguments("devices", args);
+  constexpr DeviceType kTypes[] = {DeviceType::cpu, DeviceType::cuda, DeviceType::hip};
   fmt::print("{:<8} {:<40} {}\n", "device", "name", "memory");
-  for (DeviceType type : {DeviceType::cpu, DeviceType::cuda, DeviceType::hip}) {
+  for (DeviceType type : kTypes) {
     const char* type_name = device_type_name(type);
-    if (!built_in(type)) {
-      // Only CUDA has a build option so far; the HIP build is issue 15.
-      fmt::print("{:<8} not built in{}\n", type_name,
-                 type == DeviceType::cuda
-                     ? " (configure with -DTESSERA_CUDA=ON on a machine with nvcc)"
-                     : " (HIP builds are not supported yet, issue 15)");
+    DeviceBackend* backend = find_backend(type);  // loads the type's module
+    if (backend == nullptr) {
+      fmt::print("{:<8} no {} module (below)\n", type_name, type_name);
       continue;
     }
-    DeviceBackend* backend = find_backend(type);
-    int count = backend == nullptr ? 0 : backend->device_count();
+    int count = backend->device_count();
     if (count == 0) {
-      fmt::print("{:<8} built in, but no GPU found\n", type_name);
+      fmt::print("{:<8} no GPU found\n", type_name);
       continue;
     }
     for (int index = 0; index < count; ++index) {
       fmt::print("{:<8} {:<40} {}\n", Device{type, index}.str(), backend->device_name(index),
                  memory_text(*backend, index));
     }
+  }
+  fmt::print("\n{:<8} {}\n", "module", "state");
+  for (DeviceType type : kTypes) {
+    if (type == DeviceType::cpu) continue;  // built in
+    const BackendModuleStatus& module = load_backend_module(type);
+    fmt::print("{:<8} {}\n", device_type_name(type),
+               module.loaded ? fmt::format("loaded from {}", module.path)
+                             : fmt::format("not loaded: {}", module.reason));
   }
   return 0;
 }
@@ -80,7 +67,9 @@ Command make_devices_command() {
       "usage: tessera devices\n"
       "\n"
       "Lists each device type (cpu, cuda, hip): its devices with name, total and free memory, or\n"
-      "why it has none: not built in, or built in but no GPU found.";
+      "why it has none: no GPU found, or no module. Then each GPU module (libtessera-cuda.so,\n"
+      "libtessera-hip.so, loaded on first use): the file it was loaded from, or why it did not\n"
+      "load. Modules are looked for next to libtessera_kernels.so, or in $TESSERA_MODULE_DIR.";
   command.run = run_devices;
   return command;
 }

@@ -18,6 +18,9 @@
 #ifndef TESSERA_BUILD_TYPE
 #define TESSERA_BUILD_TYPE "unknown"
 #endif
+#ifndef TESSERA_BUILT_MODULES
+#define TESSERA_BUILT_MODULES "unknown"
+#endif
 
 namespace tessera::cli {
 namespace {
@@ -38,13 +41,8 @@ void print_help(std::FILE* stream) {
 }
 
 void print_version() {
-#ifdef TESSERA_CUDA
-  std::string cuda =
-      fmt::format("CUDA backend built in (architectures {})", TESSERA_CUDA_ARCHITECTURES);
-#else
-  std::string cuda = "CUDA backend not built in";
-#endif
-  fmt::print("tessera {}\n{}; {} build\n", TESSERA_VERSION, cuda, TESSERA_BUILD_TYPE);
+  fmt::print("tessera {}\nGPU modules built: {}; {} build\n", TESSERA_VERSION,
+             TESSERA_BUILT_MODULES, TESSERA_BUILD_TYPE);
 }
 
 bool is_help_flag(const std::string& arg) {

@@ -163,9 +163,12 @@ void launch_prefill(const AttentionParams<T>& params, const Launch& launch) {
 // runner's warm-up launches come first. Steps on one device run in stream order, one at a time.
 float* decode_workspace(Device device, int64_t floats) {
   static std::mutex mutex;
-  static std::map<int, Tensor> buffers;
+  // By device index. (A std::map of Tensors here crashes clang 15 compiling HIP.)
+  static std::vector<Tensor> buffers;
   std::lock_guard lock(mutex);
-  Tensor& buffer = buffers[device.index];
+  if (buffers.size() <= static_cast<size_t>(device.index))
+    buffers.resize(static_cast<size_t>(device.index) + 1);
+  Tensor& buffer = buffers[static_cast<size_t>(device.index)];
   if (!buffer.defined() || buffer.numel() < floats) {
     if (buffer.defined()) backend(device).synchronize(device.index);  // the old one may be in use
     buffer = Tensor::empty({floats}, DType::f32, device);

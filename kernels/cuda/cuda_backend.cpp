@@ -406,17 +406,17 @@ class GpuBackend final : public DeviceBackend {
     state(index);
     gpuDeviceProp properties{};
     GPU_CHECK(gpuGetDeviceProperties(&properties, index));
-    return fmt::format("{} (sm_{}{}, {:.1f} GiB, {} SMs)", properties.name, properties.major,
-                       properties.minor, properties.totalGlobalMem / kGiB,
-                       properties.multiProcessorCount);
+    return fmt::format("{} ({}, {:.1f} GiB, {} {})", properties.name, architecture(index),
+                       properties.totalGlobalMem / kGiB, properties.multiProcessorCount,
+                       kGpuDeviceType == DeviceType::hip ? "CUs" : "SMs");
   }
 
   std::string architecture(int index) const override {
     state(index);
     gpuDeviceProp properties{};
     GPU_CHECK(gpuGetDeviceProperties(&properties, index));
-#if defined(__HIP_PLATFORM_AMD__) || defined(TESSERA_HIP)
-    return properties.gcnArchName;
+#if defined(TESSERA_GPU_HIP)
+    return properties.gcnArchName;  // "gfx90a:sramecc+:xnack-": the target ID hipRTC takes
 #else
     return fmt::format("sm_{}{}", properties.major, properties.minor);
 #endif
@@ -566,11 +566,18 @@ class GpuBackend final : public DeviceBackend {
                                 const std::string& entry) override {
     state(index);  // the runtime's primary context exists from here on
     DeviceGuard device(index);
+#if defined(TESSERA_GPU_HIP)
+    gpuModule_t module = nullptr;
+    gpuError_t status = gpuModuleLoadData(&module, image.data());
+    gpuFunction_t kernel = nullptr;
+    if (status == gpuSuccess) status = gpuModuleGetFunction(&kernel, module, entry.c_str());
+#else
     gpuLibrary_t library = nullptr;
     gpuError_t status =
         gpuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
     gpuKernel_t kernel = nullptr;
     if (status == gpuSuccess) status = gpuLibraryGetKernel(&kernel, library, entry.c_str());
+#endif
     if (status != gpuSuccess) {
       (void)gpuGetLastError();
       throw Error(fmt::format("{} ({}) loading {} on {}:{}", gpuGetErrorString(status),
@@ -585,9 +592,16 @@ class GpuBackend final : public DeviceBackend {
     TESSERA_REQUIRE(grid > 0 && grid <= 0x7fffffff,
                     "a launch over {} blocks exceeds the grid limit (2^31 - 1 blocks)", grid);
     DeviceGuard device(stream.device().index);
+#if defined(TESSERA_GPU_HIP)
+    auto* kernel = reinterpret_cast<gpuFunction_t>(const_cast<void*>(function));
+    GPU_CHECK(gpuModuleLaunchKernel(kernel, static_cast<unsigned int>(grid), 1, 1,
+                                    static_cast<unsigned int>(block), 1, 1, 0,
+                                    stream_handle(stream), arguments, nullptr));
+#else
     GPU_CHECK(gpuLaunchKernel(function, dim3(static_cast<unsigned int>(grid)),
                               dim3(static_cast<unsigned int>(block)), arguments, 0,
                               stream_handle(stream)));
+#endif
   }
 
   std::pair<size_t, size_t> memory_info(int index) const override {

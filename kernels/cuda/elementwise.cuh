@@ -35,19 +35,21 @@ struct StridedLayout {
     for (int k = 0; k < N; ++k) result[k] = 0;
 #pragma unroll
     for (int dim = 0; dim < kMaxDims; ++dim) {
-      if (dim == rank) break;
-      int64_t index;
-      if (index_fits_32bit) {
-        const auto rest = static_cast<uint32_t>(linear);
-        const auto size = static_cast<uint32_t>(sizes[dim]);
-        index = rest % size;
-        linear = rest / size;
-      } else {
-        index = linear % sizes[dim];
-        linear /= sizes[dim];
-      }
+      // Dims past `rank` are skipped, not broken out of: clang unrolls no loop with a break.
+      if (dim < rank) {
+        int64_t index;
+        if (index_fits_32bit) {
+          const auto rest = static_cast<uint32_t>(linear);
+          const auto size = static_cast<uint32_t>(sizes[dim]);
+          index = rest % size;
+          linear = rest / size;
+        } else {
+          index = linear % sizes[dim];
+          linear /= sizes[dim];
+        }
 #pragma unroll
-      for (int k = 0; k < N; ++k) result[k] += index * strides[dim][k];
+        for (int k = 0; k < N; ++k) result[k] += index * strides[dim][k];
+      }
     }
   }
 

@@ -42,6 +42,19 @@
 namespace tessera::gpu {
 namespace {
 
+[[noreturn]] void throw_blas_error(const char* call, const char* file, int line,
+                                   gpublasStatus_t status) {
+  throw Error(fmt::format("{} BLAS error at {}:{}: {} failed: {} (status {})", runtime_name(), file,
+                          line, call, gpublasGetStatusString(status), static_cast<int>(status)));
+}
+
+#define GPUBLAS_CHECK(call)                                                               \
+  do {                                                                                    \
+    gpublasStatus_t gpublas_check_status_ = (call);                                       \
+    if (gpublas_check_status_ != GPUBLAS_STATUS_SUCCESS)                                  \
+      ::tessera::gpu::throw_blas_error(#call, __FILE__, __LINE__, gpublas_check_status_); \
+  } while (0)
+
 // cuBLAS recommends 32 MiB of workspace on Hopper; giving it one ourselves also keeps it from
 // allocating during graph capture.
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;

@@ -18,13 +18,6 @@
       ::tessera::gpu::throw_runtime_error(#call, __FILE__, __LINE__, gpu_check_error_); \
   } while (0)
 
-#define GPUBLAS_CHECK(call)                                                               \
-  do {                                                                                    \
-    gpublasStatus_t gpublas_check_status_ = (call);                                       \
-    if (gpublas_check_status_ != GPUBLAS_STATUS_SUCCESS)                                  \
-      ::tessera::gpu::throw_blas_error(#call, __FILE__, __LINE__, gpublas_check_status_); \
-  } while (0)
-
 #define GPU_CHECK_LAUNCH(kernel_name) ::tessera::gpu::check_launch(kernel_name, __FILE__, __LINE__)
 
 namespace tessera::gpu {
@@ -38,12 +31,6 @@ inline const char* runtime_name() {
                                              gpuError_t error) {
   throw Error(fmt::format("{} error at {}:{}: {} failed: {} ({})", runtime_name(), file, line, call,
                           gpuGetErrorString(error), gpuGetErrorName(error)));
-}
-
-[[noreturn]] inline void throw_blas_error(const char* call, const char* file, int line,
-                                          gpublasStatus_t status) {
-  throw Error(fmt::format("{} BLAS error at {}:{}: {} failed: {} (status {})", runtime_name(), file,
-                          line, call, gpublasGetStatusString(status), static_cast<int>(status)));
 }
 
 // After a kernel launch: a bad launch configuration shows up here; faults inside the kernel show
@@ -117,7 +104,7 @@ inline const DeviceLimits& device_limits(int device) {
   DeviceLimits device_limit;
   device_limit.sm_count = properties.multiProcessorCount;
   device_limit.compute_major = properties.major;
-  device_limit.shared_bytes_optin = properties.sharedMemPerBlockOptin;
+  device_limit.shared_bytes_optin = properties.GPU_PROP_SHARED_MEM_PER_BLOCK_OPTIN;
   device_limit.l2_bytes = static_cast<size_t>(properties.l2CacheSize);
   return limits.emplace(device, device_limit).first->second;
 }

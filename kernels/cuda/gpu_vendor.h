@@ -1,28 +1,25 @@
 // The GPU vendor header (llama.cpp's vendors/hip.h idea): the files in kernels/cuda name the GPU
-// runtime and BLAS only through the gpu* aliases below, which map to CUDA/cuBLAS by default and to
-// HIP/hipBLAS when built for AMD (__HIP_PLATFORM_AMD__ or TESSERA_HIP). One set of sources then
-// serves both backends; kGpuDeviceType tells the registrations which device type they serve.
+// runtime only through the gpu* aliases below, which map to CUDA by default and to HIP when built
+// for AMD (TESSERA_GPU_HIP, set by the HIP module's build, or __HIP_PLATFORM_AMD__). One set of
+// sources then serves both modules, libtessera-cuda.so and libtessera-hip.so; kGpuDeviceType tells
+// the registrations which device type they serve. BLAS is CUDA's alone (cuBLAS, gemm.cpp): ROCm
+// as Debian ships it has no hipBLAS, so GEMMs on ROCm run Tessera's own (portable_gemm.cu).
 //
-// Only this file may name cuda*/cublas*/hip*/hipblas* directly. Keep it a plain mapping: no
-// logic here, so a reader can check each line against the two vendors' documentation.
+// Only this file may name cuda*/cublas*/hip* directly. Keep it a plain mapping: no logic here, so
+// a reader can check each line against the two vendors' documentation.
 #pragma once
 
 #include "kernels/device.h"
 
-#if defined(__HIP_PLATFORM_AMD__) || defined(TESSERA_HIP)
+#if defined(__HIP_PLATFORM_AMD__) && !defined(TESSERA_GPU_HIP)
 #define TESSERA_GPU_HIP 1
 #endif
 
 #if defined(TESSERA_GPU_HIP)
 
-// hipBLAS's v2 API takes hipDataType and hipblasComputeType_t, as cuBLAS does.
-#ifndef HIPBLAS_V2
-#define HIPBLAS_V2
-#endif
 #include <hip/hip_bfloat16.h>
 #include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
-#include <hipblas/hipblas.h>
 
 // ---- runtime: errors, devices, memory
 #define gpuError_t hipError_t
@@ -38,6 +35,8 @@
 #define gpuSetDevice hipSetDevice
 #define gpuDeviceProp hipDeviceProp_t
 #define gpuGetDeviceProperties hipGetDeviceProperties
+// hipDeviceProp_t has no opt-in limit: a block may use all it reports (64 KiB of LDS on CDNA).
+#define GPU_PROP_SHARED_MEM_PER_BLOCK_OPTIN sharedMemPerBlock
 #define gpuDeviceSynchronize hipDeviceSynchronize
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
@@ -85,74 +84,15 @@
 #define gpuStreamCaptureStatus hipStreamCaptureStatus
 #define gpuStreamCaptureStatusNone hipStreamCaptureStatusNone
 
-// ---- BLAS
-#define gpublasHandle_t hipblasHandle_t
-#define gpublasStatus_t hipblasStatus_t
-#define GPUBLAS_STATUS_SUCCESS HIPBLAS_STATUS_SUCCESS
-#define gpublasGetStatusString hipblasStatusToString
-#define gpublasCreate hipblasCreate
-#define gpublasDestroy hipblasDestroy
-#define gpublasSetStream hipblasSetStream
-#define gpublasSetWorkspace hipblasSetWorkspace
-#define gpublasSetMathMode hipblasSetMathMode
-#define GPUBLAS_DEFAULT_MATH HIPBLAS_DEFAULT_MATH
-#define gpublasGemmEx hipblasGemmEx
-#define gpublasGemmStridedBatchedEx hipblasGemmStridedBatchedEx
-#define GPUBLAS_OP_N HIPBLAS_OP_N
-#define GPUBLAS_OP_T HIPBLAS_OP_T
-#define GPUBLAS_COMPUTE_32F HIPBLAS_COMPUTE_32F
-#define GPUBLAS_GEMM_DEFAULT HIPBLAS_GEMM_DEFAULT
-#define gpuDataType hipDataType
-#define GPU_R_32F HIP_R_32F
-#define GPU_R_16F HIP_R_16F
-#define GPU_R_16BF HIP_R_16BF
-#define gpublasOperation_t hipblasOperation_t
-#define GPUBLAS_STATUS_NOT_SUPPORTED HIPBLAS_STATUS_NOT_SUPPORTED
-
-// ---- BLASLt: matmul descriptors, layouts, heuristics, epilogues (hipBLASLt)
-#include <hipblaslt/hipblaslt.h>
-#define gpublasLtHandle_t hipblasLtHandle_t
-#define gpublasLtCreate hipblasLtCreate
-#define gpublasLtDestroy hipblasLtDestroy
-#define gpublasLtMatmul hipblasLtMatmul
-#define gpublasLtMatmulAlgo_t hipblasLtMatmulAlgo_t
-#define gpublasLtMatmulAlgoGetHeuristic hipblasLtMatmulAlgoGetHeuristic
-#define gpublasLtMatmulHeuristicResult_t hipblasLtMatmulHeuristicResult_t
-#define gpublasLtMatmulDesc_t hipblasLtMatmulDesc_t
-#define gpublasLtMatmulDescCreate hipblasLtMatmulDescCreate
-#define gpublasLtMatmulDescDestroy hipblasLtMatmulDescDestroy
-#define gpublasLtMatmulDescSetAttribute hipblasLtMatmulDescSetAttribute
-#define GPUBLASLT_MATMUL_DESC_TRANSA HIPBLASLT_MATMUL_DESC_TRANSA
-#define GPUBLASLT_MATMUL_DESC_TRANSB HIPBLASLT_MATMUL_DESC_TRANSB
-#define GPUBLASLT_MATMUL_DESC_EPILOGUE HIPBLASLT_MATMUL_DESC_EPILOGUE
-#define GPUBLASLT_MATMUL_DESC_BIAS_POINTER HIPBLASLT_MATMUL_DESC_BIAS_POINTER
-#define GPUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE HIPBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
-#define gpublasLtEpilogue_t hipblasLtEpilogue_t
-#define GPUBLASLT_EPILOGUE_DEFAULT HIPBLASLT_EPILOGUE_DEFAULT
-#define GPUBLASLT_EPILOGUE_BIAS HIPBLASLT_EPILOGUE_BIAS
-#define gpublasLtMatrixLayout_t hipblasLtMatrixLayout_t
-#define gpublasLtMatrixLayoutCreate hipblasLtMatrixLayoutCreate
-#define gpublasLtMatrixLayoutDestroy hipblasLtMatrixLayoutDestroy
-#define gpublasLtMatrixLayoutSetAttribute hipblasLtMatrixLayoutSetAttribute
-#define GPUBLASLT_MATRIX_LAYOUT_BATCH_COUNT HIPBLASLT_MATRIX_LAYOUT_BATCH_COUNT
-#define GPUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET HIPBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET
-#define gpublasLtMatmulPreference_t hipblasLtMatmulPreference_t
-#define gpublasLtMatmulPreferenceCreate hipblasLtMatmulPreferenceCreate
-#define gpublasLtMatmulPreferenceDestroy hipblasLtMatmulPreferenceDestroy
-#define gpublasLtMatmulPreferenceSetAttribute hipblasLtMatmulPreferenceSetAttribute
-#define GPUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
-// hipBLASLt's preferences have no minimum-alignment or reduction-scheme filters.
-#define GPUBLASLT_HAS_PREFERENCE_FILTERS 0
-
 // ---- device code: 16-bit float types and warp shuffles (wavefronts are 64 lanes on CDNA)
 using gpu_bfloat16 = hip_bfloat16;
 using gpu_half = __half;
 #define GPU_WARP_SIZE 64
 #define GPU_SHFL_XOR(value, lane_mask) __shfl_xor((value), (lane_mask))
 
-// ---- run-time compilation of generated kernels (compile/codegen). Loading them differs: CUDA
-// loads a context-independent library (cudaLibrary*, no driver API), HIP a module (hipModule*),
-// so only the compiler is aliased here.
+// ---- run-time compilation and loading of generated kernels (compile/codegen). Loading differs
+// in shape: HIP loads a module (hipModule*) and launches its functions with hipModuleLaunchKernel,
+// where CUDA loads a context-independent library (cudaLibrary*) launched by cudaLaunchKernel.
 #include <hip/hiprtc.h>
 #define gpurtcProgram hiprtcProgram
 #define gpurtcResult hiprtcResult
@@ -166,7 +106,11 @@ using gpu_half = __half;
 #define gpurtcGetProgramLog hiprtcGetProgramLog
 #define gpurtcGetCodeSize hiprtcGetCodeSize
 #define gpurtcGetCode hiprtcGetCode
-#define gpuLaunchKernel hipLaunchKernel
+#define gpuModule_t hipModule_t
+#define gpuFunction_t hipFunction_t
+#define gpuModuleLoadData hipModuleLoadData
+#define gpuModuleGetFunction hipModuleGetFunction
+#define gpuModuleLaunchKernel hipModuleLaunchKernel
 
 namespace tessera {
 inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
@@ -193,6 +137,7 @@ inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
 #define gpuSetDevice cudaSetDevice
 #define gpuDeviceProp cudaDeviceProp
 #define gpuGetDeviceProperties cudaGetDeviceProperties
+#define GPU_PROP_SHARED_MEM_PER_BLOCK_OPTIN sharedMemPerBlockOptin
 #define gpuDeviceSynchronize cudaDeviceSynchronize
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
@@ -240,7 +185,7 @@ inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
 #define gpuStreamCaptureStatus cudaStreamCaptureStatus
 #define gpuStreamCaptureStatusNone cudaStreamCaptureStatusNone
 
-// ---- BLAS
+// ---- BLAS (CUDA only; see the top of this file)
 #define gpublasHandle_t cublasHandle_t
 #define gpublasStatus_t cublasStatus_t
 #define GPUBLAS_STATUS_SUCCESS CUBLAS_STATUS_SUCCESS

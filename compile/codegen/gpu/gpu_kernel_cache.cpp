@@ -1,6 +1,4 @@
-#include "compile/codegen/nvrtc_cache.h"
-
-#ifdef TESSERA_CUDA
+#include "compile/codegen/gpu/gpu_kernel_cache.h"
 
 #include <dlfcn.h>
 #include <spdlog/spdlog.h>
@@ -21,18 +19,24 @@
 #include "compile/graph.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
-#include "kernels/cuda/gpu_vendor.h"  // NVRTC names (hipRTC on AMD)
+#include "kernels/cuda/gpu_vendor.h"  // NVRTC names, hipRTC's in the HIP module
 
 namespace tessera {
 namespace fs = std::filesystem;
 
 namespace {
 
-#define RTC_CHECK(call, what)                                                          \
-  do {                                                                                 \
-    gpurtcResult rtc_check_result_ = (call);                                           \
-    TESSERA_REQUIRE(rtc_check_result_ == GPURTC_SUCCESS, "NVRTC: {} failed: {}", what, \
-                    gpurtcGetErrorString(rtc_check_result_));                          \
+#if defined(TESSERA_GPU_HIP)
+constexpr const char* kCompiler = "hipRTC";
+#else
+constexpr const char* kCompiler = "NVRTC";
+#endif
+
+#define RTC_CHECK(call, what)                                                                  \
+  do {                                                                                         \
+    gpurtcResult rtc_check_result_ = (call);                                                   \
+    TESSERA_REQUIRE(rtc_check_result_ == GPURTC_SUCCESS, "{}: {} failed: {}", kCompiler, what, \
+                    gpurtcGetErrorString(rtc_check_result_));                                  \
   } while (0)
 
 // Compiled images and loaded kernels by cache key, shared by every cache in the process; never
@@ -50,27 +54,76 @@ std::mutex& process_mutex() {
   return mutex;
 }
 
+#if defined(TESSERA_GPU_HIP)
+
+// The generated source declares everything it uses (no headers: cuda_codegen.cpp's HIP dialect).
+std::vector<std::string> base_options() {
+  return {"-std=c++17", "-O3"};
+}
+
+// hipRTC takes a processor name with optional features, as the device reports it.
+std::string compiler_target(const std::string& architecture) {
+  TESSERA_REQUIRE(architecture.rfind("gfx", 0) == 0 && architecture.size() > 3,
+                  "AMD GPU architecture '{}' is not a target ID such as gfx90a", architecture);
+  return architecture;
+}
+
+std::string compiler_version() {
+  return fmt::format("{}.{}.{}", HIP_VERSION_MAJOR, HIP_VERSION_MINOR, HIP_VERSION_PATCH);
+}
+
+#else
+
 bool has_fp16_headers(const fs::path& dir) {
   std::error_code error;
   return fs::exists(dir / "cuda_fp16.h", error) && fs::exists(dir / "cuda_bf16.h", error);
+}
+
+// The CUDA toolkit's include directory holding cuda_fp16.h/cuda_bf16.h, found at run time:
+// $CUDA_HOME or $CUDA_PATH, else next to the loaded NVRTC library, else /usr/local/cuda.
+std::string cuda_include_dir() {
+  static const std::string found = [] {
+    std::vector<fs::path> candidates;
+    for (const char* variable : {"CUDA_HOME", "CUDA_PATH"})
+      if (const char* root = std::getenv(variable); root && *root)
+        candidates.push_back(fs::path(root) / "include");
+    // The toolkit NVRTC came from: lib64/../include, targets/<arch>/lib/../include, or a pip
+    // wheel's nvidia/cuda_nvrtc/lib next to nvidia/cuda_runtime/include.
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void*>(&gpurtcVersion), &info) != 0 && info.dli_fname) {
+      fs::path lib = fs::path(info.dli_fname).parent_path();
+      std::error_code error;
+      fs::path resolved = fs::canonical(info.dli_fname, error).parent_path();
+      for (const fs::path& dir : {lib, resolved}) {
+        candidates.push_back(dir / ".." / "include");
+        candidates.push_back(dir / ".." / ".." / "cuda_runtime" / "include");
+      }
+    }
+    candidates.push_back("/usr/local/cuda/include");
+    candidates.push_back("/usr/include");
+    for (const fs::path& dir : candidates)
+      if (has_fp16_headers(dir)) return dir.lexically_normal().string();
+    return std::string();
+  }();
+  TESSERA_REQUIRE(!found.empty(),
+                  "cannot find the CUDA headers cuda_fp16.h and cuda_bf16.h that generated "
+                  "kernels include (looked in $CUDA_HOME, $CUDA_PATH, next to libnvrtc, "
+                  "/usr/local/cuda/include); set CUDA_HOME to the CUDA toolkit");
+  return found;
 }
 
 std::vector<std::string> base_options() {
   return {"-default-device", "--std=c++17", "--include-path=" + cuda_include_dir()};
 }
 
-std::string joined(const std::vector<std::string>& parts) {
-  std::string text;
-  for (const std::string& part : parts) text += (text.empty() ? "" : " ") + part;
-  return text;
-}
-
-bool is_cubin_target(const std::string& target) {
-  return target.rfind("sm_", 0) == 0;
+std::string compiler_version() {
+  int major = 0, minor = 0;
+  RTC_CHECK(gpurtcVersion(&major, &minor), "reading its version");
+  return fmt::format("{}.{}", major, minor);
 }
 
 // NVRTC's newest architecture it can emit a cubin for; past it, PTX of that architecture.
-std::string nvrtc_target(const std::string& architecture) {
+std::string compiler_target(const std::string& architecture) {
   int count = 0;
   RTC_CHECK(gpurtcGetNumSupportedArchs(&count), "listing the supported architectures");
   std::vector<int> supported(static_cast<size_t>(count));
@@ -89,9 +142,22 @@ std::string nvrtc_target(const std::string& architecture) {
   return fmt::format("compute_{}", newest);
 }
 
-// A cubin is an ELF file; PTX is text that the loader wants NUL-terminated.
-bool valid_image(const std::string& bytes, bool cubin) {
-  if (cubin)
+#endif
+
+std::string joined(const std::vector<std::string>& parts) {
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : " ") + part;
+  return text;
+}
+
+// A PTX target (compute_XY) gives text; every other target an ELF image.
+bool is_ptx_target(const std::string& target) {
+  return target.rfind("compute_", 0) == 0;
+}
+
+// A cubin or an AMD code object is an ELF file; PTX is text that the loader wants NUL-terminated.
+bool valid_image(const std::string& bytes, bool ptx) {
+  if (!ptx)
     return bytes.size() > 4 && bytes.compare(0, 4,
                                              "\x7f"
                                              "ELF") == 0;
@@ -131,50 +197,15 @@ std::string program_log(gpurtcProgram program) {
 
 }  // namespace
 
-std::string cuda_include_dir() {
-  static const std::string found = [] {
-    std::vector<fs::path> candidates;
-    for (const char* variable : {"CUDA_HOME", "CUDA_PATH"})
-      if (const char* root = std::getenv(variable); root && *root)
-        candidates.push_back(fs::path(root) / "include");
-    // The toolkit NVRTC came from: lib64/../include, targets/<arch>/lib/../include, or a pip
-    // wheel's nvidia/cuda_nvrtc/lib next to nvidia/cuda_runtime/include.
-    Dl_info info;
-    if (dladdr(reinterpret_cast<void*>(&gpurtcVersion), &info) != 0 && info.dli_fname) {
-      fs::path lib = fs::path(info.dli_fname).parent_path();
-      std::error_code error;
-      fs::path resolved = fs::canonical(info.dli_fname, error).parent_path();
-      for (const fs::path& dir : {lib, resolved}) {
-        candidates.push_back(dir / ".." / "include");
-        candidates.push_back(dir / ".." / ".." / "cuda_runtime" / "include");
-      }
-    }
-    candidates.push_back("/usr/local/cuda/include");
-    candidates.push_back("/usr/include");
-    for (const fs::path& dir : candidates)
-      if (has_fp16_headers(dir)) return dir.lexically_normal().string();
-    return std::string();
-  }();
-  TESSERA_REQUIRE(!found.empty(),
-                  "cannot find the CUDA headers cuda_fp16.h and cuda_bf16.h that generated "
-                  "kernels include (looked in $CUDA_HOME, $CUDA_PATH, next to libnvrtc, "
-                  "/usr/local/cuda/include); set CUDA_HOME to the CUDA toolkit");
-  return found;
-}
-
-std::string NvrtcKernelCache::compiler_identity() {
-  static const std::string identity = [] {
-    int major = 0, minor = 0;
-    RTC_CHECK(gpurtcVersion(&major, &minor), "reading its version");
-    return fmt::format("NVRTC {}.{} {}", major, minor, joined(base_options()));
-  }();
+std::string GpuKernelCache::compiler_identity() {
+  static const std::string identity =
+      fmt::format("{} {} {}", kCompiler, compiler_version(), joined(base_options()));
   return identity;
 }
 
-NvrtcKernelCache::NvrtcKernelCache(std::string cache_dir, std::string architecture,
-                                   int device_index)
-    : directory_(std::move(cache_dir) + "/cuda"),
-      target_(nvrtc_target(architecture)),
+GpuKernelCache::GpuKernelCache(std::string cache_dir, std::string architecture, int device_index)
+    : directory_(std::move(cache_dir) + "/" + device_type_name(kGpuDeviceType)),
+      target_(compiler_target(architecture)),
       device_index_(device_index) {
   std::error_code error;
   fs::create_directories(directory_, error);
@@ -183,20 +214,26 @@ NvrtcKernelCache::NvrtcKernelCache(std::string cache_dir, std::string architectu
                   directory_, error.message());
 }
 
-NvrtcKernelCache NvrtcKernelCache::for_device(std::string cache_dir, int device_index) {
+GpuKernelCache GpuKernelCache::for_device(std::string cache_dir, int device_index) {
   std::string architecture =
-      backend(Device{DeviceType::cuda, device_index}).architecture(device_index);
-  return NvrtcKernelCache(std::move(cache_dir), architecture, device_index);
+      backend(Device{kGpuDeviceType, device_index}).architecture(device_index);
+  return GpuKernelCache(std::move(cache_dir), architecture, device_index);
 }
 
-std::string NvrtcKernelCache::key(const std::string& source) const {
+std::string GpuKernelCache::image_extension() const {
+  if (kGpuDeviceType == DeviceType::hip) return ".hsaco";
+  return is_ptx_target(target_) ? ".ptx" : ".cubin";
+}
+
+std::string GpuKernelCache::key(const std::string& source) const {
   return fmt::format("{:016x}", fnv1a_hash(compiler_identity() + "\n" + target_ + "\n" + source));
 }
 
-std::string NvrtcKernelCache::compile(const std::string& key, const std::string& source,
-                                      const std::string& name) {
-  // The source goes to disk first, so errors (and NVRTC's log lines) name a file to open.
-  fs::path source_path = fs::path(directory_) / (key + ".cu");
+std::string GpuKernelCache::compile(const std::string& key, const std::string& source,
+                                    const std::string& name) {
+  // The source goes to disk first, so errors (and the compiler's log lines) name a file to open.
+  fs::path source_path =
+      fs::path(directory_) / (key + (kGpuDeviceType == DeviceType::hip ? ".hip" : ".cu"));
   write_atomically(source_path, source);
   gpurtcProgram program = nullptr;
   RTC_CHECK(gpurtcCreateProgram(&program, source.c_str(), source_path.c_str(), 0, nullptr, nullptr),
@@ -204,7 +241,11 @@ std::string NvrtcKernelCache::compile(const std::string& key, const std::string&
   std::unique_ptr<gpurtcProgram, void (*)(gpurtcProgram*)> destroy(
       &program, [](gpurtcProgram* p) { (void)gpurtcDestroyProgram(p); });
   std::vector<std::string> options = base_options();
+#if defined(TESSERA_GPU_HIP)
+  options.push_back("--offload-arch=" + target_);
+#else
   options.push_back("--gpu-architecture=" + target_);
+#endif
   std::vector<const char*> option_pointers;
   for (const std::string& option : options) option_pointers.push_back(option.c_str());
   auto start = std::chrono::steady_clock::now();
@@ -214,49 +255,50 @@ std::string NvrtcKernelCache::compile(const std::string& key, const std::string&
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (result != GPURTC_SUCCESS) {
     throw Error(
-        fmt::format("compiling CUDA kernel {} failed: NVRTC reported {}\nsource: {}\n"
+        fmt::format("compiling {} kernel {} failed: {} reported {}\nsource: {}\n"
                     "options: {}\n{}",
-                    name, gpurtcGetErrorString(result), source_path.string(), joined(options),
-                    program_log(program)));
+                    device_type_name(kGpuDeviceType), name, kCompiler, gpurtcGetErrorString(result),
+                    source_path.string(), joined(options), program_log(program)));
   }
   std::string image;
   size_t size = 0;
-  if (is_cubin_target(target_)) {
-    RTC_CHECK(gpurtcGetCodeSize(program, &size), "reading the cubin's size");
-    image.resize(size);
-    RTC_CHECK(gpurtcGetCode(program, image.data()), "reading the cubin");
-  } else {
+#if !defined(TESSERA_GPU_HIP)
+  if (is_ptx_target(target_)) {
     RTC_CHECK(gpurtcGetPTXSize(program, &size), "reading the PTX's size");  // with its NUL
     image.resize(size);
     RTC_CHECK(gpurtcGetPTX(program, image.data()), "reading the PTX");
+  } else
+#endif
+  {
+    RTC_CHECK(gpurtcGetCodeSize(program, &size), "reading the image's size");
+    image.resize(size);
+    RTC_CHECK(gpurtcGetCode(program, image.data()), "reading the image");
   }
-  spdlog::debug("NVRTC compiled {} for {} in {:.0f} ms ({})", name, target_, milliseconds,
+  spdlog::debug("{} compiled {} for {} in {:.0f} ms ({})", kCompiler, name, target_, milliseconds,
                 source_path.string());
-  write_atomically(fs::path(directory_) / (key + (is_cubin_target(target_) ? ".cubin" : ".ptx")),
-                   image);
+  write_atomically(fs::path(directory_) / (key + image_extension()), image);
   ++stats_.compiled;
   return image;
 }
 
-std::string NvrtcKernelCache::load_or_compile_image(
+std::string GpuKernelCache::load_or_compile_image(
     const std::string& key, const std::string& source, const std::string& name,
     const std::function<bool(const std::string&)>& accept) {
-  bool cubin = is_cubin_target(target_);
-  fs::path path = fs::path(directory_) / (key + (cubin ? ".cubin" : ".ptx"));
+  fs::path path = fs::path(directory_) / (key + image_extension());
   std::string bytes;
   if (read_file(path, &bytes)) {
-    if (valid_image(bytes, cubin) && accept(bytes)) {
+    if (valid_image(bytes, is_ptx_target(target_)) && accept(bytes)) {
       ++stats_.disk_hits;
       return bytes;
     }
-    spdlog::warn("kernel cache entry {} is not a loadable {} ({} bytes); rebuilding it",
-                 path.string(), cubin ? "cubin" : "PTX", bytes.size());
+    spdlog::warn("kernel cache entry {} is not a loadable image ({} bytes); rebuilding it",
+                 path.string(), bytes.size());
     ++stats_.rebuilt;
   }
   return compile(key, source, name);
 }
 
-std::string NvrtcKernelCache::image(const std::string& source, const std::string& name) {
+std::string GpuKernelCache::image(const std::string& source, const std::string& name) {
   std::string cache_key = key(source);
   std::lock_guard lock(process_mutex());
   ProcessEntry& entry = process_entries()[cache_key];
@@ -271,11 +313,11 @@ std::string NvrtcKernelCache::image(const std::string& source, const std::string
 
 namespace {
 
-// The image's tessera_kernel loaded through the CUDA backend; nullptr (and `error` set) when it
-// does not load.
+// The image's tessera_kernel loaded through the module's backend; nullptr (and `error` set) when
+// it does not load.
 const void* load_kernel(const std::string& image, int device_index, std::string* error) {
   try {
-    return backend(Device{DeviceType::cuda, device_index})
+    return backend(Device{kGpuDeviceType, device_index})
         .load_kernel_image(device_index, image, "tessera_kernel");
   } catch (const Error& failure) {
     *error = failure.what();
@@ -285,8 +327,8 @@ const void* load_kernel(const std::string& image, int device_index, std::string*
 
 }  // namespace
 
-const void* NvrtcKernelCache::load(const std::string& source, const std::string& name) {
-  TESSERA_CHECK(device_index_ >= 0, "NvrtcKernelCache::load for {} without a device", name);
+const void* GpuKernelCache::load(const std::string& source, const std::string& name) {
+  TESSERA_CHECK(device_index_ >= 0, "GpuKernelCache::load for {} without a device", name);
   std::string cache_key = key(source);
   std::lock_guard lock(process_mutex());
   ProcessEntry& entry = process_entries()[cache_key];
@@ -306,13 +348,10 @@ const void* NvrtcKernelCache::load(const std::string& source, const std::string&
     ++stats_.memory_hits;
   }
   if (function == nullptr) function = load_kernel(entry.image, device_index_, &error);
-  TESSERA_REQUIRE(function != nullptr,
-                  "compiled CUDA kernel {} ({} in {}) does not load on cuda:{}: {}", name,
-                  cache_key, directory_, device_index_, error);
+  TESSERA_REQUIRE(function != nullptr, "compiled kernel {} ({} in {}) does not load on {}: {}",
+                  name, cache_key, directory_, Device{kGpuDeviceType, device_index_}.str(), error);
   entry.function = function;
   return function;
 }
 
 }  // namespace tessera
-
-#endif  // TESSERA_CUDA
