@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <array>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "support/run_command.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
@@ -35,63 +35,56 @@ constexpr std::array kGpuLibraries = {"libtessera-cuda", "libtessera-hip", "libc
                                       "libcudart",       "libcublas",      "libnvrtc",
                                       "libamdhip64",     "libhsa-runtime", "libamd_comgr"};
 
-struct Outcome {
-  int status = -1;
-  std::string out, err;
-  std::string loader_log;  // LD_DEBUG=files output, when asked for
-  long peak_rss_kib = 0;   // of the process and the children it waited for
-};
-
-std::string read_all(const fs::path& path) {
-  std::stringstream text;
-  text << std::ifstream(path, std::ios::binary).rdbuf();
-  return text.str();
+std::string quoted(const std::string& word) {
+  return "'" + word + "'";
 }
 
-// Runs the tessera binary with `args` and extra environment entries ("NAME=value"), stdout and
-// stderr captured apart. With `trace_loads`, the dynamic loader logs every file it maps.
-Outcome run_tessera(const std::vector<std::string>& args, std::vector<std::string> environment,
-                    bool trace_loads) {
-  const fs::path directory = fresh_temp_dir("backend_modules");
+// Runs the tessera binary with `args` (one word each) after the environment entries
+// `environment` ("NAME=value ...", shell words).
+CommandResult run_tessera(const std::vector<std::string>& args,
+                          const std::string& environment = "") {
+  std::string command = environment + " " + quoted(TESSERA_BINARY);
+  for (const std::string& arg : args) command += " " + quoted(arg);
+  return run_command(command);
+}
+
+// The same with the dynamic loader recording every file it maps (LD_DEBUG=files); returns its
+// record.
+std::string loader_record(const std::vector<std::string>& args, CommandResult* result) {
+  const fs::path directory = fresh_temp_dir("backend_modules_loader");
   fs::create_directories(directory);
-  const std::string out_path = directory / "stdout.txt", err_path = directory / "stderr.txt";
-  if (trace_loads) {
-    environment.push_back("LD_DEBUG=files");
-    environment.push_back("LD_DEBUG_OUTPUT=" + (directory / "loader").string());
+  *result = run_tessera(args, "LD_DEBUG=files LD_DEBUG_OUTPUT=" + quoted(directory / "loader"));
+  std::string record;
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
+    std::stringstream text;
+    text << std::ifstream(entry.path()).rdbuf();
+    record += text.str();
   }
-  for (char** entry = environ; *entry != nullptr; ++entry) environment.push_back(*entry);
-  // Everything the child needs is built before fork: only async-signal-safe calls follow it.
-  std::vector<char*> envp, argv;
-  for (std::string& entry : environment) envp.push_back(entry.data());
-  envp.push_back(nullptr);
-  std::string binary = TESSERA_BINARY;
+  return record;
+}
+
+// Peak resident memory in KiB of the binary run with `args`, output discarded: the kernel's
+// count for the process and the children it waited for (wait4).
+long peak_resident_kib(const std::vector<std::string>& args, int* status) {
   std::vector<std::string> words = args;
-  argv.push_back(binary.data());
+  words.insert(words.begin(), TESSERA_BINARY);
+  std::vector<char*> argv;
   for (std::string& word : words) argv.push_back(word.data());
   argv.push_back(nullptr);
-  const int out_fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  Outcome run;
-  if (out_fd < 0 || err_fd < 0) return run;
+  const int null_fd = open("/dev/null", O_WRONLY);
   const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out_fd, STDOUT_FILENO);
-    dup2(err_fd, STDERR_FILENO);
-    execve(argv[0], argv.data(), envp.data());
+  if (pid == 0) {  // only async-signal-safe calls until exec
+    dup2(null_fd, STDOUT_FILENO);
+    dup2(null_fd, STDERR_FILENO);
+    execv(argv[0], argv.data());
     _exit(127);
   }
-  close(out_fd);
-  close(err_fd);
-  int status = 0;
+  close(null_fd);
   rusage usage{};
-  if (pid < 0 || wait4(pid, &status, 0, &usage) != pid) return run;
-  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.peak_rss_kib = usage.ru_maxrss;
-  run.out = read_all(out_path);
-  run.err = read_all(err_path);
-  for (const fs::directory_entry& entry : fs::directory_iterator(directory))
-    if (entry.path().filename().string().starts_with("loader")) run.loader_log += read_all(entry);
-  return run;
+  int wait_status = 0;
+  if (pid < 0 || wait4(pid, &wait_status, 0, &usage) != pid) return -1;
+  *status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+  return usage.ru_maxrss;
 }
 
 std::vector<std::string> stories260k_generate(const std::string& cache_dir) {
@@ -120,30 +113,34 @@ std::string module_path(DeviceType type) {
 TEST(BackendModules, CpuGenerateOnStories260KMapsNoGpuLibrary) {
   ASSERT_TRUE(fs::exists(std::string(TESSERA_SHARED_DIR) + "/models/stories260K/stories260K.bin"))
       << "the tests need ../shared/models";
-  const std::string cache = fresh_temp_dir("backend_modules_cache");
-  Outcome traced = run_tessera(stories260k_generate(cache), {}, /*trace_loads=*/true);
-  ASSERT_EQ(traced.status, 0) << traced.err;
-  EXPECT_THAT(traced.out, HasSubstr("Once upon a time"));
-  // The log is real: it records the core library.
-  ASSERT_THAT(traced.loader_log, HasSubstr("libtessera_kernels.so"));
+  CommandResult run;
+  const std::string record =
+      loader_record(stories260k_generate(fresh_temp_dir("backend_modules_cache")), &run);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("Once upon a time"));
+  // The record is real: it holds the core library.
+  ASSERT_THAT(record, HasSubstr("libtessera_kernels.so"));
   for (const char* library : kGpuLibraries)
-    EXPECT_THAT(traced.loader_log, Not(HasSubstr(library))) << library << " was loaded";
+    EXPECT_THAT(record, Not(HasSubstr(library))) << library << " was loaded";
 }
 
 TEST(BackendModules, CpuGenerateOnStories260KStaysUnder40MiBResident) {
   const std::string cache = fresh_temp_dir("backend_modules_rss_cache");
   // The first run compiles the generated kernels (the compiler's memory would count as the
   // process's children's); the second starts warm.
-  ASSERT_EQ(run_tessera(stories260k_generate(cache), {}, false).status, 0);
-  Outcome warm = run_tessera(stories260k_generate(cache), {}, false);
-  ASSERT_EQ(warm.status, 0) << warm.err;
+  int status = -1;
+  peak_resident_kib(stories260k_generate(cache), &status);
+  ASSERT_EQ(status, 0);
+  const long peak_kib = peak_resident_kib(stories260k_generate(cache), &status);
+  ASSERT_EQ(status, 0);
   std::printf("peak resident memory of a warm CPU run on stories260K: %.1f MiB\n",
-              warm.peak_rss_kib / 1024.0);
-  EXPECT_LT(warm.peak_rss_kib, 40 * 1024);
+              peak_kib / 1024.0);
+  EXPECT_LT(peak_kib, 40 * 1024);
 }
 
 TEST(BackendModules, DevicesLoadsEachBuiltModuleAndSaysWhyOneIsMissing) {
-  Outcome run = run_tessera({"devices"}, {}, /*trace_loads=*/true);
+  CommandResult run;
+  const std::string record = loader_record({"devices"}, &run);
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("module   state"));
   struct Expected {
@@ -167,7 +164,7 @@ TEST(BackendModules, DevicesLoadsEachBuiltModuleAndSaysWhyOneIsMissing) {
     if (expected.built) {
       // Found next to the core library and loaded at run time (dlopen), not linked.
       EXPECT_THAT(run.out, HasSubstr(fmt::format("{:<8} loaded from {}", name, path)));
-      EXPECT_THAT(run.loader_log, HasSubstr(fmt::format("file={} [0];  dynamically loaded", path)));
+      EXPECT_THAT(record, HasSubstr(fmt::format("file={} [0];  dynamically loaded", path)));
     } else {
       EXPECT_THAT(run.out,
                   HasSubstr(fmt::format("{:<8} not loaded: {} not found: this build has no "
@@ -180,8 +177,8 @@ TEST(BackendModules, DevicesLoadsEachBuiltModuleAndSaysWhyOneIsMissing) {
 TEST(BackendModules, AMissingModuleIsExplainedWhereverADeviceIsAskedFor) {
   const std::string empty = fresh_temp_dir("backend_modules_empty");
   fs::create_directories(empty);
-  const std::string environment = "TESSERA_MODULE_DIR=" + empty;
-  Outcome devices = run_tessera({"devices"}, {environment}, false);
+  const std::string environment = "TESSERA_MODULE_DIR=" + quoted(empty);
+  CommandResult devices = run_tessera({"devices"}, environment);
   ASSERT_EQ(devices.status, 0) << devices.err;
   EXPECT_THAT(devices.out, HasSubstr("cuda     no cuda module (below)"));
   EXPECT_THAT(devices.out,
@@ -193,7 +190,7 @@ TEST(BackendModules, AMissingModuleIsExplainedWhereverADeviceIsAskedFor) {
                                     "build has no hip module (configure with -DTESSERA_HIP=ON",
                                     empty)));
 
-  Outcome generate = run_tessera({"generate", "--device", "cuda", "-n", "1"}, {environment}, false);
+  CommandResult generate = run_tessera({"generate", "--device", "cuda", "-n", "1"}, environment);
   EXPECT_EQ(generate.status, 1);
   EXPECT_THAT(generate.err,
               HasSubstr(fmt::format("device cuda:0 is not available: {}/libtessera-cuda.so not "
@@ -202,7 +199,8 @@ TEST(BackendModules, AMissingModuleIsExplainedWhereverADeviceIsAskedFor) {
 }
 
 TEST(BackendModules, VersionNamesTheModulesOfThisBuild) {
-  Outcome run = run_tessera({"--version"}, {}, /*trace_loads=*/true);
+  CommandResult run;
+  const std::string record = loader_record({"--version"}, &run);
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("GPU modules built: "));
 #ifdef TESSERA_CUDA
@@ -212,5 +210,5 @@ TEST(BackendModules, VersionNamesTheModulesOfThisBuild) {
   EXPECT_THAT(run.out, HasSubstr("hip (gfx"));
 #endif
   for (const char* library : kGpuLibraries)
-    EXPECT_THAT(run.loader_log, Not(HasSubstr(library))) << library << " was loaded";
+    EXPECT_THAT(record, Not(HasSubstr(library))) << library << " was loaded";
 }
