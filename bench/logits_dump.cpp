@@ -170,7 +170,7 @@ int run(const Options& options) {
   DType dtype = run_dtype(config.engine, device);
   // The RoPE table and KV cache only need to hold this sequence.
   auto model = load_run_model(config.engine, static_cast<int64_t>(options.ids.size()));
-  RunnerOptions runner_options = make_runner_options(config, model->max_positions());
+  RunnerOptions runner_options = make_runner_options(config, *model);
   runner_options.max_num_batched_tokens =
       std::max(config.engine.max_num_batched_tokens, options.prefill);
   ModelRunner runner(model, runner_options);

@@ -6,7 +6,7 @@
 
 namespace tessera {
 
-uint64_t fnv1a_hash(const std::string& text) {
+uint64_t fnv1a_hash(std::string_view text) {
   uint64_t hash = 1469598103934665603ull;
   for (unsigned char c : text) {
     hash ^= c;

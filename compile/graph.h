@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compile/ops/registry.h"
@@ -60,6 +61,6 @@ class Graph {
   std::vector<Value> values_;
 };
 
-uint64_t fnv1a_hash(const std::string& text);
+uint64_t fnv1a_hash(std::string_view text);
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "kernels/check.h"
+#include "models/input_file.h"
 
 namespace tessera {
 namespace {
@@ -74,12 +75,24 @@ Field list_field(Section RunConfig::*section, std::vector<Item> Section::*member
                }};
 }
 
-void require_positive(const int64_t& value, const std::string& where) {
-  if (value <= 0) throw Error(fmt::format("{}: must be positive, got {}", where, value));
+// A check that an integer key lies in [low, high]. Every integer key has an upper bound: sizes
+// multiplied from them (KV blocks x block size x layers x ...) must not overflow.
+std::function<void(const int64_t&, const std::string&)> in_range(int64_t low, int64_t high) {
+  return [low, high](const int64_t& value, const std::string& where) {
+    if (value < low || value > high)
+      throw Error(fmt::format("{}: must be in {}..{}, got {}", where, low, high, value));
+  };
 }
-void require_non_negative(const int64_t& value, const std::string& where) {
-  if (value < 0) throw Error(fmt::format("{}: must be >= 0, got {}", where, value));
-}
+
+// Upper bounds far above any real run (vLLM's defaults: 8192 tokens, 256 sequences, blocks of 16).
+constexpr int64_t kMaxTokens = int64_t{1} << 24;
+constexpr int64_t kMaxPositions = int64_t{1} << 28;  // as models' max_position_embeddings
+constexpr int64_t kMaxSequences = int64_t{1} << 16;
+constexpr int64_t kMaxBlockSize = int64_t{1} << 16;
+// KV-cache slots (block * block_size + offset) are int32 in the attention metadata.
+constexpr int64_t kMaxSlots = INT32_MAX;
+// A run config is a few dozen lines.
+constexpr size_t kMaxConfigBytes = size_t{1} << 20;
 
 const Fields& fields() {
   static const Fields table = [] {
@@ -93,15 +106,15 @@ const Fields& fields() {
     f["engine.device"] = make_field(engine, &E::device, "cpu, cuda or cuda:N");
     f["engine.dtype"] = choice_field(engine, &E::dtype, {"auto", "f32", "bf16", "f16"});
     f["engine.max_model_len"] =
-        make_field<E, int64_t>(engine, &E::max_model_len, "an integer >= 0", require_non_negative);
+        make_field<E, int64_t>(engine, &E::max_model_len, "an integer >= 0", in_range(0, kMaxPositions));
     f["engine.max_num_batched_tokens"] = make_field<E, int64_t>(
-        engine, &E::max_num_batched_tokens, "a positive integer", require_positive);
+        engine, &E::max_num_batched_tokens, "a positive integer", in_range(1, kMaxTokens));
     f["engine.max_num_seqs"] =
-        make_field<E, int64_t>(engine, &E::max_num_seqs, "a positive integer", require_positive);
+        make_field<E, int64_t>(engine, &E::max_num_seqs, "a positive integer", in_range(1, kMaxSequences));
     f["engine.block_size"] =
-        make_field<E, int64_t>(engine, &E::block_size, "a positive integer", require_positive);
+        make_field<E, int64_t>(engine, &E::block_size, "a positive integer", in_range(1, kMaxBlockSize));
     f["engine.num_kv_blocks"] =
-        make_field<E, int64_t>(engine, &E::num_kv_blocks, "an integer >= 0", require_non_negative);
+        make_field<E, int64_t>(engine, &E::num_kv_blocks, "an integer >= 0", in_range(0, kMaxSlots));
     f["engine.gpu_memory_utilization"] = make_field<E, double>(
         engine, &E::gpu_memory_utilization, "a number in (0, 1]",
         [](const double& v, const std::string& where) {
@@ -127,11 +140,11 @@ const Fields& fields() {
     f["compilation.cudagraph_mode"] = choice_field(
         compilation, &C::cudagraph_mode, {"none", "piecewise", "full", "full_and_piecewise"});
     f["compilation.cudagraph_capture_sizes"] = list_field<C, int64_t>(
-        compilation, &C::cudagraph_capture_sizes, "a list of positive integers", require_positive);
+        compilation, &C::cudagraph_capture_sizes, "a list of positive integers", in_range(1, kMaxTokens));
     f["compilation.max_cudagraph_capture_size"] = make_field<C, int64_t>(
-        compilation, &C::max_cudagraph_capture_size, "a positive integer", require_positive);
+        compilation, &C::max_cudagraph_capture_size, "a positive integer", in_range(1, kMaxTokens));
     f["compilation.cudagraph_num_warmups"] = make_field<C, int64_t>(
-        compilation, &C::cudagraph_num_warmups, "an integer >= 1", require_positive);
+        compilation, &C::cudagraph_num_warmups, "an integer >= 1", in_range(1, 1000));
     f["compilation.pass_config.enable_fusion"] =
         Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
                 c.compilation.pass_config.enable_fusion = scalar_as<bool>(n, w, "true or false");
@@ -148,7 +161,7 @@ const Fields& fields() {
     f["compilation.cache_dir"] = make_field(compilation, &C::cache_dir, "a directory");
     f["compilation.dump_dir"] = make_field(compilation, &C::dump_dir, "a directory");
     f["compilation.recompile_limit"] = make_field<C, int64_t>(
-        compilation, &C::recompile_limit, "a positive integer", require_positive);
+        compilation, &C::recompile_limit, "a positive integer", in_range(1, 1 << 16));
     return f;
   }();
   return table;
@@ -180,12 +193,19 @@ void set_key(RunConfig& config, const std::string& key, const YAML::Node& value,
 void apply_map(RunConfig& config, const YAML::Node& map, const std::string& prefix,
                const std::string& origin) {
   for (const auto& item : map) {
-    std::string key = prefix + item.first.as<std::string>();
+    if (!item.first.IsScalar())
+      throw Error(fmt::format("{}: a key under '{}' is a {}, not a name", origin,
+                              prefix.empty() ? "the top level" : prefix.substr(0, prefix.size() - 1),
+                              item.first.IsSequence() ? "list" : "map"));
+    std::string key = prefix + item.first.Scalar();
     bool nested = item.second.IsMap();
     if (nested && fields().count(key) == 0) {
       if (prefix.empty() && key != "engine" && key != "compilation")
         throw Error(fmt::format("{}: unknown section '{}'; valid sections: engine, compilation",
                                 origin, key));
+      // Only a group of keys (pass_config) nests; anything else is an unknown key, reported here
+      // rather than after walking however deep the map goes.
+      if (keys_under(key + ".").empty()) set_key(config, key, item.second, origin);
       apply_map(config, item.second, key + ".", origin);
     } else if (prefix.empty()) {
       throw Error(
@@ -204,9 +224,10 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   RunConfig config;
   if (!path.empty()) {
     TESSERA_REQUIRE(std::filesystem::exists(path), "config file {} does not exist", path);
+    const std::string text = read_input_file(path, "config file", kMaxConfigBytes);
     YAML::Node root;
     try {
-      root = YAML::LoadFile(path);
+      root = YAML::Load(text);
     } catch (const YAML::Exception& error) {
       throw Error(fmt::format("config file {} is not valid YAML: {}", path, error.what()));
     }
@@ -220,7 +241,11 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
           fmt::format("config file {} must be a map with engine: and/or compilation: "
                       "sections",
                       path));
-    apply_map(config, root, "", path);
+    try {
+      apply_map(config, root, "", path);
+    } catch (const YAML::Exception& error) {  // a node of an unexpected kind
+      throw Error(fmt::format("config file {}: {}", path, error.what()));
+    }
   }
   for (const std::string& override_text : overrides) {
     auto equals = override_text.find('=');
@@ -237,8 +262,17 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
       throw Error(fmt::format("override '{}': the value is not valid YAML: {}", override_text,
                               error.what()));
     }
-    set_key(config, key, value, "override");
+    try {
+      set_key(config, key, value, "override");
+    } catch (const YAML::Exception& error) {
+      throw Error(fmt::format("override '{}': {}", override_text, error.what()));
+    }
   }
+  const EngineConfig& engine = config.engine;
+  TESSERA_REQUIRE(engine.num_kv_blocks <= kMaxSlots / engine.block_size,
+                  "engine.num_kv_blocks {} x engine.block_size {} is more than the {} KV-cache "
+                  "slots the attention metadata can address; lower one of them",
+                  engine.num_kv_blocks, engine.block_size, kMaxSlots);
   const CompilationConfig defaults;
   const CompilationConfig& compilation = config.compilation;
   bool capture_keys_set =

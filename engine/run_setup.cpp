@@ -6,7 +6,9 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/kv_cache_manager.h"
+#include "kernels/backend.h"
 #include "kernels/check.h"
+#include "kernels/checked_math.h"
 #include "models/architecture_registry.h"
 #include "models/tokenizer/byte_tokenizer.h"
 
@@ -21,6 +23,34 @@ DType run_dtype(const EngineConfig& engine, Device device) {
   return parse_dtype(engine.dtype);
 }
 
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string gib(std::optional<int64_t> bytes) {
+  return bytes ? fmt::format("{:.2f} GiB", static_cast<double>(*bytes) / kGiB)
+               : std::string("more than 2^63 bytes");
+}
+
+// Throws when `bytes` (nullopt: past int64) exceed the memory `device` has in all, naming what
+// they are for and the setting to change, before anything of that size is allocated.
+void require_fits(std::optional<int64_t> bytes, Device device, const std::string& what,
+                  const std::string& fix) {
+  const size_t total = backend(device).memory_info(device.index).first;
+  TESSERA_REQUIRE(bytes && static_cast<uint64_t>(*bytes) <= total,
+                  "{} needs {}, more than the {:.2f} GiB {} has; {}", what, gib(bytes),
+                  static_cast<double>(total) / kGiB, device.str(), fix);
+}
+
+std::optional<int64_t> product(std::initializer_list<int64_t> factors) {
+  std::optional<int64_t> result = 1;
+  for (int64_t factor : factors)
+    if (result) result = checked_multiply(*result, factor);
+  return result;
+}
+
+}  // namespace
+
 std::shared_ptr<const CausalLM> load_run_model(const EngineConfig& engine, int64_t max_positions) {
   Device device = run_device(engine);
   ModelWeights weights = load_model(engine.model, LoadOptions{run_dtype(engine, device), device});
@@ -31,6 +61,16 @@ std::shared_ptr<const CausalLM> load_run_model(const EngineConfig& engine, int64
   TESSERA_REQUIRE(positions <= limit,
                   "{} positions were asked for but {} serves at most max_position_embeddings = {}",
                   positions, engine.model, limit);
+  // The RoPE cos/sin table (f32, head_dim per position) is built on the host, then moved.
+  const std::optional<int64_t> table_bytes = product({positions, weights.config.head_dim, 4});
+  const std::string what =
+      fmt::format("the RoPE table of {} for {} positions ({})", engine.model, positions,
+                  engine.max_model_len > 0 || max_positions > 0
+                      ? "engine.max_model_len"
+                      : "the model's max_position_embeddings, as engine.max_model_len is unset");
+  const std::string fix = "lower engine.max_model_len (--max-model-len)";
+  require_fits(table_bytes, kCPU, what, fix);
+  require_fits(table_bytes, device, what, fix);
   return create_model(std::move(weights), positions);
 }
 
@@ -49,7 +89,7 @@ std::unique_ptr<Tokenizer> load_run_tokenizer(const EngineConfig& engine) {
 }
 
 RunnerOptions make_serving_runner_options(const RunConfig& config, const CausalLM& model) {
-  RunnerOptions options = make_runner_options(config, model.max_positions());
+  RunnerOptions options = make_runner_options(config, model);
   if (config.engine.num_kv_blocks > 0 || !run_device(config.engine).is_cpu()) return options;
   const ModelConfig& c = model.config();
   const size_t bytes_per_block = 2 * static_cast<size_t>(c.num_layers) *
@@ -68,7 +108,33 @@ RunnerOptions make_serving_runner_options(const RunConfig& config, const CausalL
       options.num_kv_blocks, options.block_size, options.num_kv_blocks * options.block_size,
       static_cast<double>(bytes_per_block) * static_cast<double>(options.num_kv_blocks) / 1048576.0,
       options.max_num_seqs, model.max_positions(), cpu_kv_cache_bytes >> 30);
+  check_run_memory(options, model);
   return options;
+}
+
+void check_run_memory(const RunnerOptions& options, const CausalLM& model) {
+  const ModelConfig& config = model.config();
+  const auto element = static_cast<int64_t>(element_size(model.dtype()));
+  const Device device = model.device();
+  if (options.num_kv_blocks > 0) {
+    require_fits(product({2, config.num_layers, options.num_kv_blocks, options.block_size,
+                          config.num_kv_heads, config.head_dim, element}),
+                 device,
+                 fmt::format("a KV cache of {} blocks of {} tokens", options.num_kv_blocks,
+                             options.block_size),
+                 "lower engine.num_kv_blocks or engine.block_size");
+  }
+  // Lower bounds of what one forward at the token budget holds: the MLP's gate and up outputs,
+  // and the logits of up to max_num_seqs rows.
+  require_fits(product({options.max_num_batched_tokens, 2, config.intermediate_size, element}),
+               device,
+               fmt::format("a forward of {} tokens (engine.max_num_batched_tokens)",
+                           options.max_num_batched_tokens),
+               "lower engine.max_num_batched_tokens");
+  const int64_t rows = std::min(options.max_num_seqs, options.max_num_batched_tokens);
+  require_fits(product({rows, config.vocab_size, 4}), device,
+               fmt::format("the logits of {} sequences (engine.max_num_seqs)", rows),
+               "lower engine.max_num_seqs");
 }
 
 RunnerOptions with_kv_blocks_for(RunnerOptions options, int64_t max_positions) {
@@ -77,7 +143,8 @@ RunnerOptions with_kv_blocks_for(RunnerOptions options, int64_t max_positions) {
   return options;
 }
 
-RunnerOptions make_runner_options(const RunConfig& config, int64_t max_positions) {
+RunnerOptions make_runner_options(const RunConfig& config, const CausalLM& model) {
+  const int64_t max_positions = model.max_positions();
   RunnerOptions options;
   options.mode = config.compilation.mode;
   options.compilation = config.compilation;
@@ -98,6 +165,7 @@ RunnerOptions make_runner_options(const RunConfig& config, int64_t max_positions
                  options.num_kv_blocks, options.block_size,
                  options.num_kv_blocks * options.block_size);
   }  // else the runner sizes it from engine.gpu_memory_utilization after profiling
+  check_run_memory(options, model);
   return options;
 }
 

@@ -23,13 +23,18 @@ std::shared_ptr<const CausalLM> load_run_model(const EngineConfig& engine,
 std::unique_ptr<Tokenizer> load_run_tokenizer(const EngineConfig& engine);
 // The runner's mode, compilation settings, custom ops (the mode's default when the list is
 // empty), token budget, block size and KV blocks from the config: engine.num_kv_blocks, or when
-// unset enough blocks for one sequence of `max_positions` tokens (the model's length); logged.
-RunnerOptions make_runner_options(const RunConfig& config, int64_t max_positions);
+// unset enough blocks for one sequence of the model's max_positions() tokens; logged. Checked
+// with check_run_memory().
+RunnerOptions make_runner_options(const RunConfig& config, const CausalLM& model);
 // make_runner_options for a server: on the CPU, engine.num_kv_blocks unset means blocks for
 // max_num_seqs sequences of max_positions tokens, at most cpu_kv_cache_bytes of them (and at
 // least one sequence).
 constexpr size_t cpu_kv_cache_bytes = size_t{4} << 30;
 RunnerOptions make_serving_runner_options(const RunConfig& config, const CausalLM& model);
+// Throws, naming the setting to lower, when the KV cache of options.num_kv_blocks, a forward at
+// the token budget or the logits of max_num_seqs rows cannot fit in the model's device memory
+// (sizes computed without overflow), before the runner allocates any of them.
+void check_run_memory(const RunnerOptions& options, const CausalLM& model);
 // `options` with num_kv_blocks, when unset (0), sized for one sequence of max_positions tokens.
 RunnerOptions with_kv_blocks_for(RunnerOptions options, int64_t max_positions);
 

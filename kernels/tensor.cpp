@@ -7,6 +7,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/check.h"
+#include "kernels/checked_math.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/profiler.h"
 
@@ -18,8 +19,30 @@ std::string shape_str(std::span<const int64_t> sizes) {
 
 int64_t shape_numel(std::span<const int64_t> sizes) {
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  for (int64_t s : sizes) {
+    const std::optional<int64_t> product = checked_multiply(n, s);
+    TESSERA_CHECK(product.has_value(), "the element count of shape {} overflows int64",
+                  shape_str(sizes));
+    n = *product;
+  }
   return n;
+}
+
+std::optional<int64_t> checked_numel(std::span<const int64_t> sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    if (s < 0) return std::nullopt;
+    const std::optional<int64_t> product = checked_multiply(n, s);
+    if (!product) return std::nullopt;
+    n = *product;
+  }
+  return n;
+}
+
+std::optional<int64_t> checked_nbytes(std::span<const int64_t> sizes, size_t element_size) {
+  const std::optional<int64_t> numel = checked_numel(sizes);
+  if (!numel) return std::nullopt;
+  return checked_multiply(*numel, static_cast<int64_t>(element_size));
 }
 
 Shape contiguous_strides(std::span<const int64_t> sizes) {
@@ -55,8 +78,12 @@ Tensor Tensor::empty(Shape sizes, DType dtype, Device device) {
   for (int64_t s : sizes)
     TESSERA_REQUIRE(s >= 0, "cannot create a tensor of shape {}: sizes must be >= 0",
                     shape_str(sizes));
+  const std::optional<int64_t> bytes = checked_nbytes(sizes, element_size(dtype));
+  TESSERA_REQUIRE(bytes.has_value(),
+                  "cannot create a {} tensor of shape {}: its byte size overflows",
+                  dtype_name(dtype), shape_str(sizes));
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(shape_numel(sizes) * element_size(dtype), device);
+  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(*bytes), device);
   t.strides_ = contiguous_strides(sizes);
   t.sizes_ = std::move(sizes);
   t.dtype_ = dtype;

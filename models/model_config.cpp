@@ -1,12 +1,35 @@
 #include "models/model_config.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "kernels/check.h"
 
 namespace tessera {
 
+void ModelConfig::check_limits(const std::string& source) const {
+  // Far above any published model (262k vocabulary, 16k hidden, 126 layers, 10M positions); the
+  // products of these sizes stay well inside int64.
+  const std::tuple<int64_t, const char*, int64_t> limits[] = {
+      {vocab_size, "vocab_size", int64_t{1} << 24},
+      {hidden_size, "hidden_size", int64_t{1} << 18},
+      {intermediate_size, "intermediate_size", int64_t{1} << 20},
+      {num_layers, "num_hidden_layers", int64_t{1} << 12},
+      {num_heads, "num_attention_heads", int64_t{1} << 12},
+      {num_kv_heads, "num_key_value_heads", int64_t{1} << 12},
+      {head_dim, "head_dim", int64_t{1} << 12},
+      {max_position_embeddings, "max_position_embeddings", int64_t{1} << 28},
+      {sliding_window, "sliding_window", int64_t{1} << 28},
+  };
+  for (const auto& [value, field, limit] : limits)
+    TESSERA_REQUIRE(value <= limit,
+                    "{}: config field '{}' is {}, more than Tessera accepts ({}); the file is "
+                    "corrupt or describes no real model",
+                    source, field, value, limit);
+}
+
 void ModelConfig::validate(const std::string& source) const {
+  check_limits(source);
   auto positive = [&](int64_t value, const char* field) {
     TESSERA_REQUIRE(value > 0, "{}: config field '{}' must be positive, got {}", source, field,
                     value);

@@ -50,8 +50,13 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;
   DType checkpoint_dtype = DType::f32;  // the dtype the weights are stored in
 
-  // Throws naming the first inconsistent field (heads not dividing, zero sizes, ...).
+  // Throws naming the first inconsistent field (heads not dividing, zero sizes, ...); checks the
+  // limits first.
   void validate(const std::string& source) const;
+  // Throws naming the first size past what Tessera accepts (layers, heads, vocabulary, hidden
+  // sizes, positions), so that loaders can refuse a corrupt count before they allocate anything
+  // in proportion to it, and products of these sizes cannot overflow.
+  void check_limits(const std::string& source) const;
   // query_pre_attn_scalar^-0.5, else head_dim^-0.5.
   double attention_scale() const;
   // The window of layer `layer`: sliding_window on sliding layers, else 0 (none).

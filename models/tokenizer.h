@@ -49,9 +49,14 @@ class StreamingDecoder {
   std::string finish();          // whatever is held back, invalid bytes replaced by U+FFFD
 
  private:
+  // Adds `id` to the context; trim() then drops what no later id's text depends on.
+  void append(int32_t id);
+  void trim();
+
   const Tokenizer& tokenizer_;
   bool skip_special_ = true;
   std::vector<int32_t> ids_;  // the last few ids: the context the next id decodes after
+  std::vector<bool> shows_;   // per id of ids_: whether it decodes to any text
   std::string pending_;       // decoded bytes not emitted yet (an unfinished UTF-8 sequence)
 };
 

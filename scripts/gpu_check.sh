@@ -12,13 +12,16 @@
 #
 # Settings (environment): TESSERA_DEPS_PREFIX (/tmp/tessera-deps), TESSERA_JOBS (16),
 # TESSERA_BENCH_TIMEOUT (seconds per benchmark, 120), TESSERA_COMPARE_TIMEOUT (600),
-# TESSERA_SWEEP_TIMEOUT (300), TESSERA_PROFILE_TIMEOUT (180), TESSERA_STEPS (tests,bench,models). Arguments go to the configure
-# step.
+# TESSERA_SWEEP_TIMEOUT (300), TESSERA_PROFILE_TIMEOUT (180), TESSERA_STEPS (tests,bench,models;
+# add sanitizer for the gpu tests under compute-sanitizer, see its section),
+# TESSERA_SANITIZER_TIMEOUT (seconds per sanitizer run, 1200), TESSERA_SANITIZER_API_ERROR_TESTS.
+# Arguments go to the configure step.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
-# Which stages run after the build: any of tests, bench, models (all by default), so that one
-# call can build and test and a second call on the warm machine can benchmark.
+# Which stages run after the build: any of tests, bench, models (all by default) and sanitizer
+# (only when named: it is slow), so that one call can build and test and a second call on the
+# warm machine can benchmark or run the sanitizer.
 steps=${TESSERA_STEPS:-tests,bench,models}
 jobs=${TESSERA_JOBS:-16}
 bench_timeout=${TESSERA_BENCH_TIMEOUT:-120}
@@ -152,6 +155,63 @@ if ((configure_status == 0)) && [[ $steps == *models* ]]; then
   fi
 fi
 
+# =================================================================================================
+# Sanitizer (TESSERA_STEPS with sanitizer): every test binary's gpu tests under compute-sanitizer
+# --tool memcheck, and the attention and reduction kernels under --tool racecheck (GpuAttention;
+# GpuOpConformance, which runs every reduction and norm; the fused row kernels, whose reductions
+# go through shared memory). Tests that provoke a CUDA API error on purpose (a deliberately corrupt
+# cubin handed to the driver: TESSERA_SANITIZER_API_ERROR_TESTS, a gtest filter) run apart with
+# --report-api-errors no, so that the intended error stays out of the count while their memory
+# accesses are still checked. A run fails on any reported error or a failing test. Logs:
+# sanitizer-TOOL-BINARY.log.
+# =================================================================================================
+sanitizer_rows=()
+sanitizer_failed=0
+intended_api_errors=${TESSERA_SANITIZER_API_ERROR_TESTS:-GpuCompiledMode.WarmStartLoadsAndBadCubinsAreRebuilt}
+# Runs "TOOL BINARY FILTER [compute-sanitizer options...]" and adds its row to the summary.
+run_sanitizer() {
+  local tool=$1 binary=$2 filter=$3 name log started status errors result
+  shift 3
+  name=$(basename "$binary")
+  log="$log_dir/sanitizer-$tool-$name${SANITIZER_LOG_SUFFIX:-}.log"
+  say "compute-sanitizer --tool $tool $name --gtest_filter=$filter" | tee "$log"
+  started=$(date +%s)
+  timeout "${TESSERA_SANITIZER_TIMEOUT:-1200}" "$sanitizer" --tool "$tool" --error-exitcode 86     --print-limit 100 "$@" "$binary" --gtest_filter="$filter" 2>&1 | tee -a "$log"
+  status=${PIPESTATUS[0]}
+  errors=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$')
+  result="ok, ${errors:-?} errors"
+  ((status == 86)) && result="${errors:-some} errors reported"
+  ((status == 124)) && result="timed out"
+  ((status != 0 && status != 86 && status != 124)) && result="test failed (exit $status)"
+  ((status == 0)) || sanitizer_failed=1
+  sanitizer_rows+=("$(printf '%-10s %-22s %-26s %5d s' "$tool" "$name" "$result" \
+    $(($(date +%s) - started)))")
+}
+if ((configure_status == 0)) && [[ $steps == *sanitizer* ]]; then
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  if [[ ! -x $sanitizer ]]; then
+    say "compute-sanitizer not found (looked on PATH and in /usr/local/cuda/bin)"
+    sanitizer_rows+=("compute-sanitizer not found")
+    sanitizer_failed=1
+  else
+    while IFS= read -r binary; do
+      # Only binaries with gpu tests; those listing none are skipped.
+      "$binary" --gtest_list_tests --gtest_filter='*Gpu*' 2>/dev/null | grep -q '^  ' || continue
+      run_sanitizer memcheck "$binary" "*Gpu*:-$intended_api_errors"
+      if "$binary" --gtest_list_tests --gtest_filter="$intended_api_errors" 2>/dev/null |
+        grep -q '^  '; then
+        SANITIZER_LOG_SUFFIX=-intended-api-errors run_sanitizer memcheck "$binary" \
+          "$intended_api_errors" --report-api-errors no
+      fi
+    done < <(find "$build_dir/tests" -maxdepth 1 -type f -name 'test_*' -perm -u+x | sort)
+    for racecheck in "test_attention GpuAttention.*" "test_op_conformance GpuOpConformance.*" \
+      "test_cuda_codegen GpuCompiledMode.FusedRowKernelsMatchEager:GpuCompiledMode.VectorAndScalarRowLoopsMatchEager"; do
+      read -r name filter <<<"$racecheck"
+      [[ -x $build_dir/tests/$name ]] && run_sanitizer racecheck "$build_dir/tests/$name" "$filter"
+    done
+  fi
+fi
+
 # --- Summary, last. ---
 {
   echo
@@ -179,6 +239,10 @@ fi
   elif ((configure_status == 0)); then
     echo "benchmarks: none in $build_dir/bench"
   fi
+  if ((${#sanitizer_rows[@]} > 0)); then
+    echo "compute-sanitizer:"
+    printf '  %s\n' "${sanitizer_rows[@]}"
+  fi
   if ((${#model_rows[@]} > 0)); then
     echo "model checks:"
     printf '  %s\n' "${model_rows[@]}"
@@ -196,5 +260,5 @@ for label in gpu cpu; do
   read -r _ failed _ <<<"${test_counts[$label]}"
   ((test_status[$label] == 0 && failed == 0)) || exit 1
 done
-((bench_failed == 0 && model_failed == 0)) || exit 1
+((bench_failed == 0 && model_failed == 0 && sanitizer_failed == 0)) || exit 1
 exit 0

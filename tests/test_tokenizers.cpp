@@ -12,6 +12,8 @@
 #include <random>
 
 #include "kernels/check.h"
+#include "models/input_file.h"
+#include "models/json_input.h"
 #include "models/tokenizer.h"
 #include "models/tokenizer/bpe_tokenizer.h"
 #include "models/tokenizer/llama2c_tokenizer.h"
@@ -40,7 +42,7 @@ struct Reference {
 };
 
 std::vector<Reference> references(const std::string& tokenizer) {
-  const json document = hf::read_json_file(kShared + "/models/tokenizers/reference_ids.json");
+  const json document = read_json_file(kShared + "/models/tokenizers/reference_ids.json");
   std::vector<Reference> out;
   for (const json& entry : document.at(tokenizer)) {
     out.push_back(
@@ -159,7 +161,7 @@ std::vector<int32_t> run_c_encode(const std::vector<std::string>& pieces,
 
 // Reads tok512.bin's pieces and scores directly (the format in SOURCES.md).
 void read_tok512(std::vector<std::string>& pieces, std::vector<float>& scores) {
-  const std::string contents = hf::read_file(kTok512);
+  const std::string contents = read_input_file(kTok512, "tokenizer");
   size_t offset = 4;
   while (offset < contents.size()) {
     float score;
@@ -329,7 +331,7 @@ TEST(Tokenizers, StoriesHfTokenizerJsonMatchesTok512) {
 TEST(Tokenizers, LegacyMetaspaceTokenizerJsonMatchesTok512) {
   // Older Llama-2 conversions: no normalizer, a Metaspace pre-tokenizer (split at each U+2581,
   // prefix on the first segment) and a Metaspace decoder instead of Replace/.../Strip.
-  json document = hf::read_json_file(kStoriesHf + "/tokenizer.json");
+  json document = read_json_file(kStoriesHf + "/tokenizer.json");
   document["normalizer"] = nullptr;
   document["pre_tokenizer"] = {{"type", "Metaspace"},
                                {"replacement", "\u2581"},
@@ -359,7 +361,7 @@ TEST(Tokenizers, LegacyMetaspaceTokenizerJsonMatchesTok512) {
 
 TEST(Tokenizers, AddedTokenStripAndSingleWordOptions) {
   // stories260K-hf with <s> swallowing the spaces around it, and a single-word token "xyz".
-  json document = hf::read_json_file(kStoriesHf + "/tokenizer.json");
+  json document = read_json_file(kStoriesHf + "/tokenizer.json");
   for (json& token : document["added_tokens"]) {
     if (token["content"] == "<s>") token["lstrip"] = token["rstrip"] = true;
   }
@@ -494,10 +496,10 @@ TEST(Tokenizers, GgufGpt2VocabularyMatchesReferences) {
   gpt2_vocab.source = "test:gguf-gpt2";
   gpt2_vocab.model = "gpt2";
   gpt2_vocab.pre = "default";
-  const json encoder = hf::read_json_file(kGpt2Folder + "/encoder.json");
+  const json encoder = read_json_file(kGpt2Folder + "/encoder.json");
   gpt2_vocab.tokens.resize(encoder.size());
   for (const auto& [token, id] : encoder.items()) gpt2_vocab.tokens[id.get<size_t>()] = token;
-  std::istringstream merges(hf::read_file(kGpt2Folder + "/vocab.bpe"));
+  std::istringstream merges(read_input_file(kGpt2Folder + "/vocab.bpe", "merges"));
   for (std::string line; std::getline(merges, line);) {
     if (!line.empty() && !line.starts_with("#version")) gpt2_vocab.merges.push_back(line);
   }
@@ -569,7 +571,7 @@ TEST(Tokenizers, BadFilesGiveErrorsNamingTheFile) {
   EXPECT_THAT(error_of([&] { load_tokenizer(bad_merge); }),
               HasSubstr("missing from the vocabulary"));
 
-  const std::string tok512_bytes = hf::read_file(kTok512);
+  const std::string tok512_bytes = read_input_file(kTok512, "tokenizer");
   const std::string truncated = write_temp_file("truncated.bin", tok512_bytes.substr(0, 3000));
   const std::string truncated_error = error_of([&] { load_tokenizer(truncated); });
   EXPECT_THAT(truncated_error, HasSubstr(truncated));
@@ -582,7 +584,7 @@ TEST(Tokenizers, BadFilesGiveErrorsNamingTheFile) {
   // Asking for more records than the file holds.
   EXPECT_THAT(error_of([&] { load_llama2c_tokenizer(kTok512, 600); }), HasSubstr("truncated"));
   // A GGUF file cut short.
-  const std::string gguf_bytes = hf::read_file(kStoriesGguf);
+  const std::string gguf_bytes = read_input_file(kStoriesGguf, "model");
   const std::string short_gguf = write_temp_file("short.gguf", gguf_bytes.substr(0, 5000));
   EXPECT_THAT(error_of([&] { load_tokenizer(short_gguf); }), HasSubstr(short_gguf));
 

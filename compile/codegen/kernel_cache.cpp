@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 
+#include "compile/codegen/cache_entry.h"
 #include "compile/graph.h"
 #include "kernels/check.h"
 
@@ -81,6 +81,7 @@ CpuKernelCache::CpuKernelCache(std::string cache_dir) : directory_(std::move(cac
   TESSERA_REQUIRE(!error,
                   "cannot create the kernel cache directory {}: {} (set compilation.cache_dir)",
                   directory_, error.message());
+  remove_stale_temporaries(directory_);
 }
 
 void* CpuKernelCache::load(const std::string& source, const std::string& name) {
@@ -93,28 +94,31 @@ void* CpuKernelCache::load(const std::string& source, const std::string& name) {
   fs::path library = fs::path(directory_) / (key + ".so");
   fs::path source_path = fs::path(directory_) / (key + ".cpp");
   if (fs::exists(library)) {
-    if (void* function = open_kernel(library)) {
+    // Checked whole (cache_entry.h) before dlopen sees it: a cut-off shared object could crash
+    // the loader rather than fail.
+    const bool whole = is_whole_cache_entry(library.string());
+    if (void* function = whole ? open_kernel(library) : nullptr) {
       ++stats_.disk_hits;
       loaded_kernels()[key] = function;
       return function;
     }
-    spdlog::warn("kernel cache entry {} does not load ({}); rebuilding it", library.string(),
-                 dlerror());
+    spdlog::warn(
+        "kernel cache entry {} {}; rebuilding it", library.string(),
+        whole ? fmt::format("does not load ({})", dlerror()) : std::string("is not a whole entry"));
     ++stats_.rebuilt;
   }
-  std::string suffix = fmt::format(".{}.tmp", getpid());
-  { std::ofstream(source_path.string() + suffix) << source; }
-  fs::rename(source_path.string() + suffix, source_path);
-  std::string temporary = library.string() + suffix;
+  write_file_atomically(source_path.string(), source);
+  const std::string temporary = create_temporary_entry(library.string());
   std::string command =
       fmt::format("{} {} -o '{}' '{}'", compiler(), kFlags, temporary, source_path.string());
   std::string output;
   if (run_command(command, &output) != 0) {
+    fs::remove(temporary);
     throw Error(fmt::format("compiling kernel {} failed: {}\nsource: {}\ncommand: {}\n{}", name,
                             "the C++ compiler reported errors", source_path.string(), command,
                             output));
   }
-  fs::rename(temporary, library);  // atomic: readers see the old entry or the whole new one
+  seal_cache_entry(temporary, library.string());
   ++stats_.compiled;
   void* function = open_kernel(library);
   TESSERA_REQUIRE(function != nullptr, "compiled kernel {} ({}) does not load: {}", name,

@@ -1,7 +1,8 @@
 // The on-disk kernel cache: compiled artifacts keyed by a hash of (source, target, compiler
 // version, flags). A warm start compiles nothing; identical kernels (the middle layers' pieces)
-// compile once per process; entries are written to a temporary name and renamed, so concurrent
-// processes never read half an entry; an entry that fails to load is rebuilt.
+// compile once per process; entries are written whole under a temporary name and renamed, and
+// checked when read (cache_entry.h), so neither a concurrent process nor one killed while writing
+// leaves an entry that is used half-written; an entry that fails the check or to load is rebuilt.
 #pragma once
 
 #include <cstdint>

@@ -198,7 +198,7 @@ RunnerOptions Sweep::runner_options(const std::string& mode, const std::string& 
   run.engine.num_kv_blocks = kv_blocks_needed();
   // Every timed batch is a decode batch the engine accepts (and full graphs cover).
   run.engine.max_num_seqs = max_sequences_;
-  return make_runner_options(run, model_->max_positions());
+  return make_runner_options(run, *model_);
 }
 
 std::pair<double, double> Sweep::time_full_step(ModelRunner& runner) const {

@@ -38,7 +38,7 @@ int run_explain(const std::vector<std::string>& args) {
                   config.compilation.mode);
   auto model = load_run_model(config.engine);
   double load_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  RunnerOptions options = make_runner_options(config, model->max_positions());
+  RunnerOptions options = make_runner_options(config, *model);
   ModelRunner runner(model, options);
   // One step of a few tokens traces and compiles the forward.
   std::vector<int32_t> ids{1, 2, 3, 4};

@@ -80,7 +80,7 @@ int run_generate(const std::vector<std::string>& args) {
                engine.model);
   auto tokenizer = load_run_tokenizer(engine);
   auto model = load_run_model(engine);
-  RunnerOptions runner_options = make_runner_options(config, model->max_positions());
+  RunnerOptions runner_options = make_runner_options(config, *model);
   ModelRunner runner(model, runner_options);
   spdlog::info("model {} ({}), {} on {}, weights {:.1f} MiB, KV cache {:.1f} MiB, mode {}",
                engine.model, model->config().architecture, dtype_name(model->dtype()),

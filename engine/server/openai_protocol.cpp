@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 
+#include "models/json_input.h"
+
 namespace tessera {
 namespace {
 
@@ -201,26 +203,9 @@ json ApiError::body() const {
 
 json parse_request_body(const std::string& body) {
   // Bound the nesting before parsing: nlohmann's parser recurses once per level.
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : body) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > max_json_depth)
-        throw ApiError(400,
-                       fmt::format("the request body nests deeper than {} levels", max_json_depth));
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
+  if (json_nesting_depth(body, max_json_depth) > max_json_depth)
+    throw ApiError(400,
+                   fmt::format("the request body nests deeper than {} levels", max_json_depth));
   json value = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded())
     throw ApiError(400, "the request body is not valid JSON (or not valid UTF-8)");

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "kernels/check.h"
+#include "kernels/checked_math.h"
 
 namespace tessera::loaders {
 namespace {
@@ -34,6 +35,7 @@ class Reader {
   }
 
   size_t position() const { return position_; }
+  size_t remaining() const { return file_.size() - position_; }
 
  private:
   void need(uint64_t bytes, const std::string& what) {
@@ -91,7 +93,17 @@ GgufType read_type(Reader& reader, const std::string& what, const std::string& p
   return static_cast<GgufType>(raw);
 }
 
-GgufValue read_value(Reader& reader, const std::string& key, const std::string& path) {
+// Every array element is held as a GgufScalar (tens of bytes, whatever its stored size): the
+// elements of all arrays together are capped, so a file cannot make the reader hold many times
+// its own size. Real vocabularies take a few million (tokens, scores, types and merges).
+constexpr uint64_t kMaxArrayElements = uint64_t{1} << 25;
+// Far above what real files hold (tens of keys, thousands of tensors); a count past these is
+// corruption, refused before anything is allocated for it.
+constexpr uint64_t kMaxMetadataCount = uint64_t{1} << 16;
+constexpr uint64_t kMaxTensorCount = uint64_t{1} << 20;
+
+GgufValue read_value(Reader& reader, const std::string& key, const std::string& path,
+                     uint64_t& elements_left) {
   GgufValue value;
   const std::string what = fmt::format("metadata '{}'", key);
   value.type = read_type(reader, what, path);
@@ -104,9 +116,16 @@ GgufValue read_value(Reader& reader, const std::string& key, const std::string& 
                   "{}: {} is an array of arrays, which this reader does not support", path, what);
   const uint64_t count = reader.read<uint64_t>(what + " (array length)");
   // Every element takes at least one byte: a count beyond the file is corrupt, not a huge array.
-  TESSERA_REQUIRE(count <= std::numeric_limits<uint32_t>::max() * 16ull,
-                  "{}: {} claims {} elements; the file is corrupt", path, what, count);
-  value.elements.reserve(std::min<uint64_t>(count, 1u << 20));
+  TESSERA_REQUIRE(count <= reader.remaining(),
+                  "{}: {} claims {} elements but {} bytes of the file are left; the file is "
+                  "truncated or corrupt",
+                  path, what, count, reader.remaining());
+  TESSERA_REQUIRE(count <= elements_left,
+                  "{}: {} has {} elements, more than the {} array elements in all this reader "
+                  "holds for a file; the file is corrupt",
+                  path, what, count, kMaxArrayElements);
+  elements_left -= count;
+  value.elements.reserve(count);
   for (uint64_t i = 0; i < count; ++i)
     value.elements.push_back(read_scalar(reader, value.element_type, what, path));
   return value;
@@ -213,10 +232,15 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>
                   "{}: header claims {} metadata pairs and {} tensors, more than a {}-byte file "
                   "can hold; the file is truncated or corrupt",
                   path, metadata_count, tensor_count, file_->size());
+  TESSERA_REQUIRE(metadata_count <= kMaxMetadataCount && tensor_count <= kMaxTensorCount,
+                  "{}: header claims {} metadata pairs and {} tensors; this reader takes at most "
+                  "{} and {}; the file is corrupt",
+                  path, metadata_count, tensor_count, kMaxMetadataCount, kMaxTensorCount);
 
+  uint64_t elements_left = kMaxArrayElements;
   for (uint64_t i = 0; i < metadata_count; ++i) {
     std::string key = reader.read_string(fmt::format("metadata key #{}", i));
-    GgufValue value = read_value(reader, key, path);
+    GgufValue value = read_value(reader, key, path, elements_left);
     TESSERA_REQUIRE(metadata_.count(key) == 0, "{}: metadata key '{}' appears twice", path, key);
     metadata_.emplace(std::move(key), std::move(value));
   }
@@ -258,9 +282,12 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>
   for (const GgufTensorInfo& info : tensors_) {
     std::optional<DType> dtype = ggml_type_dtype(info.ggml_type);
     if (!dtype) continue;  // quantized: refused when read, with its type named
-    const double bytes = static_cast<double>(shape_numel(info.shape)) * element_size(*dtype);
-    const double end = static_cast<double>(data_offset_) + static_cast<double>(info.offset) + bytes;
-    TESSERA_REQUIRE(end <= static_cast<double>(file_->size()),
+    const std::optional<int64_t> bytes = checked_nbytes(info.shape, element_size(*dtype));
+    const std::optional<uint64_t> start = checked_add<uint64_t>(data_offset_, info.offset);
+    const std::optional<uint64_t> end =
+        start && bytes ? checked_add<uint64_t>(*start, static_cast<uint64_t>(*bytes))
+                       : std::nullopt;
+    TESSERA_REQUIRE(end && *end <= file_->size(),
                     "{}: tensor '{}' ({} {}) at data offset {} runs past the end of the file "
                     "({} bytes, data starts at {}); the file is truncated",
                     path, info.name, ggml_type_name(info.ggml_type), shape_str(info.shape),

@@ -61,7 +61,11 @@ std::vector<double> llama3_rope_factors(const RopeScaling& scaling, double theta
 // the table must match what they produce, else the file is refused.
 RopeScaling recover_llama3_scaling(const GgufFile& file, const GgufTensorInfo& info,
                                    const ModelConfig& config) {
-  const Tensor table = materialize(file.stored(info), LoadOptions{});
+  const StoredTensor stored_table = file.stored(info);
+  TESSERA_REQUIRE(is_floating(stored_table.dtype),
+                  "{}: tensor 'rope_freqs.weight' is stored as {}; it must be F32, F16 or BF16",
+                  file.path(), dtype_name(stored_table.dtype));
+  const Tensor table = materialize(stored_table, LoadOptions{});
   const std::vector<float> stored = table.to_floats();
   TESSERA_REQUIRE(static_cast<int64_t>(stored.size()) == config.head_dim / 2,
                   "{}: tensor 'rope_freqs.weight' has {} entries, expected head_dim/2 = {}",
@@ -141,6 +145,7 @@ ModelConfig config_from_metadata(const GgufFile& file, const GgufArchitecture& a
   if (const GgufTensorInfo* embedding = file.find_tensor("token_embd.weight"))
     if (std::optional<DType> dtype = ggml_type_dtype(embedding->ggml_type))
       config.checkpoint_dtype = *dtype;
+  config.check_limits(file.path());
   if (const GgufTensorInfo* table = file.find_tensor("rope_freqs.weight"))
     config.rope_scaling = recover_llama3_scaling(file, *table, config);
   return config;

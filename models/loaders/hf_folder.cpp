@@ -3,12 +3,12 @@
 #include <spdlog/spdlog.h>
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "kernels/check.h"
 #include "models/architecture_registry.h"
 #include "models/hf_config_fields.h"
+#include "models/json_input.h"
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/loaders.h"
 #include "models/loaders/safetensors.h"
@@ -19,22 +19,12 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-json read_json_file(const fs::path& path) {
-  std::ifstream in(path);
-  TESSERA_REQUIRE(in.good(), "{}: cannot open", path.string());
-  try {
-    return json::parse(in);
-  } catch (const json::exception& error) {
-    throw Error(fmt::format("{}: not valid JSON: {}", path.string(), error.what()));
-  }
-}
-
 std::string architecture_of(const HfConfigFields& fields) {
   if (fields.has("architectures")) {
     const json& list = fields.raw("architectures");
     TESSERA_REQUIRE(list.is_array() && !list.empty() && list[0].is_string(),
                     "{}: 'architectures' must be a non-empty list of names, got {}", fields.file(),
-                    list.dump());
+                    json_excerpt(list));
     return list[0].get<std::string>();
   }
   // Older configs name only the model_type.
@@ -68,7 +58,7 @@ ModelConfig read_hf_config(const std::string& folder) {
                   "{}: no config.json; a Hugging Face model folder needs config.json and "
                   "*.safetensors",
                   folder);
-  const json object = read_json_file(config_path);
+  const json object = read_json_file(config_path.string(), "model config");
   TESSERA_REQUIRE(object.is_object(), "{}: must hold a JSON object", config_path.string());
   HfConfigFields fields(object, config_path.string());
 
@@ -102,12 +92,14 @@ ModelConfig read_hf_config(const std::string& folder) {
   } catch (const Error&) {
     config.checkpoint_dtype = DType::f32;  // the weights' own dtype replaces this when loaded
   }
+  // Before the architecture's reader, which may allocate per layer (Gemma's layer_types).
+  config.check_limits(config_path.string());
   architecture.read_hf_config(fields, config);
 
   // generation_config.json decides what generation stops on, as in transformers.
   const fs::path generation_path = fs::path(folder) / "generation_config.json";
   if (fs::exists(generation_path)) {
-    const json generation = read_json_file(generation_path);
+    const json generation = read_json_file(generation_path.string(), "generation config");
     HfConfigFields generation_fields(generation, generation_path.string());
     if (generation_fields.has("eos_token_id"))
       config.eos_token_ids = generation_fields.ids("eos_token_id");
@@ -129,7 +121,7 @@ ModelWeights load_hf_folder(const std::string& folder, const LoadOptions& option
   std::string missing_from;
   const fs::path index_path = fs::path(folder) / "model.safetensors.index.json";
   if (fs::exists(index_path)) {
-    const json index = read_json_file(index_path);
+    const json index = read_json_file(index_path.string(), "safetensors index");
     TESSERA_REQUIRE(
         index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
         "{}: must hold a 'weight_map' object of tensor name -> file", index_path.string());
@@ -138,6 +130,12 @@ ModelWeights load_hf_folder(const std::string& folder, const LoadOptions& option
       TESSERA_REQUIRE(file_name.is_string(), "{}: weight_map['{}'] must be a file name",
                       index_path.string(), name);
       const std::string shard = file_name.get<std::string>();
+      // Shards sit in the folder: a path elsewhere (or up) is refused, not followed.
+      TESSERA_REQUIRE(!shard.empty() && shard != "." && shard != ".." &&
+                          shard.find('/') == std::string::npos &&
+                          shard.find('\0') == std::string::npos,
+                      "{}: weight_map['{}'] = '{}' is not the name of a file in the folder",
+                      index_path.string(), name, shard);
       auto [it, inserted] = by_file_name.emplace(shard, nullptr);
       if (inserted) {
         files.push_back(std::make_unique<SafetensorsFile>((fs::path(folder) / shard).string()));

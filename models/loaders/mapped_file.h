@@ -9,8 +9,9 @@ namespace tessera::loaders {
 
 class MappedFile {
  public:
-  // Throws naming the path and the system error when the file cannot be opened or mapped.
-  explicit MappedFile(std::string path);
+  // Throws naming the path and the system error when the file cannot be opened or mapped, or is
+  // not a regular file (input_file.h); `what` names its role in those messages.
+  explicit MappedFile(std::string path, const char* what = "model file");
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

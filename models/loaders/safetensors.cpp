@@ -5,9 +5,15 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/check.h"
+#include "kernels/checked_math.h"
+#include "models/json_input.h"
 
 namespace tessera::loaders {
 namespace {
+
+// Shapes past these are corruption: no framework writes more dims, nor a dim of 2^48 elements.
+constexpr size_t kMaxDims = 8;
+constexpr uint64_t kMaxSize = uint64_t{1} << 48;
 
 std::optional<DType> parse_supported_dtype(const std::string& name) {
   if (name == "F32") return DType::f32;
@@ -18,15 +24,16 @@ std::optional<DType> parse_supported_dtype(const std::string& name) {
   return std::nullopt;
 }
 
-// Element size of any dtype the safetensors spec names (0 for sub-byte or unknown ones), so the
-// byte-size check covers tensors this loader will not convert too.
-size_t spec_element_size(const std::string& name) {
-  static const std::map<std::string, size_t> sizes = {
-      {"F64", 8},  {"F32", 4},     {"F16", 2},     {"BF16", 2},   {"I64", 8}, {"I32", 4},
-      {"I16", 2},  {"I8", 1},      {"U64", 8},     {"U32", 4},    {"U16", 2}, {"U8", 1},
-      {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"F8_E8M0", 1}};
-  auto it = sizes.find(name);
-  return it == sizes.end() ? 0 : it->second;
+// Bits per element of every dtype the safetensors format defines (0: not one), so that the byte
+// size of tensors this loader will not convert is checked too.
+size_t spec_element_bits(const std::string& name) {
+  static const std::map<std::string, size_t> bits = {
+      {"F64", 64},    {"F32", 32},    {"F16", 16},    {"BF16", 16},   {"I64", 64},
+      {"I32", 32},    {"I16", 16},    {"I8", 8},      {"U64", 64},    {"U32", 32},
+      {"U16", 16},    {"U8", 8},      {"BOOL", 8},    {"F8_E4M3", 8}, {"F8_E5M2", 8},
+      {"F8_E8M0", 8}, {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"F4", 4},      {"C64", 64}};
+  auto it = bits.find(name);
+  return it == bits.end() ? 0 : it->second;
 }
 
 uint64_t read_u64_le(const std::byte* bytes) {
@@ -49,32 +56,42 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name,
   entry.dtype = parse_supported_dtype(entry.dtype_name);
   const nlohmann::json& shape = info["shape"];
   TESSERA_REQUIRE(shape.is_array(), "{}: tensor '{}': shape must be an array", path, name);
+  TESSERA_REQUIRE(shape.size() <= kMaxDims, "{}: tensor '{}': shape {} has more than {} dims", path,
+                  name, json_excerpt(shape), kMaxDims);
   for (const nlohmann::json& size : shape) {
-    TESSERA_REQUIRE(size.is_number_unsigned(),
-                    "{}: tensor '{}': shape {} must hold non-negative integers", path, name,
-                    shape.dump());
+    TESSERA_REQUIRE(size.is_number_unsigned() && size.get<uint64_t>() <= kMaxSize,
+                    "{}: tensor '{}': shape {} must hold integers in 0..{}", path, name,
+                    json_excerpt(shape), kMaxSize);
     entry.shape.push_back(size.get<int64_t>());
   }
   const nlohmann::json& offsets = info["data_offsets"];
   TESSERA_REQUIRE(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
                       offsets[1].is_number_unsigned(),
                   "{}: tensor '{}': data_offsets must be two non-negative integers, got {}", path,
-                  name, offsets.dump());
-  entry.begin = offsets[0].get<size_t>();
-  entry.end = offsets[1].get<size_t>();
+                  name, json_excerpt(offsets));
+  entry.begin = offsets[0].get<uint64_t>();
+  entry.end = offsets[1].get<uint64_t>();
   TESSERA_REQUIRE(entry.begin <= entry.end, "{}: tensor '{}': data_offsets [{}, {}] are reversed",
                   path, name, entry.begin, entry.end);
   TESSERA_REQUIRE(entry.end <= data_size,
                   "{}: tensor '{}': data_offsets [{}, {}] run past the end of the data section "
                   "({} bytes); the file is truncated or corrupt",
                   path, name, entry.begin, entry.end, data_size);
-  if (size_t element = spec_element_size(entry.dtype_name); element != 0) {
-    const size_t expected = static_cast<size_t>(shape_numel(entry.shape)) * element;
-    TESSERA_REQUIRE(entry.end - entry.begin == expected,
-                    "{}: tensor '{}': {} {} needs {} bytes but data_offsets [{}, {}] hold {}", path,
-                    name, entry.dtype_name, shape_str(entry.shape), expected, entry.begin,
-                    entry.end, entry.end - entry.begin);
-  }
+  const size_t bits = spec_element_bits(entry.dtype_name);
+  TESSERA_REQUIRE(bits != 0,
+                  "{}: tensor '{}': dtype '{}' is not a safetensors dtype; valid: F64, F32, F16, "
+                  "BF16, I64, I32, I16, I8, U64, U32, U16, U8, BOOL, F8_E4M3, F8_E5M2, F8_E8M0, "
+                  "F6_E2M3, F6_E3M2, F4, C64",
+                  path, name, entry.dtype_name.substr(0, 64));
+  // Sub-byte dtypes pack their elements; the last byte may be partly used.
+  const std::optional<int64_t> total_bits = checked_nbytes(entry.shape, bits);
+  const std::optional<int64_t> expected =
+      total_bits ? std::optional<int64_t>((*total_bits + 7) / 8) : std::nullopt;
+  TESSERA_REQUIRE(expected && static_cast<uint64_t>(*expected) == entry.end - entry.begin,
+                  "{}: tensor '{}': {} {} needs {} bytes but data_offsets [{}, {}] hold {}", path,
+                  name, entry.dtype_name, shape_str(entry.shape),
+                  expected ? fmt::format("{}", *expected) : std::string("more than 2^60"),
+                  entry.begin, entry.end, entry.end - entry.begin);
   return entry;
 }
 
@@ -93,13 +110,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
                   "truncated or not safetensors",
                   path, header_length, file_size);
   const char* header_text = reinterpret_cast<const char*>(file_->data() + 8);
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(header_text, header_text + header_length);
-  } catch (const nlohmann::json::exception& error) {
-    throw Error(
-        fmt::format("{}: the safetensors header is not valid JSON: {}", path, error.what()));
-  }
+  const nlohmann::json header =
+      parse_json(std::string_view(header_text, header_length), path + " (the safetensors header)");
   TESSERA_REQUIRE(header.is_object(), "{}: the safetensors header must be a JSON object", path);
   data_section_ = file_->data() + 8 + header_length;
   data_size_ = file_size - 8 - header_length;
@@ -107,7 +119,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     if (name == "__metadata__") {
       TESSERA_REQUIRE(info.is_object(), "{}: __metadata__ must be an object", path);
       for (const auto& [key, value] : info.items())
-        metadata_[key] = value.is_string() ? value.get<std::string>() : value.dump();
+        metadata_[key] = value.is_string() ? value.get<std::string>() : json_excerpt(value);
       continue;
     }
     entries_.emplace(name, parse_entry(path, name, info, data_size_));

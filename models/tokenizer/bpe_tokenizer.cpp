@@ -4,11 +4,20 @@
 #include <filesystem>
 
 #include "kernels/check.h"
+#include "models/input_file.h"
+#include "models/json_input.h"
 #include "models/tokenizer/tokenizer_json.h"
 
 namespace tessera {
 
 using json = nlohmann::json;
+
+namespace {
+
+// How far past the vocabulary's entry count its ids may reach (gaps for added tokens).
+constexpr int64_t kIdSlack = 1024;
+
+}  // namespace
 
 HfBpeTokenizer::HfBpeTokenizer(HfBpeTokenizerParts parts)
     : name_(std::move(parts.name)),
@@ -126,7 +135,8 @@ std::optional<std::string> token_name(const json& config, const char* key) {
 AddedToken parse_added_token(const json& value, const std::string& source) {
   try {
     AddedToken token;
-    token.id = value.at("id").get<int32_t>();
+    token.id = static_cast<int32_t>(
+        json_integer(value.at("id"), 0, int64_t{1} << 24, source + ": an added token's id"));
     token.content = value.at("content").get<std::string>();
     token.special = value.value("special", false);
     token.normalized = value.value("normalized", !token.special);
@@ -135,7 +145,8 @@ AddedToken parse_added_token(const json& value, const std::string& source) {
     token.single_word = value.value("single_word", false);
     return token;
   } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: malformed added token {}: {}", source, value.dump(), e.what()));
+    throw Error(
+        fmt::format("{}: malformed added token {}: {}", source, json_excerpt(value), e.what()));
   }
 }
 
@@ -174,6 +185,15 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_tokenizer_json(const std::s
                       token, id);
       max_id = std::max(max_id, id);
     }
+    // Real vocabularies are dense, with gaps only where added tokens sit: a sparse id is
+    // corruption, refused before a table that long is allocated.
+    const size_t added_count =
+        document.contains("added_tokens") && document["added_tokens"].is_array()
+            ? document["added_tokens"].size()
+            : 0;
+    TESSERA_REQUIRE(max_id < static_cast<int64_t>(file.vocab.size() + added_count) + kIdSlack,
+                    "{}: model.vocab has {} entries but ids up to {}; ids must be dense", path,
+                    file.vocab.size(), max_id);
     parts.id_to_token.resize(static_cast<size_t>(max_id + 1));
     for (auto& [token, id] : file.vocab) parts.id_to_token[id] = std::move(token);
     parts.merges = std::move(file.merges);
@@ -216,7 +236,7 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_tokenizer_json(const std::s
   json config = json::object();
   if (const auto config_path = folder / "tokenizer_config.json";
       std::filesystem::exists(config_path)) {
-    config = hf::read_json_file(config_path.string());
+    config = read_json_file(config_path.string(), "tokenizer config");
   }
   const auto resolve = [&](const std::optional<std::string>& name) -> std::optional<int32_t> {
     if (!name) return std::nullopt;
@@ -249,7 +269,7 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_tokenizer_json(const std::s
   }
   if (const auto generation_path = folder / "generation_config.json";
       std::filesystem::exists(generation_path)) {
-    const json generation = hf::read_json_file(generation_path.string());
+    const json generation = read_json_file(generation_path.string(), "generation config");
     if (generation.contains("eos_token_id")) {
       const json& eos = generation["eos_token_id"];
       for (const json& id : eos.is_array() ? eos : json::array({eos})) {
@@ -282,17 +302,17 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_vocab_and_merges(
   HfBpeTokenizerParts parts;
   parts.name = "hf-bpe-bytelevel";
   parts.source = vocab_path;
-  const json vocab = hf::read_json_file(vocab_path);
+  const json vocab = read_json_file(vocab_path, "tokenizer vocabulary");
   TESSERA_REQUIRE(vocab.is_object(), "{}: expected a JSON object of token -> id", vocab_path);
+  // Dense ids, as in tokenizer.json's model.vocab.
+  const int64_t max_id = static_cast<int64_t>(vocab.size()) + kIdSlack;
   for (const auto& [token, id] : vocab.items()) {
-    TESSERA_REQUIRE(
-        id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < (int64_t{1} << 24),
-        "{}: token '{}' has id {}, expected a non-negative integer", vocab_path, token, id.dump());
-    const auto index = static_cast<size_t>(id.get<int64_t>());
+    const auto index = static_cast<size_t>(
+        json_integer(id, 0, max_id, fmt::format("{}: the id of token '{}'", vocab_path, token)));
     if (parts.id_to_token.size() <= index) parts.id_to_token.resize(index + 1);
     parts.id_to_token[index] = token;
   }
-  const std::string merges_text = hf::read_file(merges_path);
+  const std::string merges_text = read_input_file(merges_path, "tokenizer merges");
   size_t line_number = 0;
   for (size_t position = 0; position < merges_text.size();) {
     size_t end = merges_text.find('\n', position);

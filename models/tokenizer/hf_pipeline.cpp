@@ -6,6 +6,8 @@
 #include <cctype>
 
 #include "kernels/check.h"
+#include "models/json_input.h"
+#include "models/tokenizer/replace_all.h"
 #include "models/tokenizer/unicode.h"
 
 namespace tessera::hf {
@@ -25,20 +27,6 @@ bool is_unicode_whitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
          c == 0x3000;
-}
-
-void replace_all(std::string& text, std::string_view from, std::string_view to) {
-  if (from.empty() || text.find(from) == std::string::npos) return;
-  std::string out;
-  out.reserve(text.size());
-  size_t position = 0;
-  for (size_t found; (found = text.find(from, position)) != std::string::npos;) {
-    out.append(text, position, found - position);
-    out.append(to);
-    position = found + from.size();
-  }
-  out.append(text, position);
-  text.swap(out);
 }
 
 void replace_regex(std::string& text, const Regex& pattern, std::string_view to) {
@@ -133,7 +121,7 @@ std::vector<std::pair<size_t, size_t>> split_by_matches(
 std::string type_of(const json& value, const std::string& source, const char* what) {
   TESSERA_REQUIRE(value.is_object() && value.contains("type") && value["type"].is_string(),
                   "{}: the {} is not an object with a \"type\": {}", source, what,
-                  value.dump().substr(0, 200));
+                  json_excerpt(value));
   return value["type"].get<std::string>();
 }
 
@@ -141,13 +129,15 @@ std::string type_of(const json& value, const std::string& source, const char* wh
 // (for String) and sets `regex` for Regex patterns.
 std::string parse_pattern(const json& value, const std::string& source,
                           std::shared_ptr<Regex>& regex) {
-  TESSERA_REQUIRE(value.is_object(), "{}: a pattern is not an object: {}", source, value.dump());
+  TESSERA_REQUIRE(value.is_object(), "{}: a pattern is not an object: {}", source,
+                  json_excerpt(value));
   if (value.contains("Regex")) {
     regex = std::make_shared<Regex>(value["Regex"].get<std::string>(), source);
     return {};
   }
   TESSERA_REQUIRE(value.contains("String"),
-                  "{}: a pattern has neither \"String\" nor \"Regex\": {}", source, value.dump());
+                  "{}: a pattern has neither \"String\" nor \"Regex\": {}", source,
+                  json_excerpt(value));
   return value["String"].get<std::string>();
 }
 
@@ -196,7 +186,7 @@ PreTokenizer::Behavior parse_behavior(const json& value, const std::string& sour
   if (name == "MergedWithPrevious") return Behavior::kMergedWithPrevious;
   if (name == "MergedWithNext") return Behavior::kMergedWithNext;
   if (name == "Contiguous") return Behavior::kContiguous;
-  throw Error(fmt::format("{}: unknown Split behavior {}", source, value.dump()));
+  throw Error(fmt::format("{}: unknown Split behavior {}", source, json_excerpt(value)));
 }
 
 // Metaspace's prepend scheme: "always"/"first"/"never", or the legacy add_prefix_space flag.
@@ -243,6 +233,8 @@ void parse_pre_tokenizer_into(const json& value, const std::string& source, PreT
   } else if (type == "Metaspace") {
     PreTokenizer::Step step{Kind::kMetaspace};
     step.replacement = get_or<std::string>(value, "replacement", "\u2581");
+    TESSERA_REQUIRE(!step.replacement.empty(),
+                    "{}: a Metaspace pre-tokenizer needs a non-empty replacement", source);
     step.prepend_scheme = parse_prepend_scheme(value, source);
     step.split = get_or(value, "split", true);
     out.steps.push_back(std::move(step));
@@ -272,6 +264,8 @@ void parse_decoder_into(const json& value, const std::string& source, Decoder& o
   } else if (type == "Metaspace") {
     Decoder::Step step{Kind::kMetaspace};
     step.text = get_or<std::string>(value, "replacement", "\u2581");
+    TESSERA_REQUIRE(!step.text.empty(), "{}: a Metaspace decoder needs a non-empty replacement",
+                    source);
     step.metaspace_strips_first =
         parse_prepend_scheme(value, source) != PreTokenizer::PrependScheme::kNever;
     out.steps.push_back(std::move(step));
@@ -287,8 +281,12 @@ void parse_decoder_into(const json& value, const std::string& source, Decoder& o
   } else if (type == "Strip") {
     Decoder::Step step{Kind::kStrip};
     step.content = value.at("content").get<std::string>();
-    step.strip_start = value.at("start").get<size_t>();
-    step.strip_stop = value.at("stop").get<size_t>();
+    TESSERA_REQUIRE(!step.content.empty(), "{}: a Strip decoder needs a non-empty content", source);
+    // A token's own length bounds what can be stripped; larger counts are clamped there.
+    step.strip_start = static_cast<size_t>(
+        json_integer(value.at("start"), 0, INT32_MAX, source + ": Strip decoder start"));
+    step.strip_stop = static_cast<size_t>(
+        json_integer(value.at("stop"), 0, INT32_MAX, source + ": Strip decoder stop"));
     out.steps.push_back(std::move(step));
   } else {
     throw Error(
@@ -334,11 +332,13 @@ PostProcessor parse_post_processor_impl(const json& value, const std::string& so
         continue;
       }
       TESSERA_REQUIRE(item.contains("SpecialToken"), "{}: unknown template item {}", source,
-                      item.dump());
+                      json_excerpt(item));
       const std::string token = item["SpecialToken"].at("id").get<std::string>();
       std::vector<int32_t> ids;
       if (special_tokens.contains(token) && special_tokens[token].contains("ids")) {
-        ids = special_tokens[token]["ids"].get<std::vector<int32_t>>();
+        for (const json& id : special_tokens[token].at("ids"))
+          ids.push_back(static_cast<int32_t>(json_integer(
+              id, 0, int64_t{1} << 24, fmt::format("{}: special token '{}' id", source, token))));
       } else {
         ids.push_back(resolve_token(token, json(), source, token_ids));
       }

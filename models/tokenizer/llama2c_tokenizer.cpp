@@ -3,7 +3,9 @@
 #include <cstring>
 
 #include "kernels/check.h"
-#include "models/tokenizer/tokenizer_json.h"
+#include "models/input_file.h"
+#include "models/tokenizer/piece_trie.h"
+#include "models/tokenizer/replace_all.h"
 
 namespace tessera {
 namespace {
@@ -25,20 +27,6 @@ int parse_byte_piece(std::string_view piece) {
     }
   }
   return value;
-}
-
-void replace_all(std::string& text, std::string_view from, std::string_view to) {
-  if (from == to) return;
-  std::string out;
-  out.reserve(text.size());
-  size_t position = 0;
-  for (size_t found; (found = text.find(from, position)) != std::string::npos;) {
-    out.append(text, position, found - position);
-    out.append(to);
-    position = found + from.size();
-  }
-  out.append(text, position);
-  text.swap(out);
 }
 
 }  // namespace
@@ -87,8 +75,13 @@ SentencePieceBpeTokenizer::SentencePieceBpeTokenizer(SentencePieceVocab vocab)
   }
 
   // Every way to write a piece as two pieces is a merge with the piece's score. Control, unknown
-  // and byte pieces are never produced by merging text.
+  // and byte pieces are never produced by merging text. The splits come from two trie walks per
+  // piece (its prefixes and its suffixes that are pieces), not a lookup per split: that would be
+  // quadratic in a piece's length.
   merges_.reserve(count * 2);
+  const PieceTrie prefixes(vocab_.pieces, PieceTrie::Direction::forward);
+  const PieceTrie suffixes(vocab_.pieces, PieceTrie::Direction::backward);
+  std::vector<int32_t> right_at;  // right_at[split]: the piece that is piece[split...], or -1
   for (size_t id = 0; id < count; ++id) {
     const PieceType type = vocab_.types[id];
     if (type == PieceType::kControl || type == PieceType::kUnknown || type == PieceType::kByte ||
@@ -96,13 +89,16 @@ SentencePieceBpeTokenizer::SentencePieceBpeTokenizer(SentencePieceVocab vocab)
       continue;
     }
     const std::string_view piece = vocab_.pieces[id];
-    for (size_t split = 1; split < piece.size(); ++split) {
-      const auto left = piece_ids_.find(piece.substr(0, split));
-      if (!left) continue;
-      const auto right = piece_ids_.find(piece.substr(split));
-      if (!right) continue;
-      merges_.insert_if_absent(*left, *right, {static_cast<int32_t>(id), -vocab_.scores[id]});
-    }
+    if (piece.size() < 2) continue;
+    right_at.assign(piece.size(), -1);
+    suffixes.for_each_prefix(piece, [&](size_t length, int32_t right) {
+      if (length < piece.size()) right_at[piece.size() - length] = right;
+    });
+    prefixes.for_each_prefix(piece, [&](size_t split, int32_t left) {
+      if (split < piece.size() && right_at[split] >= 0)
+        merges_.insert_if_absent(left, right_at[split],
+                                 {static_cast<int32_t>(id), -vocab_.scores[id]});
+    });
   }
 
   if (vocab_.match_special_pieces) {
@@ -221,7 +217,7 @@ std::optional<int32_t> SentencePieceBpeTokenizer::token_to_id(const std::string&
 
 std::unique_ptr<SentencePieceBpeTokenizer> load_llama2c_tokenizer(
     const std::string& path, std::optional<int64_t> vocab_size) {
-  const std::string contents = hf::read_file(path);
+  const std::string contents = read_input_file(path, "tokenizer");
   size_t offset = 0;
   const auto read_int32 = [&](const char* what, size_t record) {
     TESSERA_REQUIRE(offset + 4 <= contents.size(),

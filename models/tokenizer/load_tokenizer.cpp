@@ -1,8 +1,10 @@
 // load_tokenizer(): picks the tokenizer implementation from the file (or folder) it is given.
+#include <unistd.h>
+
 #include <filesystem>
-#include <fstream>
 
 #include "kernels/check.h"
+#include "models/input_file.h"
 #include "models/tokenizer.h"
 #include "models/tokenizer/bpe_tokenizer.h"
 #include "models/tokenizer/llama2c_tokenizer.h"
@@ -19,10 +21,11 @@ constexpr const char* kExpected =
 
 // The first bytes of a file, to tell formats apart when the name does not.
 std::string file_start(const fs::path& path, size_t count) {
-  std::ifstream file(path, std::ios::binary);
+  const InputFile file = open_input_file(path.string(), "tokenizer");
   std::string start(count, '\0');
-  file.read(start.data(), static_cast<std::streamsize>(count));
-  start.resize(static_cast<size_t>(file.gcount()));
+  const ssize_t read = ::read(file.descriptor, start.data(), count);
+  ::close(file.descriptor);
+  start.resize(read > 0 ? static_cast<size_t>(read) : 0);
   return start;
 }
 
@@ -51,6 +54,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   const fs::file_status status = fs::status(file, error);
   TESSERA_REQUIRE(fs::exists(status), "{}: no such file or folder ({})", path, kExpected);
   if (fs::is_directory(status)) return load_from_folder(file);
+  // Anything but a folder or a regular file (a named pipe, a device) is refused by name here,
+  // before a reader could block on it.
+  ::close(open_input_file(path, "tokenizer").descriptor);
 
   const std::string name = file.filename().string();
   const std::string extension = file.extension().string();

@@ -7,14 +7,26 @@
 
 namespace tessera {
 
+namespace {
+
+// Backtracking steps one match may take. Tokenizer patterns need hundreds; a pattern from a file
+// that backtracks exponentially fails with an error naming the file instead of running for hours.
+constexpr uint32_t kMatchLimit = 1'000'000;
+
+}  // namespace
+
 struct Regex::Compiled {
   pcre2_code* code = nullptr;
+  pcre2_match_context* context = nullptr;
   bool jit = false;
-  ~Compiled() { pcre2_code_free(code); }
+  ~Compiled() {
+    pcre2_match_context_free(context);
+    pcre2_code_free(code);
+  }
 };
 
 Regex::Regex(const std::string& pattern, const std::string& source)
-    : pattern_(pattern), compiled_(std::make_unique<Compiled>()) {
+    : pattern_(pattern), source_(source), compiled_(std::make_unique<Compiled>()) {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
   // MATCH_INVALID_UTF: tokenizers get arbitrary bytes; invalid sequences must not abort a match.
@@ -25,9 +37,13 @@ Regex::Regex(const std::string& pattern, const std::string& source)
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error_code, message, sizeof(message));
     throw Error(fmt::format("{}: the pre-tokenizer regex '{}' does not compile: {} (at offset {})",
-                            source, pattern, reinterpret_cast<const char*>(message), error_offset));
+                            source, pattern.substr(0, 200), reinterpret_cast<const char*>(message),
+                            error_offset));
   }
   compiled_->jit = pcre2_jit_compile(compiled_->code, PCRE2_JIT_COMPLETE) == 0;
+  compiled_->context = pcre2_match_context_create(nullptr);
+  TESSERA_CHECK(compiled_->context != nullptr, "out of memory for a PCRE2 match context");
+  pcre2_set_match_limit(compiled_->context, kMatchLimit);
 }
 
 Regex::~Regex() = default;
@@ -46,15 +62,17 @@ void Regex::for_each_match(std::string_view text,
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t offset = 0;
   while (offset <= text.size()) {
-    const int result = compiled_->jit ? pcre2_jit_match(compiled_->code, subject, text.size(),
-                                                        offset, 0, match_data.get(), nullptr)
-                                      : pcre2_match(compiled_->code, subject, text.size(), offset,
-                                                    0, match_data.get(), nullptr);
+    const int result = compiled_->jit
+                           ? pcre2_jit_match(compiled_->code, subject, text.size(), offset, 0,
+                                             match_data.get(), compiled_->context)
+                           : pcre2_match(compiled_->code, subject, text.size(), offset, 0,
+                                         match_data.get(), compiled_->context);
     if (result == PCRE2_ERROR_NOMATCH) break;
     if (result < 0) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(result, message, sizeof(message));
-      throw Error(fmt::format("regex '{}' failed on a {}-byte text: {}", pattern_, text.size(),
+      throw Error(fmt::format("{}: the pre-tokenizer regex '{}' failed on a {}-byte text: {}",
+                              source_, pattern_.substr(0, 200), text.size(),
                               reinterpret_cast<const char*>(message)));
     }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match_data.get());

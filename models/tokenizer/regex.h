@@ -35,6 +35,7 @@ class Regex {
  private:
   struct Compiled;
   std::string pattern_;
+  std::string source_;  // for messages
   std::unique_ptr<Compiled> compiled_;
 };
 

@@ -1,30 +1,59 @@
 // StreamingDecoder: each pushed id decodes as the difference between decoding a short window of
 // recent ids with and without it, so the cost per id stays constant and a leading-space rule
 // (sentencepiece's Strip) only ever applies to the window's first token, never to the new one.
+#include <algorithm>
+
 #include "models/tokenizer.h"
 #include "models/tokenizer/unicode.h"
 
 namespace tessera {
 namespace {
 
-// Ids of context kept before the new one: enough that the new id is never the first in the
-// window (which would drop its leading space), with room for skipped special tokens.
+// Ids of context that show text, kept before the new one, so that the new id is never the first
+// text of the window (which would drop its leading space). Ids that show nothing (skipped special
+// tokens, ids past the vocabulary) do not count, or a run of them would push all the text out;
+// of such a run only the last few are kept (a skipped BOS right before an id still matters).
 constexpr size_t kContextIds = 8;
+constexpr size_t kHiddenRun = 4;
 
 }  // namespace
 
 StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer,
                                    const std::vector<int32_t>& context_ids, bool skip_special)
     : tokenizer_(tokenizer), skip_special_(skip_special) {
-  const size_t keep = std::min(context_ids.size(), kContextIds);
-  ids_.assign(context_ids.end() - static_cast<std::ptrdiff_t>(keep), context_ids.end());
+  for (int32_t id : context_ids) {
+    append(id);
+    trim();
+  }
+}
+
+void StreamingDecoder::append(int32_t id) {
+  ids_.push_back(id);
+  // Twice: one token alone may decode to nothing at the start of a text (a lone "▁") yet show.
+  shows_.push_back(!tokenizer_.decode({id, id}, skip_special_).empty());
+}
+
+void StreamingDecoder::trim() {
+  size_t hidden_run = 0;
+  while (hidden_run < shows_.size() && !shows_[shows_.size() - 1 - hidden_run]) ++hidden_run;
+  if (hidden_run > kHiddenRun) {
+    const auto oldest = static_cast<std::ptrdiff_t>(ids_.size() - hidden_run);
+    ids_.erase(ids_.begin() + oldest);
+    shows_.erase(shows_.begin() + oldest);
+  }
+  auto showing = static_cast<size_t>(std::count(shows_.begin(), shows_.end(), true));
+  while (showing > kContextIds) {
+    showing -= shows_.front();
+    ids_.erase(ids_.begin());
+    shows_.erase(shows_.begin());
+  }
 }
 
 std::string StreamingDecoder::push(int32_t id) {
   const std::string before = tokenizer_.decode(ids_, skip_special_);
-  ids_.push_back(id);
+  append(id);
   const std::string after = tokenizer_.decode(ids_, skip_special_);
-  if (ids_.size() > kContextIds) ids_.erase(ids_.begin());
+  trim();  // for the next id: both of its decodes see the same window
   // Decoders only append, so `before` is a prefix of `after`; should one ever rewrite earlier
   // text, emit from where the two differ.
   size_t common = 0;

@@ -1,12 +1,12 @@
 #include "models/tokenizer/tokenizer_json.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fstream>
 
 #include "kernels/check.h"
+#include "models/input_file.h"
+#include "models/json_input.h"
 #include "models/tokenizer/unicode.h"
 
 namespace tessera::hf {
@@ -36,7 +36,6 @@ class TokenizerJsonParser {
 
  private:
   enum class Context { kRoot, kDocument, kModel, kOther };
-  static constexpr int kMaxDepth = 256;
 
   [[noreturn]] void fail(const std::string& message) const {
     throw ParseFailure{message, position_};
@@ -229,7 +228,7 @@ class TokenizerJsonParser {
   }
 
   json parse_value(int depth, Context context) {
-    if (depth > kMaxDepth) fail("nesting too deep");
+    if (depth > kMaxJsonDepth) fail(fmt::format("nesting deeper than {} levels", kMaxJsonDepth));
     const char c = peek();
     if (c == '{') {
       ++position_;
@@ -292,22 +291,8 @@ class TokenizerJsonParser {
 
 }  // namespace
 
-std::string read_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  TESSERA_REQUIRE(file.good(), "{}: cannot open the file: {}", path, std::strerror(errno));
-  file.seekg(0, std::ios::end);
-  const std::streamoff size = file.tellg();
-  TESSERA_REQUIRE(size >= 0, "{}: cannot read the file size", path);
-  std::string contents(static_cast<size_t>(size), '\0');
-  file.seekg(0, std::ios::beg);
-  file.read(contents.data(), size);
-  TESSERA_REQUIRE(file.gcount() == size, "{}: could only read {} of {} bytes", path, file.gcount(),
-                  size);
-  return contents;
-}
-
 TokenizerJson read_tokenizer_json(const std::string& path) {
-  const std::string contents = read_file(path);
+  const std::string contents = read_input_file(path, "tokenizer");
   TokenizerJson result;
   try {
     TokenizerJsonParser(contents, result).parse();
@@ -324,15 +309,6 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
                   "not a JSON object",
                   path);
   return result;
-}
-
-json read_json_file(const std::string& path) {
-  const std::string contents = read_file(path);
-  try {
-    return json::parse(contents);
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON: {}", path, e.what()));
-  }
 }
 
 }  // namespace tessera::hf

@@ -20,13 +20,8 @@ struct TokenizerJson {
   bool has_merges = false;
 };
 
-// Throws tessera::Error naming `path` when it cannot be read or is not valid JSON.
+// Throws tessera::Error naming `path` when it cannot be read (input_file.h), is not valid JSON or
+// nests deeper than kMaxJsonDepth.
 TokenizerJson read_tokenizer_json(const std::string& path);
-
-// Reads a whole file; throws naming the path when it cannot be opened.
-std::string read_file(const std::string& path);
-
-// Parses a small JSON file into a tree; throws naming the path on any error.
-nlohmann::json read_json_file(const std::string& path);
 
 }  // namespace tessera::hf

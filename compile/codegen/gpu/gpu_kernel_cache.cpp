@@ -8,14 +8,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <vector>
 
+#include "compile/codegen/cache_entry.h"
 #include "compile/graph.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
@@ -164,28 +163,6 @@ bool valid_image(const std::string& bytes, bool ptx) {
   return bytes.size() > 1 && bytes.back() == '\0' && bytes.find(".entry") != std::string::npos;
 }
 
-bool read_file(const fs::path& path, std::string* bytes) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return false;
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  *bytes = contents.str();
-  return true;
-}
-
-// Writes under a temporary name and renames: readers see no entry or the whole entry.
-void write_atomically(const fs::path& path, const std::string& bytes) {
-  std::string temporary = path.string() + fmt::format(".{}.tmp", getpid());
-  {
-    std::ofstream file(temporary, std::ios::binary);
-    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    TESSERA_REQUIRE(file.good(),
-                    "cannot write the kernel cache entry {} (set compilation.cache_dir)",
-                    temporary);
-  }
-  fs::rename(temporary, path);
-}
-
 std::string program_log(gpurtcProgram program) {
   size_t size = 0;
   if (gpurtcGetProgramLogSize(program, &size) != GPURTC_SUCCESS || size == 0) return "";
@@ -212,6 +189,7 @@ GpuKernelCache::GpuKernelCache(std::string cache_dir, std::string architecture, 
   TESSERA_REQUIRE(!error,
                   "cannot create the kernel cache directory {}: {} (set compilation.cache_dir)",
                   directory_, error.message());
+  remove_stale_temporaries(directory_);
 }
 
 GpuKernelCache GpuKernelCache::for_device(std::string cache_dir, int device_index) {
@@ -234,7 +212,7 @@ std::string GpuKernelCache::compile(const std::string& key, const std::string& s
   // The source goes to disk first, so errors (and the compiler's log lines) name a file to open.
   fs::path source_path =
       fs::path(directory_) / (key + (kGpuDeviceType == DeviceType::hip ? ".hip" : ".cu"));
-  write_atomically(source_path, source);
+  write_file_atomically(source_path.string(), source);
   gpurtcProgram program = nullptr;
   RTC_CHECK(gpurtcCreateProgram(&program, source.c_str(), source_path.c_str(), 0, nullptr, nullptr),
             "creating a program");
@@ -276,7 +254,7 @@ std::string GpuKernelCache::compile(const std::string& key, const std::string& s
   }
   spdlog::debug("{} compiled {} for {} in {:.0f} ms ({})", kCompiler, name, target_, milliseconds,
                 source_path.string());
-  write_atomically(fs::path(directory_) / (key + image_extension()), image);
+  write_cache_entry((fs::path(directory_) / (key + image_extension())).string(), image);
   ++stats_.compiled;
   return image;
 }
@@ -285,14 +263,15 @@ std::string GpuKernelCache::load_or_compile_image(
     const std::string& key, const std::string& source, const std::string& name,
     const std::function<bool(const std::string&)>& accept) {
   fs::path path = fs::path(directory_) / (key + image_extension());
-  std::string bytes;
-  if (read_file(path, &bytes)) {
-    if (valid_image(bytes, is_ptx_target(target_)) && accept(bytes)) {
+  if (fs::exists(path)) {
+    const std::optional<std::string> bytes = read_cache_entry(path.string());
+    if (bytes && valid_image(*bytes, is_ptx_target(target_)) && accept(*bytes)) {
       ++stats_.disk_hits;
-      return bytes;
+      return *bytes;
     }
-    spdlog::warn("kernel cache entry {} is not a loadable image ({} bytes); rebuilding it",
-                 path.string(), bytes.size());
+    spdlog::warn("kernel cache entry {} is {}; rebuilding it", path.string(),
+                 bytes ? fmt::format("not a loadable image ({} bytes)", bytes->size())
+                       : std::string("not a whole entry"));
     ++stats_.rebuilt;
   }
   return compile(key, source, name);

@@ -1,9 +1,10 @@
 // Generated GPU kernels compiled at run time for the device's architecture, by NVRTC in the CUDA
 // module and by hipRTC in the HIP module (this folder is built into the GPU modules only, from
 // one source through kernels/cuda/gpu_vendor.h). Cached on disk like the CPU kernels
-// (kernel_cache.h: keyed by a hash of source, target, compiler version and options; written under
-// a temporary name and renamed; entries that fail to load are rebuilt), loaded through the
-// module's DeviceBackend (kernels/backend.h). Compiling needs no GPU: tests compile for sm_90 and
+// (kernel_cache.h: keyed by a hash of source, target, compiler version and options; entries in
+// cache_entry.h's form, so a killed writer never leaves one that is read half-written; entries
+// that fail the check or to load are rebuilt), loaded through the module's DeviceBackend
+// (kernels/backend.h). Compiling needs no GPU: tests compile for sm_90 and
 // gfx90a on machines without one.
 #pragma once
 
