@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "support/run_command.h"
+#include "support/server_process.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;
@@ -35,17 +35,13 @@ constexpr std::array kGpuLibraries = {"libtessera-cuda", "libtessera-hip", "libc
                                       "libcudart",       "libcublas",      "libnvrtc",
                                       "libamdhip64",     "libhsa-runtime", "libamd_comgr"};
 
-std::string quoted(const std::string& word) {
-  return "'" + word + "'";
-}
-
 // Runs the tessera binary with `args` (one word each) after the environment entries
 // `environment` ("NAME=value ...", shell words).
 CommandResult run_tessera(const std::vector<std::string>& args,
                           const std::string& environment = "") {
-  std::string command = environment + " " + quoted(TESSERA_BINARY);
-  for (const std::string& arg : args) command += " " + quoted(arg);
-  return run_command(command);
+  std::string command = environment + " " + shell_quote(TESSERA_BINARY);
+  for (const std::string& arg : args) command += " " + shell_quote(arg);
+  return run_shell(command, /*keep_stderr=*/true);
 }
 
 // The same with the dynamic loader recording every file it maps (LD_DEBUG=files); returns its
@@ -53,7 +49,7 @@ CommandResult run_tessera(const std::vector<std::string>& args,
 std::string loader_record(const std::vector<std::string>& args, CommandResult* result) {
   const fs::path directory = fresh_temp_dir("backend_modules_loader");
   fs::create_directories(directory);
-  *result = run_tessera(args, "LD_DEBUG=files LD_DEBUG_OUTPUT=" + quoted(directory / "loader"));
+  *result = run_tessera(args, "LD_DEBUG=files LD_DEBUG_OUTPUT=" + shell_quote((directory / "loader").string()));
   std::string record;
   for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
     std::stringstream text;
@@ -116,8 +112,8 @@ TEST(BackendModules, CpuGenerateOnStories260KMapsNoGpuLibrary) {
   CommandResult run;
   const std::string record =
       loader_record(stories260k_generate(fresh_temp_dir("backend_modules_cache")), &run);
-  ASSERT_EQ(run.status, 0) << run.err;
-  EXPECT_THAT(run.out, HasSubstr("Once upon a time"));
+  ASSERT_EQ(run.status, 0) << run.error_output;
+  EXPECT_THAT(run.output, HasSubstr("Once upon a time"));
   // The record is real: it holds the core library.
   ASSERT_THAT(record, HasSubstr("libtessera_kernels.so"));
   for (const char* library : kGpuLibraries)
@@ -141,8 +137,8 @@ TEST(BackendModules, CpuGenerateOnStories260KStaysUnder40MiBResident) {
 TEST(BackendModules, DevicesLoadsEachBuiltModuleAndSaysWhyOneIsMissing) {
   CommandResult run;
   const std::string record = loader_record({"devices"}, &run);
-  ASSERT_EQ(run.status, 0) << run.err;
-  EXPECT_THAT(run.out, HasSubstr("module   state"));
+  ASSERT_EQ(run.status, 0) << run.error_output;
+  EXPECT_THAT(run.output, HasSubstr("module   state"));
   struct Expected {
     DeviceType type;
     bool built;
@@ -163,10 +159,10 @@ TEST(BackendModules, DevicesLoadsEachBuiltModuleAndSaysWhyOneIsMissing) {
     const std::string path = module_path(expected.type);
     if (expected.built) {
       // Found next to the core library and loaded at run time (dlopen), not linked.
-      EXPECT_THAT(run.out, HasSubstr(fmt::format("{:<8} loaded from {}", name, path)));
+      EXPECT_THAT(run.output, HasSubstr(fmt::format("{:<8} loaded from {}", name, path)));
       EXPECT_THAT(record, HasSubstr(fmt::format("file={} [0];  dynamically loaded", path)));
     } else {
-      EXPECT_THAT(run.out,
+      EXPECT_THAT(run.output,
                   HasSubstr(fmt::format("{:<8} not loaded: {} not found: this build has no "
                                         "{} module",
                                         name, path, name)));
@@ -177,22 +173,22 @@ TEST(BackendModules, DevicesLoadsEachBuiltModuleAndSaysWhyOneIsMissing) {
 TEST(BackendModules, AMissingModuleIsExplainedWhereverADeviceIsAskedFor) {
   const std::string empty = fresh_temp_dir("backend_modules_empty");
   fs::create_directories(empty);
-  const std::string environment = "TESSERA_MODULE_DIR=" + quoted(empty);
+  const std::string environment = "TESSERA_MODULE_DIR=" + shell_quote(empty);
   CommandResult devices = run_tessera({"devices"}, environment);
-  ASSERT_EQ(devices.status, 0) << devices.err;
-  EXPECT_THAT(devices.out, HasSubstr("cuda     no cuda module (below)"));
-  EXPECT_THAT(devices.out,
+  ASSERT_EQ(devices.status, 0) << devices.error_output;
+  EXPECT_THAT(devices.output, HasSubstr("cuda     no cuda module (below)"));
+  EXPECT_THAT(devices.output,
               HasSubstr(fmt::format("cuda     not loaded: {}/libtessera-cuda.so not found: this "
                                     "build has no cuda module (configure with -DTESSERA_CUDA=ON",
                                     empty)));
-  EXPECT_THAT(devices.out,
+  EXPECT_THAT(devices.output,
               HasSubstr(fmt::format("hip      not loaded: {}/libtessera-hip.so not found: this "
                                     "build has no hip module (configure with -DTESSERA_HIP=ON",
                                     empty)));
 
   CommandResult generate = run_tessera({"generate", "--device", "cuda", "-n", "1"}, environment);
   EXPECT_EQ(generate.status, 1);
-  EXPECT_THAT(generate.err,
+  EXPECT_THAT(generate.error_output,
               HasSubstr(fmt::format("device cuda:0 is not available: {}/libtessera-cuda.so not "
                                     "found",
                                     empty)));
@@ -201,13 +197,13 @@ TEST(BackendModules, AMissingModuleIsExplainedWhereverADeviceIsAskedFor) {
 TEST(BackendModules, VersionNamesTheModulesOfThisBuild) {
   CommandResult run;
   const std::string record = loader_record({"--version"}, &run);
-  ASSERT_EQ(run.status, 0) << run.err;
-  EXPECT_THAT(run.out, HasSubstr("GPU modules built: "));
+  ASSERT_EQ(run.status, 0) << run.error_output;
+  EXPECT_THAT(run.output, HasSubstr("GPU modules built: "));
 #ifdef TESSERA_CUDA
-  EXPECT_THAT(run.out, HasSubstr("cuda (sm_"));
+  EXPECT_THAT(run.output, HasSubstr("cuda (sm_"));
 #endif
 #ifdef TESSERA_HIP
-  EXPECT_THAT(run.out, HasSubstr("hip (gfx"));
+  EXPECT_THAT(run.output, HasSubstr("hip (gfx"));
 #endif
   for (const char* library : kGpuLibraries)
     EXPECT_THAT(record, Not(HasSubstr(library))) << library << " was loaded";

@@ -276,7 +276,8 @@ RefTensor linear(std::span<const RefTensor> inputs) {
   Sizes out_sizes = x.sizes;
   out_sizes.back() = n;
   RefTensor out = make_tensor(out_sizes);
-  int64_t rows = k == 0 ? 0 : x.numel() / k;
+  int64_t rows = 1;  // every dim but the last: K may be 0, then each output is the bias
+  for (size_t d = 0; d + 1 < x.sizes.size(); ++d) rows *= x.sizes[d];
   for (int64_t row = 0; row < rows; ++row) {
     for (int64_t column = 0; column < n; ++column) {
       double total = bias ? bias->values[column] : 0.0;
