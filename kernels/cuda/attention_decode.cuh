@@ -224,6 +224,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
         tile_sum += probability;
       }
       tile_sum = group_reduce<SumReducer, GPU_WARP_SIZE>(tile_sum);
+      // Every lane has read running_max[g] before lane 0 replaces it (a barrier racecheck sees;
+      // the shuffles above order it too, but only by the warp's convergence).
+      GPU_SYNCWARP();
       if (lane == 0) {
         const float factor = exp2f(old_max - new_max);  // 0 on the first tile
         correction[g] = factor;

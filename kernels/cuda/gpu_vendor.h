@@ -89,6 +89,8 @@ using gpu_bfloat16 = hip_bfloat16;
 using gpu_half = __half;
 #define GPU_WARP_SIZE 64
 #define GPU_SHFL_XOR(value, lane_mask) __shfl_xor((value), (lane_mask))
+// A wavefront runs in lockstep; the builtin keeps the compiler from reordering across it.
+#define GPU_SYNCWARP() __builtin_amdgcn_wave_barrier()
 
 // ---- run-time compilation and loading of generated kernels (compile/codegen). Loading differs
 // in shape: HIP loads a module (hipModule*) and launches its functions with hipModuleLaunchKernel,
@@ -254,6 +256,7 @@ using gpu_bfloat16 = __nv_bfloat16;
 using gpu_half = __half;
 #define GPU_WARP_SIZE 32
 #define GPU_SHFL_XOR(value, lane_mask) __shfl_xor_sync(0xffffffffu, (value), (lane_mask))
+#define GPU_SYNCWARP() __syncwarp()
 
 // ---- run-time compilation and loading of generated kernels (compile/codegen), through the
 // runtime only: a cudaLibrary_t is context-independent and its cudaKernel_t launches with
