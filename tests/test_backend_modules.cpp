@@ -106,7 +106,7 @@ std::string module_path(DeviceType type) {
 
 }  // namespace
 
-TEST(BackendModules, CpuGenerateOnStories260KMapsNoGpuLibrary) {
+TEST(BackendModules, CpuGenerateOnStories260KMapsNoCudaOrHipLibrary) {
   ASSERT_TRUE(fs::exists(std::string(TESSERA_SHARED_DIR) + "/models/stories260K/stories260K.bin"))
       << "the tests need ../shared/models";
   CommandResult run;
