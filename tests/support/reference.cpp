@@ -276,7 +276,8 @@ RefTensor linear(std::span<const RefTensor> inputs) {
   Sizes out_sizes = x.sizes;
   out_sizes.back() = n;
   RefTensor out = make_tensor(out_sizes);
-  int64_t rows = k == 0 ? 0 : x.numel() / k;
+  // Rows from the leading sizes: with K = 0 every row is still there, the bias alone.
+  int64_t rows = count_elements(Sizes(x.sizes.begin(), x.sizes.end() - 1));
   for (int64_t row = 0; row < rows; ++row) {
     for (int64_t column = 0; column < n; ++column) {
       double total = bias ? bias->values[column] : 0.0;
