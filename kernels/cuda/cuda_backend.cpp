@@ -73,7 +73,8 @@ class StreamGates {
  public:
   bool hold(gpuStream_t stream) {
     std::lock_guard lock(mutex_);
-    if (held_.contains(stream)) return false;
+    for (const auto& [held_stream, gate] : held_)
+      if (held_stream == stream) return false;
     gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
     GPU_CHECK(gpuStreamIsCapturing(stream, &capture));
     if (capture != gpuStreamCaptureStatusNone) return false;
@@ -85,7 +86,7 @@ class StreamGates {
       throw_runtime_error("gpuLaunchHostFunc(stream, wait_at_gate, handed)", __FILE__, __LINE__,
                           error);
     }
-    held_.emplace(stream, std::move(gate));
+    held_.emplace_back(stream, std::move(gate));
     return true;
   }
 
@@ -109,7 +110,8 @@ class StreamGates {
 
  private:
   std::mutex mutex_;
-  std::map<gpuStream_t, std::shared_ptr<StreamGate>> held_;
+  // A few streams at most, so a list (hipcc 5.2's clang crashes instantiating a std::map of these).
+  std::vector<std::pair<gpuStream_t, std::shared_ptr<StreamGate>>> held_;
   size_t timeouts_ = 0;
 };
 
