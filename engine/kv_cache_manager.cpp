@@ -3,16 +3,10 @@
 #include <algorithm>
 
 #include "kernels/check.h"
+#include "kernels/mix64.h"
 
 namespace tessera {
 namespace {
-
-uint64_t mix(uint64_t x) {  // splitmix64's finalizer
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 constexpr int64_t max_blocks = int64_t{1} << 31;  // block ids are int32
 
@@ -91,8 +85,8 @@ void KVCacheManager::allocate(SequenceId sequence, int64_t num_tokens) {
 }
 
 uint64_t KVCacheManager::block_hash(uint64_t parent_hash, std::span<const int32_t> tokens) const {
-  uint64_t hash = mix(parent_hash ^ 0x5851F42D4C957F2Dull);
-  for (int32_t token : tokens) hash = mix(hash ^ static_cast<uint32_t>(token));
+  uint64_t hash = mix64(parent_hash ^ 0x5851F42D4C957F2Dull);
+  for (int32_t token : tokens) hash = mix64(hash ^ static_cast<uint32_t>(token));
   return hash;
 }
 

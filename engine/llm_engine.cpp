@@ -5,16 +5,10 @@
 #include <algorithm>
 
 #include "kernels/check.h"
+#include "kernels/mix64.h"
 
 namespace tessera {
 namespace {
-
-uint64_t mix(uint64_t x) {  // splitmix64's finalizer
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -23,7 +17,7 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
 }  // namespace
 
 uint64_t derive_seed(uint64_t seed, uint64_t index) {
-  return index == 0 ? seed : mix(seed ^ mix(index));
+  return index == 0 ? seed : mix64(seed ^ mix64(index));
 }
 
 LLMEngine::LLMEngine(ModelRunner& runner, const Tokenizer& tokenizer, EngineOptions options)
@@ -80,7 +74,7 @@ std::shared_ptr<OutputStream> LLMEngine::add_request(const std::string& id,
   request->prompt_ids = std::move(prompt_ids);
   request->all_ids = request->prompt_ids;
   request->params = params;
-  request->seed = params.seed ? *params.seed : mix(options_.seed ^ mix(requests_added_));
+  request->seed = params.seed ? *params.seed : mix64(options_.seed ^ mix64(requests_added_));
   ++requests_added_;
   if (!params.ignore_eos) request->stop_ids = tokenizer_.eos_ids();
   request->stop_ids.insert(request->stop_ids.end(), params.stop_token_ids.begin(),

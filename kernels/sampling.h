@@ -31,6 +31,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/mix64.h"
+
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define TESSERA_HOST_DEVICE __host__ __device__
 #else
@@ -51,17 +53,9 @@ enum SamplingParam {
   kNumSamplingParams
 };
 
-TESSERA_HOST_DEVICE inline uint64_t sampling_mix(uint64_t x) {  // splitmix64's finalizer
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // One sequence's noise key at one output index: the only 64-bit hashing a draw needs.
 TESSERA_HOST_DEVICE inline uint64_t sampling_row_key(uint64_t seed, int64_t output_index) {
-  return sampling_mix(seed ^
-                      sampling_mix(static_cast<uint64_t>(output_index) * 0xD1B54A32D192ED03ull));
+  return mix64(seed ^ mix64(static_cast<uint64_t>(output_index) * 0xD1B54A32D192ED03ull));
 }
 
 TESSERA_HOST_DEVICE inline uint32_t sampling_hash32(uint32_t x) {  // "lowbias32"

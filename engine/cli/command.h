@@ -3,6 +3,7 @@
 // by name, handles `--help` for it and turns errors into exit statuses.
 #pragma once
 
+#include <charconv>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,16 @@ struct Command {
 bool register_command(Command command);
 const Command* find_command(std::string_view name);
 std::vector<const Command*> all_commands();  // sorted by name
+
+// `text` as the number `flag` takes; a UsageError naming both when it is not one.
+template <typename T>
+T parse_number(const std::string& flag, const std::string& text) {
+  T value{};
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size())
+    throw UsageError(flag + " expects a number, got '" + text + "'");
+  return value;
+}
 
 // For commands that take no arguments: throws UsageError naming the first one given.
 void expect_no_arguments(std::string_view command_name, const std::vector<std::string>& args);

@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 
@@ -25,15 +24,6 @@ struct GenerateOptions {
   SamplingParams sampling;
   bool quiet = false;
 };
-
-template <typename T>
-T parse_number(const std::string& flag, const std::string& text) {
-  T value{};
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size())
-    throw UsageError(fmt::format("{} expects a number, got '{}'", flag, text));
-  return value;
-}
 
 GenerateOptions parse(const std::vector<std::string>& args) {
   GenerateOptions options;

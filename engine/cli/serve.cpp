@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -33,9 +32,8 @@ struct ServeOptions {
 };
 
 int64_t parse_integer(const std::string& flag, const std::string& text, int64_t low, int64_t high) {
-  int64_t value = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value < low || value > high)
+  const int64_t value = parse_number<int64_t>(flag, text);
+  if (value < low || value > high)
     throw UsageError(
         fmt::format("{} expects an integer in {}..{}, got '{}'", flag, low, high, text));
   return value;
