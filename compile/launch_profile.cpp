@@ -55,6 +55,7 @@ KernelClass kernel_class_of(const OpDef& op) {
   if (op.kind == OpKind::splitting) return KernelClass::attention;
   if (op.name == "argmax" || op.name.starts_with("sample")) return KernelClass::sampling;
   if (op.name == "copy" || op.name == "contiguous") return KernelClass::copy;
+  if (op.name == "all_reduce" || op.name == "all_gather") return KernelClass::collective;
   if (op.custom) return KernelClass::fused;
   return KernelClass::pointwise;
 }

@@ -105,22 +105,25 @@ const Fields& fields() {
     f["engine.tokenizer"] = make_field(engine, &E::tokenizer, "a path");
     f["engine.device"] = make_field(engine, &E::device, "cpu, cuda or cuda:N");
     f["engine.dtype"] = choice_field(engine, &E::dtype, {"auto", "f32", "bf16", "f16"});
-    f["engine.max_model_len"] =
-        make_field<E, int64_t>(engine, &E::max_model_len, "an integer >= 0", in_range(0, kMaxPositions));
+    f["engine.max_model_len"] = make_field<E, int64_t>(engine, &E::max_model_len, "an integer >= 0",
+                                                       in_range(0, kMaxPositions));
     f["engine.max_num_batched_tokens"] = make_field<E, int64_t>(
         engine, &E::max_num_batched_tokens, "a positive integer", in_range(1, kMaxTokens));
-    f["engine.max_num_seqs"] =
-        make_field<E, int64_t>(engine, &E::max_num_seqs, "a positive integer", in_range(1, kMaxSequences));
-    f["engine.block_size"] =
-        make_field<E, int64_t>(engine, &E::block_size, "a positive integer", in_range(1, kMaxBlockSize));
-    f["engine.num_kv_blocks"] =
-        make_field<E, int64_t>(engine, &E::num_kv_blocks, "an integer >= 0", in_range(0, kMaxSlots));
+    f["engine.max_num_seqs"] = make_field<E, int64_t>(
+        engine, &E::max_num_seqs, "a positive integer", in_range(1, kMaxSequences));
+    f["engine.block_size"] = make_field<E, int64_t>(engine, &E::block_size, "a positive integer",
+                                                    in_range(1, kMaxBlockSize));
+    f["engine.num_kv_blocks"] = make_field<E, int64_t>(engine, &E::num_kv_blocks, "an integer >= 0",
+                                                       in_range(0, kMaxSlots));
     f["engine.gpu_memory_utilization"] = make_field<E, double>(
         engine, &E::gpu_memory_utilization, "a number in (0, 1]",
         [](const double& v, const std::string& where) {
           if (!(v > 0 && v <= 1))
             throw Error(fmt::format("{}: must be in (0, 1], got {}", where, v));
         });
+    f["engine.tensor_parallel_size"] = make_field<E, int64_t>(
+        engine, &E::tensor_parallel_size, "an integer from 1 to 64 (devices from engine.device on)",
+        in_range(1, 64));
     f["engine.enable_prefix_caching"] =
         make_field(engine, &E::enable_prefix_caching, "true or false");
     f["engine.seed"] = make_field(engine, &E::seed, "an integer");
@@ -139,8 +142,9 @@ const Fields& fields() {
     // Graph modes other than none need a GPU and compiled mode: the model runner says so.
     f["compilation.cudagraph_mode"] = choice_field(
         compilation, &C::cudagraph_mode, {"none", "piecewise", "full", "full_and_piecewise"});
-    f["compilation.cudagraph_capture_sizes"] = list_field<C, int64_t>(
-        compilation, &C::cudagraph_capture_sizes, "a list of positive integers", in_range(1, kMaxTokens));
+    f["compilation.cudagraph_capture_sizes"] =
+        list_field<C, int64_t>(compilation, &C::cudagraph_capture_sizes,
+                               "a list of positive integers", in_range(1, kMaxTokens));
     f["compilation.max_cudagraph_capture_size"] = make_field<C, int64_t>(
         compilation, &C::max_cudagraph_capture_size, "a positive integer", in_range(1, kMaxTokens));
     f["compilation.cudagraph_num_warmups"] = make_field<C, int64_t>(
@@ -194,9 +198,10 @@ void apply_map(RunConfig& config, const YAML::Node& map, const std::string& pref
                const std::string& origin) {
   for (const auto& item : map) {
     if (!item.first.IsScalar())
-      throw Error(fmt::format("{}: a key under '{}' is a {}, not a name", origin,
-                              prefix.empty() ? "the top level" : prefix.substr(0, prefix.size() - 1),
-                              item.first.IsSequence() ? "list" : "map"));
+      throw Error(
+          fmt::format("{}: a key under '{}' is a {}, not a name", origin,
+                      prefix.empty() ? "the top level" : prefix.substr(0, prefix.size() - 1),
+                      item.first.IsSequence() ? "list" : "map"));
     std::string key = prefix + item.first.Scalar();
     bool nested = item.second.IsMap();
     if (nested && fields().count(key) == 0) {

@@ -23,9 +23,11 @@ struct EngineConfig {
   // 0: from gpu_memory_utilization on a GPU, one sequence of the model's length on the CPU.
   int64_t num_kv_blocks = 0;
   double gpu_memory_utilization = 0.9;  // the share of GPU memory the KV cache may fill up to
-  bool enable_prefix_caching = true;    // share KV blocks of common prompt prefixes (serve)
-  int64_t seed = 0;                     // requests without a seed derive theirs from it
-  std::string host = "127.0.0.1";       // tessera serve's address
+  // Ranks the model is sharded over (models/tensor_parallel.h): devices engine.device onwards.
+  int64_t tensor_parallel_size = 1;
+  bool enable_prefix_caching = true;  // share KV blocks of common prompt prefixes (serve)
+  int64_t seed = 0;                   // requests without a seed derive theirs from it
+  std::string host = "127.0.0.1";     // tessera serve's address
   int64_t port = 8000;
 };
 

@@ -13,7 +13,7 @@ double GenerationResult::decode_tokens_per_second() const {
              : 0.0;
 }
 
-GenerationResult generate(ModelRunner& runner, const Tokenizer& tokenizer,
+GenerationResult generate(ModelExecutor& runner, const Tokenizer& tokenizer,
                           const GenerateRequest& request,
                           const std::function<void(const std::string&)>& on_text) {
   GenerationResult result;

@@ -31,7 +31,7 @@ struct GenerateRequest {
   std::vector<int32_t> stop_token_ids;
 };
 
-GenerationResult generate(ModelRunner& runner, const Tokenizer& tokenizer,
+GenerationResult generate(ModelExecutor& runner, const Tokenizer& tokenizer,
                           const GenerateRequest& request,
                           const std::function<void(const std::string&)>& on_text = {});
 

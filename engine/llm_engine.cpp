@@ -20,7 +20,7 @@ uint64_t derive_seed(uint64_t seed, uint64_t index) {
   return index == 0 ? seed : mix64(seed ^ mix64(index));
 }
 
-LLMEngine::LLMEngine(ModelRunner& runner, const Tokenizer& tokenizer, EngineOptions options)
+LLMEngine::LLMEngine(ModelExecutor& runner, const Tokenizer& tokenizer, EngineOptions options)
     : runner_(runner),
       tokenizer_(tokenizer),
       options_(options),

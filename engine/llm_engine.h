@@ -29,7 +29,7 @@ struct EngineOptions {
 
 class LLMEngine {
  public:
-  LLMEngine(ModelRunner& runner, const Tokenizer& tokenizer, EngineOptions options);
+  LLMEngine(ModelExecutor& runner, const Tokenizer& tokenizer, EngineOptions options);
 
   // Throws tessera::Error naming the field when the request cannot run: empty prompt, token ids
   // outside the vocabulary, too long for max_model_len, bad sampling values. Reads only what
@@ -63,7 +63,7 @@ class LLMEngine {
   void append_token(Request& request, const SampledToken& token, RequestOutput& output);
   void publish_gauges();
 
-  ModelRunner& runner_;
+  ModelExecutor& runner_;
   const Tokenizer& tokenizer_;
   EngineOptions options_;
   int64_t max_model_len_ = 0;

@@ -34,6 +34,8 @@ Tensor int_tensor(const std::vector<int32_t>& values, Device device) {
 
 ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions options)
     : model_(std::move(model)), options_(std::move(options)) {
+  // Profiling and capture run forwards: a rank's collectives need its communicator.
+  CommunicatorScope communicator(options_.communicator);
   TESSERA_REQUIRE(options_.num_kv_blocks >= 0 && options_.block_size > 0,
                   "the runner needs num_kv_blocks >= 0 and block_size > 0 (got {}, {})",
                   options_.num_kv_blocks, options_.block_size);
@@ -399,6 +401,7 @@ AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> bat
 
 Tensor ModelRunner::execute(std::span<const SequenceInput> batch) {
   TESSERA_REQUIRE(!batch.empty(), "execute: the batch is empty");
+  CommunicatorScope communicator(options_.communicator);
   std::vector<int32_t> token_ids, positions, last_token_rows;
   std::optional<ProfileRegion> region(std::in_place, "metadata");
   AttentionMetadata meta = build_metadata(batch, token_ids, positions, last_token_rows);

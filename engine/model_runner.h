@@ -13,7 +13,9 @@
 
 #include "compile/compiled_function.h"
 #include "compile/compiler.h"
+#include "engine/model_executor.h"
 #include "kernels/attention_metadata.h"
+#include "kernels/communicator.h"
 #include "models/model.h"
 
 namespace tessera {
@@ -29,6 +31,9 @@ struct RunnerOptions {
   int64_t num_kv_blocks = 0;
   double gpu_memory_utilization = 0.9;  // the share of the GPU's memory this runner may take
   int64_t max_num_seqs = 64;            // the most logits rows a step computes (profiled)
+  // A tensor-parallel rank's communicator (the runner installs it around its forwards);
+  // nullptr on one device.
+  Communicator* communicator = nullptr;
 };
 
 struct SequenceInput {
@@ -37,27 +42,27 @@ struct SequenceInput {
   std::span<const int32_t> block_table;
 };
 
-class ModelRunner {
+class ModelRunner final : public ModelExecutor {
  public:
   ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions options);
 
   // Logits [num_seqs, vocab] as f32 on the model's device, one row per sequence (its last new
   // token). Nothing is copied to the host: the sampler asks for ids or rows.
-  Tensor execute(std::span<const SequenceInput> batch);
+  Tensor execute(std::span<const SequenceInput> batch) override;
 
-  const CausalLM& model() const { return *model_; }
-  const RunnerOptions& options() const { return options_; }
+  const CausalLM& model() const override { return *model_; }
+  const RunnerOptions& options() const override { return options_; }
   // Blocks in the KV cache (options().num_kv_blocks, or what free memory allowed).
-  int64_t num_kv_blocks() const { return num_kv_blocks_; }
-  size_t kv_cache_bytes() const;
+  int64_t num_kv_blocks() const override { return num_kv_blocks_; }
+  size_t kv_cache_bytes() const override;
   // Weights, KV cache, the compiled arena, and what the device allocator holds (peak, reserved).
-  std::string memory_report() const;
+  std::string memory_report() const override;
   // The forward as a compiled function (backend "eager" in eager mode): its entries, compiles.
-  const CompiledFunction* compiled() const { return compiled_.get(); }
+  const CompiledFunction* compiled() const override { return compiled_.get(); }
   // The plan of the latest compilation in `compiled` mode (nullptr before the first step).
-  std::shared_ptr<const CompiledPlan> latest_plan() const { return *latest_plan_; }
+  std::shared_ptr<const CompiledPlan> latest_plan() const override { return *latest_plan_; }
   // The token counts captured into CUDA graphs (compilation.cudagraph_mode=piecewise), ascending.
-  std::vector<int64_t> captured_sizes() const;
+  std::vector<int64_t> captured_sizes() const override;
 
  private:
   void allocate_kv_cache(int64_t blocks);

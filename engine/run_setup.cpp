@@ -6,10 +6,12 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/kv_cache_manager.h"
+#include "engine/tensor_parallel_runner.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/checked_math.h"
 #include "models/architecture_registry.h"
+#include "models/tensor_parallel.h"
 #include "models/tokenizer/byte_tokenizer.h"
 
 namespace tessera {
@@ -51,10 +53,13 @@ std::optional<int64_t> product(std::initializer_list<int64_t> factors) {
 
 }  // namespace
 
-std::shared_ptr<const CausalLM> load_run_model(const EngineConfig& engine, int64_t max_positions) {
-  Device device = run_device(engine);
-  ModelWeights weights = load_model(engine.model, LoadOptions{run_dtype(engine, device), device});
-  const int64_t limit = weights.config.max_position_embeddings;
+namespace {
+
+// The positions a run serves (see load_run_model), checked against the model and against the
+// memory of `devices` for the RoPE table.
+int64_t run_positions(const EngineConfig& engine, const ModelConfig& config, int64_t max_positions,
+                      std::span<const Device> devices) {
+  const int64_t limit = config.max_position_embeddings;
   int64_t positions = max_positions > 0          ? max_positions
                       : engine.max_model_len > 0 ? std::min(engine.max_model_len, limit)
                                                  : limit;
@@ -62,7 +67,7 @@ std::shared_ptr<const CausalLM> load_run_model(const EngineConfig& engine, int64
                   "{} positions were asked for but {} serves at most max_position_embeddings = {}",
                   positions, engine.model, limit);
   // The RoPE cos/sin table (f32, head_dim per position) is built on the host, then moved.
-  const std::optional<int64_t> table_bytes = product({positions, weights.config.head_dim, 4});
+  const std::optional<int64_t> table_bytes = product({positions, config.head_dim, 4});
   const std::string what =
       fmt::format("the RoPE table of {} for {} positions ({})", engine.model, positions,
                   engine.max_model_len > 0 || max_positions > 0
@@ -70,8 +75,63 @@ std::shared_ptr<const CausalLM> load_run_model(const EngineConfig& engine, int64
                       : "the model's max_position_embeddings, as engine.max_model_len is unset");
   const std::string fix = "lower engine.max_model_len (--max-model-len)";
   require_fits(table_bytes, kCPU, what, fix);
-  require_fits(table_bytes, device, what, fix);
-  return create_model(std::move(weights), positions);
+  for (const Device& device : devices) require_fits(table_bytes, device, what, fix);
+  return positions;
+}
+
+}  // namespace
+
+std::shared_ptr<const CausalLM> load_run_model(const EngineConfig& engine, int64_t max_positions) {
+  TESSERA_REQUIRE(engine.tensor_parallel_size == 1,
+                  "this command runs one device; engine.tensor_parallel_size must be 1, got {}",
+                  engine.tensor_parallel_size);
+  return load_run_models(engine, max_positions).front();
+}
+
+std::vector<Device> run_devices(const EngineConfig& engine) {
+  const Device first = run_device(engine);
+  const int64_t ranks = engine.tensor_parallel_size;
+  if (first.is_cpu()) return std::vector<Device>(static_cast<size_t>(ranks), kCPU);
+  const int count = backend(first).device_count();
+  TESSERA_REQUIRE(first.index + ranks <= count,
+                  "engine.tensor_parallel_size {} needs {} devices from {} on, but this machine "
+                  "has {} {} device(s)",
+                  ranks, ranks, first.str(), count, device_type_name(first.type));
+  std::vector<Device> devices;
+  for (int r = 0; r < ranks; ++r) devices.push_back(Device{first.type, first.index + r});
+  return devices;
+}
+
+std::vector<std::shared_ptr<const CausalLM>> load_run_models(const EngineConfig& engine,
+                                                             int64_t max_positions) {
+  const std::vector<Device> devices = run_devices(engine);
+  const DType dtype = run_dtype(engine, devices.front());
+  const int ranks = static_cast<int>(devices.size());
+  if (ranks == 1) {
+    ModelWeights weights = load_model(engine.model, LoadOptions{dtype, devices.front()});
+    const int64_t positions = run_positions(engine, weights.config, max_positions, devices);
+    return {create_model(std::move(weights), positions)};
+  }
+  // The whole model is read to the host once, then each rank's shard goes to its device.
+  const ModelWeights full = load_model(engine.model, LoadOptions{dtype, kCPU});
+  check_tensor_parallel(full.config, ranks);
+  const int64_t positions = run_positions(engine, full.config, max_positions, devices);
+  std::vector<std::shared_ptr<const CausalLM>> models;
+  for (int r = 0; r < ranks; ++r) {
+    models.push_back(create_model(
+        shard_weights(full, TensorParallel{r, ranks}, devices[static_cast<size_t>(r)]), positions));
+  }
+  spdlog::info("tensor parallel: {} sharded over {} ranks ({:.1f} MiB of weights on each)",
+               engine.model, ranks,
+               static_cast<double>(models.front()->weight_bytes()) / 1048576.0);
+  return models;
+}
+
+std::unique_ptr<ModelExecutor> make_model_executor(
+    std::vector<std::shared_ptr<const CausalLM>> models, RunnerOptions options) {
+  TESSERA_CHECK(!models.empty(), "no model to run");
+  if (models.size() == 1) return std::make_unique<ModelRunner>(models.front(), std::move(options));
+  return std::make_unique<TensorParallelRunner>(std::move(models), std::move(options));
 }
 
 std::unique_ptr<Tokenizer> load_run_tokenizer(const EngineConfig& engine) {

@@ -16,8 +16,19 @@ DType run_dtype(const EngineConfig& engine, Device device);
 // Loads engine.model on the run device in the run dtype. The positions it serves: `max_positions`
 // when given, else engine.max_model_len when set, else the model's max_position_embeddings; more
 // than the model's own is an error.
+// One device only (engine.tensor_parallel_size must be 1).
 std::shared_ptr<const CausalLM> load_run_model(const EngineConfig& engine,
                                                int64_t max_positions = 0);
+// The devices of engine.tensor_parallel_size ranks: engine.device and the next indices of its
+// type (every rank on cpu on the CPU); an error naming the setting when the machine has fewer.
+std::vector<Device> run_devices(const EngineConfig& engine);
+// One model per rank: without tensor parallelism the model on the run device; with it, the
+// weights read to the host once and each rank's shard (models/tensor_parallel.h) on its device.
+std::vector<std::shared_ptr<const CausalLM>> load_run_models(const EngineConfig& engine,
+                                                             int64_t max_positions = 0);
+// A ModelRunner for one model, a TensorParallelRunner for several ranks.
+std::unique_ptr<ModelExecutor> make_model_executor(
+    std::vector<std::shared_ptr<const CausalLM>> models, RunnerOptions options);
 // engine.tokenizer when given, else the tokenizer inside the model (folder, .gguf), else the byte
 // tokenizer for synthetic models; a llama2.c checkpoint without --tokenizer is an error saying so.
 std::unique_ptr<Tokenizer> load_run_tokenizer(const EngineConfig& engine);

@@ -26,6 +26,8 @@ const char* kernel_class_name(KernelClass kind) {
       return "sampling";
     case KernelClass::copy:
       return "copies";
+    case KernelClass::collective:
+      return "collectives";
   }
   return "?";
 }

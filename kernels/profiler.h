@@ -26,8 +26,9 @@
 namespace tessera {
 
 // What a launch does, for the profile's per-class table.
-enum class KernelClass { gemm, attention, fused, pointwise, sampling, copy };
-inline constexpr size_t kNumKernelClasses = 6;
+// (collective: tensor parallelism's all-reduce and all-gather.)
+enum class KernelClass { gemm, attention, fused, pointwise, sampling, copy, collective };
+inline constexpr size_t kNumKernelClasses = 7;
 const char* kernel_class_name(KernelClass kind);  // "gemm", "attention", ...
 
 // What a launch works on: the fewest bytes it must move (each input read once, each output

@@ -26,6 +26,8 @@ struct Architecture {
   std::function<std::vector<WeightSpec>(const ModelConfig&)> expected_weights;
   // Builds the model from its weights (moved in), serving `max_positions` positions.
   std::function<std::unique_ptr<CausalLM>(ModelWeights, int64_t)> create;
+  // Whether the family's model code shards over tensor-parallel ranks (models/tensor_parallel.h).
+  bool tensor_parallel = false;
 };
 
 class ArchitectureRegistry {

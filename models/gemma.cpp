@@ -12,6 +12,7 @@
 #include "models/decoder_weights.h"
 #include "models/hf_config_fields.h"
 #include "models/rope.h"
+#include "models/tensor_parallel.h"
 
 namespace tessera {
 namespace {
@@ -149,12 +150,13 @@ Tensor GemmaModel::attention_block(const Layer& layer, int64_t index, const Tens
   Tensor attended =
       ops::attention(rotated_query, rotated_key, value, index, c.num_heads, c.num_kv_heads, head,
                      c.attention_scale(), window, c.attn_logit_softcapping);
-  return ops::linear(attended, layer.o_proj);
+  return reduce_over_ranks(ops::linear(attended, layer.o_proj), parallel_);
 }
 
 Tensor GemmaModel::forward(const Tensor& input_ids, const Tensor& positions) const {
   const ModelConfig& c = config_;
-  Tensor hidden = ops::mul_scalar(ops::embedding(embed_tokens_, input_ids), embed_scale_);
+  Tensor hidden =
+      ops::mul_scalar(parallel_embedding(embed_tokens_, input_ids, parallel_), embed_scale_);
   Tensor residual = hidden;
   hidden = norm(hidden, layers_.front().input_norm);
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -165,13 +167,14 @@ Tensor GemmaModel::forward(const Tensor& input_ids, const Tensor& positions) con
     std::tie(hidden, residual) = add_norm(hidden, residual, layer.pre_feedforward_norm);
     Tensor gate_up = ops::linear(hidden, layer.gate_up_proj);
     Tensor activated = ops::gelu_and_mul(gate_up, c.hidden_act == "gelu" ? "none" : "tanh");
-    hidden = norm(ops::linear(activated, layer.down_proj), layer.post_feedforward_norm);
+    hidden = norm(reduce_over_ranks(ops::linear(activated, layer.down_proj), parallel_),
+                  layer.post_feedforward_norm);
   }
   return add_norm(hidden, residual, final_norm_).first;
 }
 
 Tensor GemmaModel::compute_logits(const Tensor& hidden) const {
-  Tensor logits = ops::linear(hidden, lm_head_);
+  Tensor logits = gather_vocab(ops::linear(hidden, lm_head_), parallel_, config_.vocab_size);
   const double cap = config_.final_logit_softcapping;
   return cap > 0 ? ops::softcap(logits, cap) : logits;
 }
@@ -261,10 +264,14 @@ void read_gemma_config(const HfConfigFields& fields, ModelConfig& config) {
 }
 
 Architecture gemma_architecture(const char* name, const char* model_type) {
-  return Architecture{name, model_type, read_gemma_config, gemma_weights,
+  return Architecture{name,
+                      model_type,
+                      read_gemma_config,
+                      gemma_weights,
                       [](ModelWeights weights, int64_t max_positions) -> std::unique_ptr<CausalLM> {
                         return std::make_unique<GemmaModel>(std::move(weights), max_positions);
-                      }};
+                      },
+                      /*tensor_parallel=*/true};
 }
 
 TESSERA_REGISTER_ARCHITECTURE(gemma_architecture(kGemma2, "gemma2"));

@@ -1,6 +1,7 @@
 // The Llama family, written once against ops:: (eager, traced and compiled alike):
 // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v bias), Qwen3ForCausalLM (q/k
 // norm). It must not branch on the token count: tracing it records no guard on the token symbol.
+// Under tensor parallelism each rank runs this code over its shard (models/tensor_parallel.h).
 
 #include <cmath>
 
@@ -10,6 +11,7 @@
 #include "models/decoder_weights.h"
 #include "models/hf_config_fields.h"
 #include "models/rope.h"
+#include "models/tensor_parallel.h"
 
 namespace tessera {
 namespace {
@@ -104,12 +106,12 @@ Tensor LlamaModel::attention_block(const Layer& layer, int64_t index, const Tens
   Tensor attended =
       ops::attention(rotated_query, rotated_key, value, index, c.num_heads, c.num_kv_heads, head,
                      c.attention_scale(), c.layer_sliding_window(index));
-  return ops::linear(attended, layer.o_proj);
+  return reduce_over_ranks(ops::linear(attended, layer.o_proj), parallel_);
 }
 
 Tensor LlamaModel::forward(const Tensor& input_ids, const Tensor& positions) const {
   const ModelConfig& c = config_;
-  Tensor hidden = ops::embedding(embed_tokens_, input_ids);
+  Tensor hidden = parallel_embedding(embed_tokens_, input_ids, parallel_);
   Tensor residual;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
@@ -127,13 +129,13 @@ Tensor LlamaModel::forward(const Tensor& input_ids, const Tensor& positions) con
     Tensor activated = c.hidden_act == "silu"
                            ? ops::silu_and_mul(gate_up)
                            : ops::gelu_and_mul(gate_up, c.hidden_act == "gelu" ? "none" : "tanh");
-    hidden = ops::linear(activated, layer.down_proj);
+    hidden = reduce_over_ranks(ops::linear(activated, layer.down_proj), parallel_);
   }
   return ops::fused_add_rms_norm(hidden, residual, final_norm_, c.rms_norm_eps).first;
 }
 
 Tensor LlamaModel::compute_logits(const Tensor& hidden) const {
-  return ops::linear(hidden, lm_head_);
+  return gather_vocab(ops::linear(hidden, lm_head_), parallel_, config_.vocab_size);
 }
 
 // config.json features the Llama-family code does not implement are refused rather than computed
@@ -162,10 +164,14 @@ void read_llama_config(const HfConfigFields& fields, ModelConfig& config) {
 }
 
 Architecture llama_architecture(const char* name, const char* model_type) {
-  return Architecture{name, model_type, read_llama_config, llama_weights,
+  return Architecture{name,
+                      model_type,
+                      read_llama_config,
+                      llama_weights,
                       [](ModelWeights weights, int64_t max_positions) -> std::unique_ptr<CausalLM> {
                         return std::make_unique<LlamaModel>(std::move(weights), max_positions);
-                      }};
+                      },
+                      /*tensor_parallel=*/true};
 }
 
 TESSERA_REGISTER_ARCHITECTURE(llama_architecture("LlamaForCausalLM", "llama"));

@@ -31,7 +31,10 @@ class CausalLM {
   // hidden [N, hidden] -> logits [N, vocab].
   virtual Tensor compute_logits(const Tensor& hidden) const = 0;
 
+  // Under tensor parallelism, this rank's config (models/tensor_parallel.h: its heads and
+  // intermediate size; vocab_size is the model's).
   const ModelConfig& config() const { return config_; }
+  TensorParallel parallel() const { return parallel_; }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   int64_t max_positions() const { return max_positions_; }
@@ -47,6 +50,7 @@ class CausalLM {
   void count_weight_bytes(std::initializer_list<const Tensor*> tensors);
 
   ModelConfig config_;
+  TensorParallel parallel_;
 
  private:
   DType dtype_ = DType::f32;

@@ -9,6 +9,7 @@
 
 #include "kernels/tensor.h"
 #include "models/model_config.h"
+#include "models/tensor_parallel.h"
 
 namespace tessera {
 
@@ -16,6 +17,9 @@ struct ModelWeights {
   ModelConfig config;
   std::map<std::string, Tensor> tensors;
   std::string source;  // the path or synthetic:NAME it came from, for messages
+  // A tensor-parallel rank's shard (models/tensor_parallel.h): config is then the rank's, and
+  // the embedding and LM head hold vocab_shard_rows rows.
+  TensorParallel parallel;
 
   // Throws naming the missing tensor and the source when absent.
   const Tensor& get(const std::string& name) const;

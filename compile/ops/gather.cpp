@@ -12,8 +12,9 @@ namespace {
 RowLowering embedding_lowering() {
   RowLowering lowering;
   lowering.accepts = [](const RowCandidate& candidate) {
-    return candidate.inputs[1].rank() == 1 && candidate.input_has_rows(1) &&
-           candidate.constant_inputs[0];
+    // A table shard (vocab_start >= 0) runs its kernel: it happens once per forward.
+    return candidate.attributes.get_int("vocab_start") < 0 && candidate.inputs[1].rank() == 1 &&
+           candidate.input_has_rows(1) && candidate.constant_inputs[0];
   };
   lowering.emit = [](RowEmitter& emitter) {
     const Index& index = emitter.index();
@@ -66,7 +67,12 @@ OpDef embedding_op() {
   op.kind = OpKind::gather;
   op.row_lowering = embedding_lowering();
   op.input_names = {"weight", "ids"};
-  op.doc = "weight [V, D] rows gathered by ids (i32/i64) [...] -> [..., D]";
+  // -1: the whole table (an id outside it is an error on the CPU); >= 0: the weight holds rows
+  // [vocab_start, vocab_start + V) of a larger table and other ids give zero rows.
+  op.attributes = {{"vocab_start", int64_t{-1}}};
+  op.doc =
+      "weight [V, D] rows gathered by ids (i32/i64) [...] -> [..., D]; with vocab_start >= 0 the "
+      "weight is rows [vocab_start, vocab_start + V) of a larger table, other ids give zeros";
   op.meta = [](const MetaArgs& args) {
     require_rank(args, 0, 2);
     require_dtype_in(args, 1, {DType::i32, DType::i64});

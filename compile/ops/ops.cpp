@@ -2,6 +2,7 @@
 #include "compile/ops/ops.h"
 
 #include "compile/ops/dispatch.h"
+#include "kernels/check.h"
 
 namespace tessera::ops {
 namespace {
@@ -101,6 +102,17 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 }
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
   return call("embedding", {weight, ids});
+}
+Tensor embedding_shard(const Tensor& weight, const Tensor& ids, int64_t vocab_start) {
+  TESSERA_REQUIRE(vocab_start >= 0, "embedding_shard: vocab_start must be >= 0, got {}",
+                  vocab_start);
+  return call("embedding", {weight, ids}, {{"vocab_start", vocab_start}});
+}
+Tensor all_reduce(const Tensor& x) {
+  return call("all_reduce", {x});
+}
+Tensor all_gather(const Tensor& x, int64_t world_size) {
+  return call("all_gather", {x}, {{"world_size", world_size}});
 }
 
 Tensor view(const Tensor& x, std::vector<int64_t> shape) {

@@ -59,6 +59,12 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = {});
 // weight [V, D], ids (i32/i64) [...] -> [..., D]; ids outside [0, V) are an error.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
+// A shard of a larger table: weight holds its rows [vocab_start, vocab_start + V); ids outside
+// them give zero rows (tensor parallelism sums the shards' rows). attr "vocab_start".
+Tensor embedding_shard(const Tensor& weight, const Tensor& ids, int64_t vocab_start);
+// Tensor parallelism (kernels/communicator.h): the sum over ranks, and rows stacked by rank.
+Tensor all_reduce(const Tensor& x);
+Tensor all_gather(const Tensor& x, int64_t world_size);
 
 // Shape ops. view/reshape: one size may be -1. slice: attrs dim, start, end, step (end clamps).
 Tensor view(const Tensor& x, std::vector<int64_t> shape);     // needs a contiguous input

@@ -23,6 +23,7 @@
 #include "kernels/profile_report.h"
 #include "kernels/profiler.h"
 #include "models/model.h"
+#include "models/tensor_parallel.h"
 
 namespace tessera::bench {
 namespace {
@@ -74,12 +75,16 @@ double measure_copy_gb_per_second(Device device) {
 }
 
 // CausalLM::weight_bytes() less the embedding table when the LM head is separate: a step only
-// gathers a row per token from it. Tied, the table is the LM head and is read whole.
+// gathers a row per token from it. Tied, the table is the LM head and is read whole. Under
+// tensor parallelism, of one rank (its shard of the table).
 double weight_bytes_read_per_step(const CausalLM& model) {
   const ModelConfig& config = model.config();
   double bytes = static_cast<double>(model.weight_bytes());
+  const int64_t table_rows = model.parallel().enabled()
+                                 ? vocab_shard_rows(config.vocab_size, model.parallel().size)
+                                 : config.vocab_size;
   if (!config.tie_word_embeddings)
-    bytes -= static_cast<double>(config.vocab_size * config.hidden_size) *
+    bytes -= static_cast<double>(table_rows * config.hidden_size) *
              static_cast<double>(element_size(model.dtype()));
   return bytes;
 }
@@ -158,14 +163,14 @@ class Sweep {
   RunnerOptions runner_options(const std::string& mode, const std::string& graphs,
                                const std::string& cache_dir) const;
   // (first, second) wall seconds of the full step, each on fresh sequences.
-  std::pair<double, double> time_full_step(ModelRunner& runner) const;
+  std::pair<double, double> time_full_step(ModelExecutor& runner) const;
   void measure_mode(const std::string& mode);
   // Builds the runner for one graph mode, measuring its construction and the memory it took.
-  std::unique_ptr<ModelRunner> build_runner(ModeResult& result, const std::string& cache_dir);
-  void measure_rows(ModeResult result, ModelRunner& runner);
-  double time_to_first_token_ms(ModelRunner& runner) const;
-  double prefill_tokens_per_second(ModelRunner& runner, int64_t batch) const;
-  DecodeMeasurement measure_decode(ModelRunner& runner, int64_t batch) const;
+  std::unique_ptr<ModelExecutor> build_runner(ModeResult& result, const std::string& cache_dir);
+  void measure_rows(ModeResult result, ModelExecutor& runner);
+  double time_to_first_token_ms(ModelExecutor& runner) const;
+  double prefill_tokens_per_second(ModelExecutor& runner, int64_t batch) const;
+  DecodeMeasurement measure_decode(ModelExecutor& runner, int64_t batch) const;
   void report_progress() {
     if (progress_) progress_(report_, report_.rows.size(), total_rows_);
   }
@@ -174,7 +179,8 @@ class Sweep {
   const SweepProgress& progress_;
   SweepReport report_;
   Device device_;
-  std::shared_ptr<const CausalLM> model_;
+  std::vector<std::shared_ptr<const CausalLM>> models_;  // one per tensor-parallel rank
+  std::shared_ptr<const CausalLM> model_;                // rank 0's
   int64_t largest_batch_ = 0;
   int64_t max_sequences_ = 0;
   size_t total_rows_ = 0;
@@ -201,7 +207,7 @@ RunnerOptions Sweep::runner_options(const std::string& mode, const std::string& 
   return make_runner_options(run, *model_);
 }
 
-std::pair<double, double> Sweep::time_full_step(ModelRunner& runner) const {
+std::pair<double, double> Sweep::time_full_step(ModelExecutor& runner) const {
   auto once = [&](uint64_t seed) {
     Workload workload(runner, budget(), budget());
     for (int64_t left = budget(); left > 0; left -= full_step_length())
@@ -214,7 +220,7 @@ std::pair<double, double> Sweep::time_full_step(ModelRunner& runner) const {
   return {first, once(2000)};
 }
 
-double Sweep::time_to_first_token_ms(ModelRunner& runner) const {
+double Sweep::time_to_first_token_ms(ModelExecutor& runner) const {
   std::vector<double> milliseconds;
   for (int run = 0; run <= kTtftRuns; ++run) {  // run 0 warms up
     Workload workload(runner, budget(), max_sequences_);
@@ -226,7 +232,7 @@ double Sweep::time_to_first_token_ms(ModelRunner& runner) const {
   return percentile(milliseconds, 50);
 }
 
-double Sweep::prefill_tokens_per_second(ModelRunner& runner, int64_t batch) const {
+double Sweep::prefill_tokens_per_second(ModelExecutor& runner, int64_t batch) const {
   const int64_t prompt = options_.prompt_len;
   {  // warm-up: one step's worth of prompts
     Workload workload(runner, budget(), max_sequences_);
@@ -248,7 +254,7 @@ double Sweep::prefill_tokens_per_second(ModelRunner& runner, int64_t batch) cons
   return static_cast<double>(runs * tokens) / std::max(seconds, 1e-9);
 }
 
-DecodeMeasurement Sweep::measure_decode(ModelRunner& runner, int64_t batch) const {
+DecodeMeasurement Sweep::measure_decode(ModelExecutor& runner, int64_t batch) const {
   Workload workload(runner, budget(), max_sequences_);
   for (int64_t s = 0; s < batch; ++s) workload.add_prompt(options_.context, 7000);
   workload.advance();  // the prefill; each sequence then holds its first sampled token
@@ -270,7 +276,8 @@ DecodeMeasurement Sweep::measure_decode(ModelRunner& runner, int64_t batch) cons
   return measurement;
 }
 
-std::unique_ptr<ModelRunner> Sweep::build_runner(ModeResult& result, const std::string& cache_dir) {
+std::unique_ptr<ModelExecutor> Sweep::build_runner(ModeResult& result,
+                                                   const std::string& cache_dir) {
   DeviceBackend& device_backend = backend(device_);
   Allocator& allocator = device_backend.allocator(device_.index);
   auto device_used = [&] {
@@ -282,8 +289,8 @@ std::unique_ptr<ModelRunner> Sweep::build_runner(ModeResult& result, const std::
   const size_t used_before = device_used();
   const size_t reserved_before = allocator.stats().reserved_bytes;
   const auto start = Clock::now();
-  auto runner = std::make_unique<ModelRunner>(
-      model_, runner_options(result.mode, result.cudagraph_mode, cache_dir));
+  auto runner =
+      make_model_executor(models_, runner_options(result.mode, result.cudagraph_mode, cache_dir));
   result.runner_seconds = seconds_since(start);
   if (result.cudagraph_mode != "none") {
     // Graphs hold device memory outside the allocator: what the construction took beyond it.
@@ -296,7 +303,7 @@ std::unique_ptr<ModelRunner> Sweep::build_runner(ModeResult& result, const std::
   return runner;
 }
 
-void Sweep::measure_rows(ModeResult result, ModelRunner& runner) {
+void Sweep::measure_rows(ModeResult result, ModelExecutor& runner) {
   result.ttft_ms = time_to_first_token_ms(runner);
   auto plan = runner.latest_plan();
   result.arena_bytes = plan ? plan->memory.arena_bytes : 0;
@@ -341,8 +348,8 @@ void Sweep::measure_mode(const std::string& mode) {
   };
   std::optional<double> cold, warm;
   if (compiles) {  // an empty kernel cache
-    ModelRunner runner(model_, runner_options(mode, "none", cache.str()));
-    const auto [first, second] = time_full_step(runner);
+    auto runner = make_model_executor(models_, runner_options(mode, "none", cache.str()));
+    const auto [first, second] = time_full_step(*runner);
     cold = std::max(0.0, first - second);
   }
   // Without graphs (graphs capture compiled pieces: every mode has this runner).
@@ -393,10 +400,15 @@ SweepReport Sweep::run() {
   spdlog::info("{}: copy bandwidth {:.0f} GB/s (read + write)", device_.str(),
                report_.copy_gb_per_second);
   const auto start = Clock::now();
-  model_ = load_run_model(options_.config.engine, max_length());
+  models_ = load_run_models(options_.config.engine, max_length());
+  model_ = models_.front();
   report_.load_seconds = seconds_since(start);
   report_.dtype = dtype_name(model_->dtype());
   report_.model_description = model_->config().str();
+  if (model_->parallel().enabled())  // the config above is one rank's
+    report_.model_description +=
+        fmt::format(" (one rank of tensor_parallel_size {}: weights and GB/s are per device)",
+                    model_->parallel().size);
   report_.weight_bytes = static_cast<double>(model_->weight_bytes());
   report_.weight_bytes_per_step = weight_bytes_read_per_step(*model_);
   spdlog::info("model {} ({}) loaded in {:.2f} s: {:.1f} MiB of weights",

@@ -9,7 +9,7 @@
 
 namespace tessera::bench {
 
-Workload::Workload(ModelRunner& runner, int64_t token_budget, int64_t max_sequences_per_step)
+Workload::Workload(ModelExecutor& runner, int64_t token_budget, int64_t max_sequences_per_step)
     : runner_(runner),
       blocks_(runner.num_kv_blocks(), runner.options().block_size),
       token_budget_(token_budget),

@@ -15,7 +15,7 @@ namespace tessera::bench {
 
 class Workload {
  public:
-  Workload(ModelRunner& runner, int64_t token_budget, int64_t max_sequences_per_step);
+  Workload(ModelExecutor& runner, int64_t token_budget, int64_t max_sequences_per_step);
 
   // A sequence whose prompt is `length` deterministic pseudo-random ids (they differ with `seed`
   // and the sequence's index; the values do not change the work, a real mix keeps the embedding
@@ -33,7 +33,7 @@ class Workload {
     int64_t cached = 0;           // tokens already in the KV cache
   };
 
-  ModelRunner& runner_;
+  ModelExecutor& runner_;
   KVCacheManager blocks_;
   int64_t token_budget_;
   int64_t max_sequences_per_step_;

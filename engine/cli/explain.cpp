@@ -36,10 +36,13 @@ int run_explain(const std::vector<std::string>& args) {
                   "tessera explain shows the compiled plan; compilation.mode must be compiled "
                   "(the default here), got {}",
                   config.compilation.mode);
-  auto model = load_run_model(config.engine);
+  // Under tensor parallelism, rank 0's graph and plan (every rank's are alike).
+  auto models = load_run_models(config.engine);
+  const std::shared_ptr<const CausalLM> model = models.front();
   double load_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   RunnerOptions options = make_runner_options(config, *model);
-  ModelRunner runner(model, options);
+  std::unique_ptr<ModelExecutor> executor = make_model_executor(models, options);
+  ModelExecutor& runner = *executor;
   // One step of a few tokens traces and compiles the forward.
   std::vector<int32_t> ids{1, 2, 3, 4};
   KVCacheManager blocks(runner.num_kv_blocks(), options.block_size);

@@ -69,9 +69,11 @@ int run_generate(const std::vector<std::string>& args) {
                "tokenizer; its text is noise)\n",
                engine.model);
   auto tokenizer = load_run_tokenizer(engine);
-  auto model = load_run_model(engine);
+  auto models = load_run_models(engine);
+  const std::shared_ptr<const CausalLM> model = models.front();
   RunnerOptions runner_options = make_runner_options(config, *model);
-  ModelRunner runner(model, runner_options);
+  std::unique_ptr<ModelExecutor> executor = make_model_executor(models, runner_options);
+  ModelExecutor& runner = *executor;
   spdlog::info("model {} ({}), {} on {}, weights {:.1f} MiB, KV cache {:.1f} MiB, mode {}",
                engine.model, model->config().architecture, dtype_name(model->dtype()),
                model->device().str(), model->weight_bytes() / 1048576.0,

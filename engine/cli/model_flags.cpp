@@ -13,13 +13,14 @@ namespace tessera::cli {
 namespace {
 
 // Flags that set one config key each: {flag, short flag or "", key}.
-constexpr std::array<std::array<const char*, 3>, 6> kKeyFlags{{
+constexpr std::array<std::array<const char*, 3>, 7> kKeyFlags{{
     {"--model", "-m", "engine.model"},
     {"--tokenizer", "", "engine.tokenizer"},
     {"--device", "", "engine.device"},
     {"--dtype", "", "engine.dtype"},
     {"--max-model-len", "", "engine.max_model_len"},
     {"--mode", "", "compilation.mode"},
+    {"--tensor-parallel-size", "-tp", "engine.tensor_parallel_size"},
 }};
 
 }  // namespace
@@ -72,6 +73,8 @@ const char* const kModelFlagsUsage =
     "(engine.max_model_len)\n"
     "  --mode M               eager, traced or compiled                         "
     "(compilation.mode)\n"
+    "  --tensor-parallel-size N, -tp N  shard the model over N devices (engine.device on)\n"
+    "                         (engine.tensor_parallel_size)\n"
     "  -c, --config FILE      a YAML config (configs/*.yaml)\n"
     "  -O section.key=value   override any config key, e.g. -O compilation.custom_ops=[none]\n";
 

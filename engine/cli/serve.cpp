@@ -82,8 +82,11 @@ int run_serve(const std::vector<std::string>& args) {
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a signal
 
   auto tokenizer = load_run_tokenizer(engine_config);
-  auto model = load_run_model(engine_config);
-  ModelRunner runner(model, make_serving_runner_options(config, *model));
+  auto models = load_run_models(engine_config);
+  const std::shared_ptr<const CausalLM> model = models.front();
+  std::unique_ptr<ModelExecutor> executor =
+      make_model_executor(models, make_serving_runner_options(config, *model));
+  ModelExecutor& runner = *executor;
   spdlog::info("model {} ({}), {} on {}, mode {}", engine_config.model,
                model->config().architecture, dtype_name(model->dtype()), model->device().str(),
                runner.options().mode);

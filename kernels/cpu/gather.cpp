@@ -40,14 +40,21 @@ void embedding_kernel(const KernelArgs& args) {
   const int64_t vocab = weight.size(0);
   const int64_t width = weight.size(1);
   const int64_t count = ids.numel();
+  const int64_t vocab_start = args.attributes.get_int("vocab_start");
   if (out.numel() == 0) return;
-  // Ids are read into int64 and checked all before any row is copied.
+  // Ids are read into int64 and checked all before any row is copied; a shard's ids outside it
+  // become -1, a zero row.
   std::vector<int64_t> rows(static_cast<size_t>(count));
   visit_dtype(ids.dtype(), [&]<typename Id>() {
     if constexpr (std::is_integral_v<Id>) {
       const Id* id_data = ids.data<Id>();
       for (int64_t i = 0; i < count; ++i) {
         rows[i] = static_cast<int64_t>(id_data[i]);
+        if (vocab_start >= 0) {
+          rows[i] -= vocab_start;
+          if (rows[i] < 0 || rows[i] >= vocab) rows[i] = -1;
+          continue;
+        }
         TESSERA_REQUIRE(rows[i] >= 0 && rows[i] < vocab,
                         "embedding: id {} at position {} of ids {} is outside [0, {}): the weight "
                         "has V = {} rows",
@@ -59,8 +66,10 @@ void embedding_kernel(const KernelArgs& args) {
   const size_t row_bytes = static_cast<size_t>(width) * element_size(weight.dtype());
   const auto* table = static_cast<const char*>(weight.data_ptr());
   auto* result = static_cast<char*>(out.data_ptr());
+  const std::vector<char> zero_row(vocab_start >= 0 ? row_bytes : 0);
   copy_rows(
-      count, row_bytes, [&](int64_t i) { return table + rows[i] * row_bytes; },
+      count, row_bytes,
+      [&](int64_t i) { return rows[i] < 0 ? zero_row.data() : table + rows[i] * row_bytes; },
       [&](int64_t i) { return result + i * row_bytes; });
 }
 

@@ -54,12 +54,15 @@ unsigned int row_threads(int64_t chunks) {
 // One block per id (grid-stride). An id outside [0, vocab) writes a zero row instead of reading
 // out of bounds: checking ids on the host would need a device-to-host copy and a sync in the hot
 // path (and is impossible inside a captured graph), so the engine validates token ids when
-// requests arrive, and this kernel only guarantees it never reads outside the table.
+// requests arrive, and this kernel only guarantees it never reads outside the table. A shard
+// of a larger table (tensor parallelism) holds rows [vocab_start, vocab_start + vocab), and
+// writes zeros for the other ids by the same rule.
 template <typename Chunk, typename Id>
-__global__ void embedding_kernel(int64_t count, int64_t vocab, int64_t chunks_per_row,
-                                 const Id* ids, const Chunk* weight, Chunk* out) {
+__global__ void embedding_kernel(int64_t count, int64_t vocab, int64_t vocab_start,
+                                 int64_t chunks_per_row, const Id* ids, const Chunk* weight,
+                                 Chunk* out) {
   for (int64_t row = blockIdx.x; row < count; row += gridDim.x) {
-    const auto id = static_cast<int64_t>(ids[row]);
+    const auto id = static_cast<int64_t>(ids[row]) - vocab_start;
     Chunk* destination = out + row * chunks_per_row;
     if (id >= 0 && id < vocab) {
       const Chunk* source = weight + id * chunks_per_row;
@@ -78,6 +81,7 @@ void embedding_entry(const KernelArgs& args) {
   const int64_t vocab = weight.size(0);
   const int64_t width = weight.size(1);
   const int64_t count = ids.numel();
+  const int64_t vocab_start = std::max<int64_t>(args.attributes.get_int("vocab_start"), 0);
   if (out.numel() == 0) return;
   const auto row_bytes = static_cast<uintptr_t>(width * element_size(weight.dtype()));
   const size_t chunk_bytes =
@@ -90,7 +94,7 @@ void embedding_entry(const KernelArgs& args) {
       if constexpr (std::is_integral_v<Id>) {
         embedding_kernel<Chunk, Id>
             <<<grid_size(count, 1), row_threads(chunks_per_row), 0, scope.stream()>>>(
-                count, vocab, chunks_per_row, static_cast<const Id*>(ids.data_ptr()),
+                count, vocab, vocab_start, chunks_per_row, static_cast<const Id*>(ids.data_ptr()),
                 static_cast<const Chunk*>(weight.data_ptr()), static_cast<Chunk*>(out.data_ptr()));
       }
     });

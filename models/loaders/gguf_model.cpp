@@ -61,6 +61,10 @@ std::vector<double> llama3_rope_factors(const RopeScaling& scaling, double theta
 // the table must match what they produce, else the file is refused.
 RopeScaling recover_llama3_scaling(const GgufFile& file, const GgufTensorInfo& info,
                                    const ModelConfig& config) {
+  TESSERA_REQUIRE(config.head_dim >= 2,
+                  "{}: head_dim is {} (from the attention key length or the embedding length "
+                  "over the head count); llama3 RoPE scaling needs at least 2",
+                  file.path(), config.head_dim);
   const StoredTensor stored_table = file.stored(info);
   TESSERA_REQUIRE(is_floating(stored_table.dtype),
                   "{}: tensor 'rope_freqs.weight' is stored as {}; it must be F32, F16 or BF16",

@@ -91,6 +91,21 @@ ModelConfig llama_1b() {  // Llama-3.2-1B's config.json
   return config;
 }
 
+// Llama-3.1-8B's shape (hidden 4096, 32 layers, 32/8 heads, intermediate 14336): a model that
+// wants two GPUs' memory bandwidth, for the tensor-parallel benchmark.
+ModelConfig llama_8b() {
+  ModelConfig config = llama_1b();
+  config.hidden_size = 4096;
+  config.intermediate_size = 14336;
+  config.num_layers = 32;
+  config.num_heads = 32;
+  config.num_kv_heads = 8;
+  config.head_dim = 128;
+  config.rope_theta = 500000.0;
+  config.tie_word_embeddings = false;
+  return config;
+}
+
 ModelConfig qwen3_tiny() {
   ModelConfig config = tiny_llama();
   config.architecture = "Qwen3ForCausalLM";
@@ -118,6 +133,7 @@ const std::vector<std::pair<std::string, ModelConfig (*)()>>& named_configs() {
   static const std::vector<std::pair<std::string, ModelConfig (*)()>> configs = {
       {"tiny", tiny_llama},
       {"llama-1b", llama_1b},
+      {"llama-8b", llama_8b},
       {"qwen3-tiny", qwen3_tiny},
       {"qwen2-tiny", qwen2_tiny}};
   return configs;

@@ -313,6 +313,8 @@ class SampleTable {
       add("embedding", {spec({1, 1}, dtype), ids({1}, i64, 1)});
       add("embedding", {spec({3, 4097}, dtype), ids({4}, i32, 3)});
       add("embedding", {spec({300, 33}, dtype), ids({2, 65}, i64, 300)});
+      // A shard of rows [4, 11) of an 11-row table: ids below and above it give zero rows.
+      add("embedding", {spec({7, 5}, dtype), ids({9}, i32, 11)}, {{"vocab_start", int64_t{4}}});
     }
   }
 
@@ -565,6 +567,12 @@ const std::map<std::string, std::string>& ops_tested_elsewhere() {
       {"attention",
        "reads its paged KV caches and metadata from the forward context; tests/test_attention.cpp "
        "compares it with a float64 reference over mixed prefill/decode batches"},
+      {"all_reduce",
+       "needs the ranks of a tensor-parallel group; tests/test_tensor_parallel.cpp checks it on "
+       "CPU communicators, against the sum of the ranks' inputs"},
+      {"all_gather",
+       "needs the ranks of a tensor-parallel group; tests/test_tensor_parallel.cpp checks it on "
+       "CPU communicators, against the ranks' inputs stacked"},
   };
   return ops;
 }

@@ -289,15 +289,20 @@ RefTensor linear(std::span<const RefTensor> inputs) {
   return out;
 }
 
-RefTensor embedding(const RefTensor& weight, const RefTensor& ids) {
+// vocab_start >= 0: the weight holds rows [vocab_start, vocab_start + V) of a larger table.
+RefTensor embedding(const RefTensor& weight, const RefTensor& ids, int64_t vocab_start) {
   require(rank_of(weight) == 2, "embedding weight must be [V, D]");
   int64_t vocabulary = weight.sizes[0];
   int64_t width = weight.sizes[1];
   Sizes out_sizes = ids.sizes;
   out_sizes.push_back(width);
-  RefTensor out = make_tensor(out_sizes);
+  RefTensor out = make_tensor(out_sizes);  // zeros: a shard's rows for ids outside it
   for (int64_t i = 0; i < ids.numel(); ++i) {
     double id = ids.values[i];
+    if (vocab_start >= 0) {
+      id -= static_cast<double>(vocab_start);
+      if (id < 0 || id >= static_cast<double>(vocabulary)) continue;
+    }
     require(id >= 0 && id < static_cast<double>(vocabulary) && id == std::trunc(id),
             fmt::format("embedding id {} outside [0, {})", id, vocabulary));
     int64_t row = static_cast<int64_t>(id);
@@ -592,7 +597,7 @@ std::vector<RefTensor> reference_op(const std::string& op, std::span<const RefTe
   if (op == "linear") return {linear(inputs)};
   if (op == "embedding") {
     require_inputs(inputs, 2, op);
-    return {embedding(inputs[0], inputs[1])};
+    return {embedding(inputs[0], inputs[1], attributes.get_int("vocab_start", -1))};
   }
   if (op == "view" || op == "reshape") {
     require_inputs(inputs, 1, op);

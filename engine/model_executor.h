@@ -1,0 +1,41 @@
+// What the engine, generate() and the benchmarks drive: the model's forward over a batch of
+// sequences, whatever devices it runs on. One device: ModelRunner (engine/model_runner.h);
+// several, with tensor parallelism: TensorParallelRunner (engine/tensor_parallel_runner.h).
+// make_model_executor (engine/run_setup.h) picks from engine.tensor_parallel_size.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace tessera {
+
+class CausalLM;
+class CompiledFunction;
+struct CompiledPlan;
+struct RunnerOptions;
+struct SequenceInput;
+
+class ModelExecutor {
+ public:
+  virtual ~ModelExecutor() = default;
+  // Logits [num_seqs, vocab] as f32 on the (first) device, one row per sequence (its last new
+  // token).
+  virtual Tensor execute(std::span<const SequenceInput> batch) = 0;
+  // The (first rank's) model: its config's vocab_size and max_positions() are the model's.
+  virtual const CausalLM& model() const = 0;
+  virtual const RunnerOptions& options() const = 0;
+  // Blocks of the KV cache every rank holds (the scheduler's block count).
+  virtual int64_t num_kv_blocks() const = 0;
+  virtual size_t kv_cache_bytes() const = 0;  // of one device
+  virtual std::string memory_report() const = 0;
+  // The first rank's compiled forward, latest plan and captured sizes (ranks run alike).
+  virtual const CompiledFunction* compiled() const = 0;
+  virtual std::shared_ptr<const CompiledPlan> latest_plan() const = 0;
+  virtual std::vector<int64_t> captured_sizes() const = 0;
+};
+
+}  // namespace tessera
