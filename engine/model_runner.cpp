@@ -361,10 +361,6 @@ AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> bat
   for (const SequenceInput& sequence : batch) {
     int64_t count = static_cast<int64_t>(sequence.token_ids.size());
     int64_t seq_len = sequence.start_position + count;
-    TESSERA_REQUIRE(count > 0, "a sequence in the batch has no new tokens");
-    TESSERA_REQUIRE(seq_len <= model_->max_positions(),
-                    "sequence of {} tokens exceeds the maximum model length {}", seq_len,
-                    model_->max_positions());
     TESSERA_CHECK(
         static_cast<int64_t>(sequence.block_table.size()) * options_.block_size >= seq_len,
         "block table of {} blocks cannot hold {} tokens", sequence.block_table.size(), seq_len);
@@ -399,17 +395,28 @@ AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> bat
   return meta;
 }
 
-Tensor ModelRunner::execute(std::span<const SequenceInput> batch) {
+void check_batch(std::span<const SequenceInput> batch, const CausalLM& model) {
   TESSERA_REQUIRE(!batch.empty(), "execute: the batch is empty");
+  const int64_t vocab = model.config().vocab_size;
+  for (const SequenceInput& sequence : batch) {
+    const auto count = static_cast<int64_t>(sequence.token_ids.size());
+    TESSERA_REQUIRE(count > 0, "a sequence in the batch has no new tokens");
+    TESSERA_REQUIRE(
+        sequence.start_position >= 0 && sequence.start_position <= model.max_positions() - count,
+        "sequence of {} tokens exceeds the maximum model length {}",
+        sequence.start_position + count, model.max_positions());
+    for (int32_t id : sequence.token_ids)
+      TESSERA_REQUIRE(id >= 0 && id < vocab, "token id {} is outside the model's vocabulary of {}",
+                      id, vocab);
+  }
+}
+
+Tensor ModelRunner::execute(std::span<const SequenceInput> batch) {
+  check_batch(batch, *model_);
   CommunicatorScope communicator(options_.communicator);
   std::vector<int32_t> token_ids, positions, last_token_rows;
   std::optional<ProfileRegion> region(std::in_place, "metadata");
   AttentionMetadata meta = build_metadata(batch, token_ids, positions, last_token_rows);
-  for (int32_t id : token_ids) {
-    TESSERA_REQUIRE(id >= 0 && id < model_->config().vocab_size,
-                    "token id {} is outside the model's vocabulary of {}", id,
-                    model_->config().vocab_size);
-  }
   Device device = model_->device();
   // A decode-only batch replays a full graph, padded up to the nearest captured batch.
   const bool decode_only = meta.max_query_len == 1;

@@ -106,6 +106,10 @@ class ModelRunner final : public ModelExecutor {
       std::make_shared<std::shared_ptr<PiecewiseBackend>>();
 };
 
+// Throws, naming what is wrong, unless every sequence of `batch` has new tokens inside the model's
+// vocabulary and fits its maximum length (ModelRunner::execute checks this first).
+void check_batch(std::span<const SequenceInput> batch, const CausalLM& model);
+
 // The rows of host-readable logits as vectors: for tests and dumps, not for the decode loop.
 std::vector<std::vector<float>> logits_to_host(const Tensor& logits);
 

@@ -80,12 +80,18 @@ void TensorParallelRunner::worker_loop(int rank) {
       (*job)(rank);
     } catch (...) {
       failure = std::current_exception();
-      communicators_[static_cast<size_t>(rank)]->abort();
+      abort_group();
     }
     lock.lock();
     errors_[static_cast<size_t>(rank)] = failure;
     if (--pending_ == 0) job_done_.notify_all();
   }
+}
+
+// Every rank's communicator, not only the failing one's: an NCCL abort reaches only its own
+// communicator, and the other ranks would wait for the failed one forever.
+void TensorParallelRunner::abort_group() {
+  for (const auto& communicator : communicators_) communicator->abort();
 }
 
 void TensorParallelRunner::on_every_rank(const std::function<void(int)>& work) {
@@ -105,7 +111,7 @@ void TensorParallelRunner::on_every_rank(const std::function<void(int)>& work) {
     work(0);
   } catch (...) {
     failure = std::current_exception();
-    communicators_.front()->abort();
+    abort_group();
   }
   std::unique_lock lock(mutex_);
   job_done_.wait(lock, [&] { return pending_ == 0; });
@@ -130,6 +136,8 @@ void TensorParallelRunner::on_every_rank(const std::function<void(int)>& work) {
 }
 
 Tensor TensorParallelRunner::execute(std::span<const SequenceInput> batch) {
+  // A bad batch is refused here, before any rank starts a collective, so the group stays usable.
+  check_batch(batch, model());
   Tensor logits;
   on_every_rank([&](int rank) {
     Tensor rank_logits = runners_[static_cast<size_t>(rank)]->execute(batch);

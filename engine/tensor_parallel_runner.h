@@ -57,6 +57,7 @@ class TensorParallelRunner final : public ModelExecutor {
   void on_every_rank(const std::function<void(int)>& work);
   void worker_loop(int rank);
   void stop_workers();
+  void abort_group();
 
   std::vector<std::unique_ptr<Communicator>> communicators_;
   std::vector<std::unique_ptr<ModelRunner>> runners_;

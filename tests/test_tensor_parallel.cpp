@@ -16,6 +16,7 @@
 #include "engine/tensor_parallel_runner.h"
 #include "kernels/backend.h"
 #include "kernels/communicator.h"
+#include "models/architecture_registry.h"
 #include "models/model_weights.h"
 #include "models/tensor_parallel.h"
 
@@ -298,7 +299,7 @@ TEST(TensorParallel, GenerateThroughTheEngineMatchesOneRank) {
   EXPECT_GT(texts[0].size(), 20u);
 }
 
-TEST(TensorParallel, ARankThatFailsFailsTheStepWithItsOwnError) {
+TEST(TensorParallel, ABadBatchIsRefusedBeforeAnyRankRunsAndTheGroupGoesOn) {
   auto parallel = make_executor("synthetic:tiny", 2, "eager");
   KVCacheManager blocks(parallel->num_kv_blocks(), parallel->options().block_size);
   std::vector<int32_t> ids = {1, 100000};  // outside the vocabulary
@@ -307,15 +308,45 @@ TEST(TensorParallel, ARankThatFailsFailsTheStepWithItsOwnError) {
   try {
     parallel->execute(std::span(&input, 1));
     FAIL() << "an id outside the vocabulary ran";
-  } catch (const CollectiveAborted&) {
-    FAIL() << "the abandoned rank's error was reported instead of the failing rank's";
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), HasSubstr("outside the model's vocabulary"));
   }
-  // The group is not reused after a failed step: the next one says so.
   std::vector<int32_t> good = {1, 2};
   SequenceInput next{good, 0, blocks.block_table(0)};
-  EXPECT_THROW(parallel->execute(std::span(&next, 1)), Error);
+  EXPECT_EQ(parallel->execute(std::span(&next, 1)).size(0), 1);
+}
+
+TEST(TensorParallel, ARankFailingMidStepFailsItWithItsOwnErrorAndNoRankHangs) {
+  // Rank 1 serves fewer positions than rank 0, so a long sequence passes rank 0's checks and
+  // fails on rank 1 while rank 0 waits in the embedding's all-reduce.
+  const ModelWeights full = load_model("synthetic:tiny", LoadOptions{});
+  std::vector<std::shared_ptr<const CausalLM>> models = {
+      create_model(shard_weights(full, TensorParallel{0, 2}, kCPU), 64),
+      create_model(shard_weights(full, TensorParallel{1, 2}, kCPU), 8)};
+  RunnerOptions options;
+  options.num_kv_blocks = 8;
+  TensorParallelRunner parallel(models, options);
+  KVCacheManager blocks(parallel.num_kv_blocks(), options.block_size);
+  std::vector<int32_t> ids(12, 3);
+  blocks.allocate(0, 12);
+  SequenceInput input{ids, 0, blocks.block_table(0)};
+  try {
+    parallel.execute(std::span(&input, 1));
+    FAIL() << "rank 1 ran a sequence longer than it serves";
+  } catch (const CollectiveAborted&) {
+    FAIL() << "the waiting rank's abort was reported instead of the failing rank's error";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("exceeds the maximum model length 8"));
+  }
+  // The group's collectives were abandoned: later steps are refused, saying why.
+  std::vector<int32_t> short_ids = {1, 2};
+  SequenceInput next{short_ids, 0, blocks.block_table(0)};
+  try {
+    parallel.execute(std::span(&next, 1));
+    FAIL() << "a broken group ran a step";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("restart the engine"));
+  }
 }
 
 // ---- GPUs: two devices or more.
@@ -341,7 +372,9 @@ TEST(GpuTensorParallel, TwoGpusGiveTheBf16LogitsOfOneAndReplayCapturedGraphs) {
     std::vector<std::string> with_graphs = settings;
     with_graphs.push_back("compilation.cudagraph_mode=" + graphs);
     auto parallel = make_executor(kModels + "/stories260K-hf", 2, "compiled", with_graphs);
-    if (graphs != "none") EXPECT_FALSE(parallel->captured_sizes().empty());
+    if (graphs != "none") {
+      EXPECT_FALSE(parallel->captured_sizes().empty());
+    }
     const Schedule sharded = run_schedule(*parallel, 6);
     const double difference = max_relative_difference(sharded, reference);
     std::printf("bf16 TP=2 (%s) vs TP=1: max logit difference %.2e of the largest logit\n",

@@ -232,7 +232,7 @@ void OpenAIServer::install_routes() {
         }
         state->request_ids = added;
         const size_t total = state->choices.size();
-        auto provider = [this, state, total](size_t, httplib::DataSink& sink) {
+        auto provider = [state, total](size_t, httplib::DataSink& sink) {
           std::optional<RequestOutput> output = state->outputs->pop(poll_interval);
           if (!output)  // nothing new: probe the client, so a closed connection is noticed
             return write(sink, state->stream ? ": keep-alive\n\n" : " ");

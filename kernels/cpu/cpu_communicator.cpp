@@ -4,6 +4,7 @@
 // returning, so no input is overwritten while another rank still reads it.
 #include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <mutex>
 
 #include "kernels/check.h"
@@ -20,13 +21,16 @@ class Rendezvous {
 
   int size() const { return size_; }
 
-  // Posts `tensor` for `rank` and waits for every rank's; throws when the group was aborted.
+  // Posts `tensor` for `rank` and waits for every rank's; throws when the group was aborted
+  // before every rank arrived.
   void arrive(int rank, const Tensor* tensor) {
     posted_[static_cast<size_t>(rank)] = tensor;
-    wait_for_all();
+    wait_for_all(/*abortable=*/true);
   }
-  // Waits until every rank is done reading the posted tensors.
-  void depart() { wait_for_all(); }
+  // Waits until every rank is done reading the posted tensors. Not abortable: every rank that
+  // arrived departs (also after an error, see run), so no rank's tensor dies while another reads
+  // it.
+  void depart() { wait_for_all(/*abortable=*/false); }
   const Tensor& posted(int rank) const { return *posted_[static_cast<size_t>(rank)]; }
 
   void abort() {
@@ -37,9 +41,9 @@ class Rendezvous {
 
  private:
   // A reusable barrier: the last rank to arrive opens the current generation.
-  void wait_for_all() {
+  void wait_for_all(bool abortable) {
     std::unique_lock lock(mutex_);
-    if (aborted_) throw_aborted();
+    if (abortable && aborted_) throw_aborted();
     const uint64_t generation = generation_;
     if (++arrived_ == size_) {
       arrived_ = 0;
@@ -47,7 +51,7 @@ class Rendezvous {
       changed_.notify_all();
       return;
     }
-    changed_.wait(lock, [&] { return aborted_ || generation_ != generation; });
+    changed_.wait(lock, [&] { return (abortable && aborted_) || generation_ != generation; });
     if (generation_ == generation) throw_aborted();
   }
 
@@ -92,15 +96,10 @@ class CpuCommunicator final : public Communicator {
     require_cpu_tensor("all_reduce", "output", output);
     TESSERA_REQUIRE(output.sizes() == input.sizes() && output.dtype() == input.dtype(),
                     "all_reduce: output {} must match input {}", output.str(), input.str());
-    rendezvous_->arrive(rank_, &input);
-    try {
+    run(&input, [&] {
       for (int r = 0; r < size(); ++r) require_same_layout("all_reduce", input, posted(r), r);
       visit_dtype(input.dtype(), [&]<typename T>() { sum_into<T>(output); });
-    } catch (...) {
-      rendezvous_->abort();
-      throw;
-    }
-    rendezvous_->depart();
+    });
   }
 
   void all_gather(const Tensor& input, Tensor& output) override {
@@ -110,38 +109,43 @@ class CpuCommunicator final : public Communicator {
                         output.size(0) == input.size(0) * size() && output.dtype() == input.dtype(),
                     "all_gather: output {} must be the input {} with {} times the rows",
                     output.str(), input.str(), size());
-    rendezvous_->arrive(rank_, &input);
-    try {
+    run(&input, [&] {
       for (int r = 0; r < size(); ++r) require_same_layout("all_gather", input, posted(r), r);
       auto* destination = static_cast<char*>(output.data_ptr());
       for (int r = 0; r < size(); ++r)
         std::memcpy(destination + r * input.nbytes(), posted(r).data_ptr(), input.nbytes());
-    } catch (...) {
-      rendezvous_->abort();
-      throw;
-    }
-    rendezvous_->depart();
+    });
   }
 
   void broadcast(Tensor& tensor, int root) override {
     require_cpu_tensor("broadcast", "tensor", tensor);
     TESSERA_REQUIRE(root >= 0 && root < size(), "broadcast: root {} is not a rank of {}", root,
                     size());
-    rendezvous_->arrive(rank_, &tensor);
-    try {
+    run(&tensor, [&] {
       require_same_layout("broadcast", tensor, posted(root), root);
       if (rank_ != root) std::memcpy(tensor.data_ptr(), posted(root).data_ptr(), tensor.nbytes());
-    } catch (...) {
-      rendezvous_->abort();
-      throw;
-    }
-    rendezvous_->depart();
+    });
   }
 
   void abort() override { rendezvous_->abort(); }
 
  private:
   const Tensor& posted(int rank) const { return rendezvous_->posted(rank); }
+
+  // Posts `mine`, runs `work` over every rank's posted tensor, and departs even when `work`
+  // threw (every rank sees the same posted tensors, so a mismatch fails them all alike).
+  template <typename Work>
+  void run(const Tensor* mine, const Work& work) {
+    rendezvous_->arrive(rank_, mine);
+    std::exception_ptr failure;
+    try {
+      work();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    rendezvous_->depart();
+    if (failure) std::rethrow_exception(failure);
+  }
 
   template <typename T>
   void sum_into(Tensor& output) const {

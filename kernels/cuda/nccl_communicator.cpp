@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -41,8 +42,14 @@ struct NcclLibrary {
   nccl::GetErrorString error_string = nullptr;
   nccl::GetVersion get_version = nullptr;
   std::string path;
-  int version = 0;
+  std::string version;  // "2.27.3"
 };
+
+// NCCL_VERSION_CODE: X*10000 + Y*100 + Z since 2.9, X*1000 + Y*100 + Z before.
+std::array<int, 3> decode_version(int code) {
+  if (code >= 10000) return {code / 10000, code / 100 % 100, code % 100};
+  return {code / 1000, code / 100 % 10, code % 100};
+}
 
 // Where a pip-installed NCCL may be: site-packages of the Python installs on this machine.
 std::vector<std::string> pip_candidates() {
@@ -107,7 +114,14 @@ const NcclLibrary& library() {
       resolve(handle, "ncclCommDestroy", loaded.comm_destroy, loaded.path);
       resolve(handle, "ncclGetErrorString", loaded.error_string, loaded.path);
       resolve(handle, "ncclGetVersion", loaded.get_version, loaded.path);
-      (void)loaded.get_version(&loaded.version);
+      int code = 0;
+      (void)loaded.get_version(&code);
+      const auto [major, minor, patch] = decode_version(code);
+      loaded.version = fmt::format("{}.{}.{}", major, minor, patch);
+      // bf16 collectives came in 2.10 (graph capture of collectives in 2.9).
+      TESSERA_REQUIRE(major > 2 || (major == 2 && minor >= 10),
+                      "{} at {} is version {}; tensor parallelism needs 2.10 or later",
+                      kLibraryName, loaded.path, loaded.version);
     } catch (const Error& error) {
       failure = error.what();
     }
@@ -192,6 +206,10 @@ class NcclCommunicator final : public Communicator {
           "ncclBroadcast");
   }
 
+  // From any thread (the runner aborts every rank's communicator when one rank fails); it
+  // unblocks this rank's queued collectives. A collective this rank enqueues in the same instant
+  // may still reach the aborted communicator: the runner is broken after that and only destroys
+  // it.
   void abort() override {
     std::lock_guard lock(mutex_);
     if (aborted_) return;
@@ -220,8 +238,7 @@ std::vector<std::unique_ptr<Communicator>> nccl_group(std::span<const int> devic
   const int count = static_cast<int>(devices.size());
   std::vector<nccl::Comm> comms(devices.size(), nullptr);
   check(nccl.comm_init_all(comms.data(), count, devices.data()), "ncclCommInitAll");
-  spdlog::info("{} {}.{}.{} from {}: a group of {} ranks", kLibraryName, nccl.version / 10000,
-               nccl.version / 100 % 100, nccl.version % 100, nccl.path, count);
+  spdlog::info("{} {} from {}: a group of {} ranks", kLibraryName, nccl.version, nccl.path, count);
   std::vector<std::unique_ptr<Communicator>> group;
   for (int r = 0; r < count; ++r)
     group.push_back(std::make_unique<NcclCommunicator>(comms[static_cast<size_t>(r)], r, count,

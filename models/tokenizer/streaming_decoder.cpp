@@ -12,9 +12,22 @@ namespace {
 // Ids of context that show text, kept before the new one, so that the new id is never the first
 // text of the window (which would drop its leading space). Ids that show nothing (skipped special
 // tokens, ids past the vocabulary) do not count, or a run of them would push all the text out;
-// of such a run only the last few are kept (a skipped BOS right before an id still matters).
+// of such a run only kHiddenRun are kept (hidden_id_to_drop picks which go).
 constexpr size_t kContextIds = 8;
 constexpr size_t kHiddenRun = 4;
+
+// Of the hidden run of `ids` from `first` to the end, the id whose loss changes the least: one
+// past the vocabulary (decoders skip it), else one repeated later in the run (a skipped BOS's
+// effect, such as sentencepiece stripping the next token's space, outlives any run of other
+// hidden ids after it), else the oldest.
+size_t hidden_id_to_drop(const std::vector<int32_t>& ids, size_t first, int64_t vocab_size) {
+  for (size_t i = first; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab_size) return i;
+  for (size_t i = first; i < ids.size(); ++i)
+    if (std::find(ids.begin() + static_cast<std::ptrdiff_t>(i) + 1, ids.end(), ids[i]) != ids.end())
+      return i;
+  return first;
+}
 
 }  // namespace
 
@@ -37,9 +50,11 @@ void StreamingDecoder::trim() {
   size_t hidden_run = 0;
   while (hidden_run < shows_.size() && !shows_[shows_.size() - 1 - hidden_run]) ++hidden_run;
   if (hidden_run > kHiddenRun) {
-    const auto oldest = static_cast<std::ptrdiff_t>(ids_.size() - hidden_run);
-    ids_.erase(ids_.begin() + oldest);
-    shows_.erase(shows_.begin() + oldest);
+    const size_t first = ids_.size() - hidden_run;
+    const auto drop =
+        static_cast<std::ptrdiff_t>(hidden_id_to_drop(ids_, first, tokenizer_.vocab_size()));
+    ids_.erase(ids_.begin() + drop);
+    shows_.erase(shows_.begin() + drop);
   }
   auto showing = static_cast<size_t>(std::count(shows_.begin(), shows_.end(), true));
   while (showing > kContextIds) {

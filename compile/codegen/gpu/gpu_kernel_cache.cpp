@@ -40,9 +40,17 @@ constexpr const char* kCompiler = "NVRTC";
 
 // Compiled images and loaded kernels by cache key, shared by every cache in the process; never
 // unloaded, since compiled plans hold their kernels for the process's lifetime.
+// A loaded kernel per device index: a HIP module loads into one device only, so tensor-parallel
+// ranks on other devices load the image again. (A short list, not a map: hipcc 5.2's clang crashes
+// instantiating a map of maps.)
 struct ProcessEntry {
   std::string image;
-  const void* function = nullptr;
+  std::vector<std::pair<int, const void*>> functions;  // (device index, kernel)
+  const void* function(int device) const {
+    for (const auto& [index, kernel] : functions)
+      if (index == device) return kernel;
+    return nullptr;
+  }
 };
 std::map<std::string, ProcessEntry>& process_entries() {
   static std::map<std::string, ProcessEntry> entries;
@@ -311,9 +319,9 @@ const void* GpuKernelCache::load(const std::string& source, const std::string& n
   std::string cache_key = key(source);
   std::lock_guard lock(process_mutex());
   ProcessEntry& entry = process_entries()[cache_key];
-  if (entry.function != nullptr) {
+  if (const void* loaded = entry.function(device_index_)) {
     ++stats_.memory_hits;
-    return entry.function;
+    return loaded;
   }
   const void* function = nullptr;
   std::string error;
@@ -329,7 +337,7 @@ const void* GpuKernelCache::load(const std::string& source, const std::string& n
   if (function == nullptr) function = load_kernel(entry.image, device_index_, &error);
   TESSERA_REQUIRE(function != nullptr, "compiled kernel {} ({} in {}) does not load on {}: {}",
                   name, cache_key, directory_, Device{kGpuDeviceType, device_index_}.str(), error);
-  entry.function = function;
+  entry.functions.emplace_back(device_index_, function);
   return function;
 }
 
