@@ -23,7 +23,8 @@ std::optional<Integer> checked_add(Integer a, Integer b) {
   return sum;
 }
 
-// The element count of a shape: nullopt when a size is negative or the product overflows int64.
+// The element count of a shape: nullopt when a size is negative or the product overflows int64,
+// also the product of the nonzero sizes (the strides of a shape with a zero size still hold it).
 std::optional<int64_t> checked_numel(std::span<const int64_t> sizes);
 // The bytes of a shape of `element_size`-byte elements: nullopt as checked_numel, or when the
 // byte count overflows int64.

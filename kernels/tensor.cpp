@@ -30,11 +30,16 @@ int64_t shape_numel(std::span<const int64_t> sizes) {
 
 std::optional<int64_t> checked_numel(std::span<const int64_t> sizes) {
   int64_t n = 1;
+  // The strides multiply the sizes with zeros read as one: a zero size must not hide an
+  // overflowing product of the others.
+  int64_t span = 1;
   for (int64_t s : sizes) {
     if (s < 0) return std::nullopt;
     const std::optional<int64_t> product = checked_multiply(n, s);
-    if (!product) return std::nullopt;
+    const std::optional<int64_t> spanned = checked_multiply(span, std::max<int64_t>(s, 1));
+    if (!product || !spanned) return std::nullopt;
     n = *product;
+    span = *spanned;
   }
   return n;
 }
