@@ -96,6 +96,8 @@ TEST(UntrustedInputs, CheckedArithmeticNeverWraps) {
   const Shape overflowing{int64_t{1} << 32, int64_t{1} << 32};
   EXPECT_FALSE(checked_numel(overflowing));
   EXPECT_FALSE(checked_numel(Shape{4, -1}));
+  EXPECT_FALSE(checked_numel(Shape{0, int64_t{1} << 40, int64_t{1} << 40}));
+  EXPECT_EQ(checked_numel(Shape{0, int64_t{1} << 20, 3}), 0);
   EXPECT_EQ(checked_nbytes(Shape{3, 5}, 4), 60);
   EXPECT_FALSE(checked_nbytes(Shape{int64_t{1} << 62}, 4));
   EXPECT_THAT(error_of([] {
@@ -130,7 +132,15 @@ TEST(UntrustedInputs, GgufTensorWhoseByteSizeOverflows) {
   info += raw<uint32_t>(0) + u64(0);
   write_bytes(path, gguf_file(1, 0, info) + std::string(64, '\0'));
   EXPECT_THAT(error_of([&] { loaders::GgufFile file(path); }),
-              AllOf(HasSubstr(path), HasSubstr("tensor 'w'"), HasSubstr("runs past the end")));
+              AllOf(HasSubstr(path), HasSubstr("tensor 'w'"), HasSubstr("whose size overflows")));
+  // A zero size makes the element count 0, but must not hide the others' overflowing product:
+  // the strides still multiply them (a fuzz finding).
+  std::string zero = gguf_string("w") + raw<uint32_t>(4) + u64(0);
+  for (int d = 0; d < 3; ++d) zero += u64(uint64_t{1} << 36);
+  zero += raw<uint32_t>(0) + u64(0);
+  write_bytes(path, gguf_file(1, 0, zero) + std::string(64, '\0'));
+  EXPECT_THAT(error_of([&] { loaders::GgufFile file(path); }),
+              AllOf(HasSubstr(path), HasSubstr("tensor 'w'"), HasSubstr("whose size overflows")));
 }
 
 TEST(UntrustedInputs, EngineKeysAreBoundedAndTheirProductsChecked) {
@@ -325,8 +335,8 @@ TEST(UntrustedInputs, GgufRopeFrequenciesOfAnIntegerTypeNameTheFile) {
   // rope_freqs.weight stored as I64 once failed in the cast with no file named.
   const std::string dir = fresh_temp_dir("untrusted_rope_freqs");
   const std::string path = dir + "/model.gguf";
-  const std::string architecture = gguf_string("general.architecture") + raw<uint32_t>(8) +
-                                   gguf_string("llama");
+  const std::string architecture =
+      gguf_string("general.architecture") + raw<uint32_t>(8) + gguf_string("llama");
   std::string metadata = architecture;
   for (const auto& [key, value] :
        std::vector<std::pair<std::string, uint32_t>>{{"llama.embedding_length", 8},
