@@ -24,6 +24,10 @@ struct CompilationConfig {
   std::vector<int64_t> cudagraph_capture_sizes;  // empty: vLLM's default list
   int64_t max_cudagraph_capture_size = 512;
   int64_t cudagraph_num_warmups = 1;
+  // Launch the model's kernels with programmatic dependent launch on GPUs of compute capability
+  // 9.0+ (kernels/programmatic_launch.h): each kernel's launch overlaps the previous kernel's
+  // tail, in graphs too. false: plain stream order.
+  bool programmatic_dependent_launch = true;
   PassConfig pass_config;
   std::string cache_dir;  // empty: $XDG_CACHE_HOME/tessera or ~/.cache/tessera
   std::string dump_dir;   // empty: no dumps

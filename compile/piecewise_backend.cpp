@@ -158,6 +158,12 @@ const BoundPlan& PiecewiseBackend::bind(const Bindings& bindings) {
   return bound_plan(bindings);
 }
 
+const BoundPlan& PiecewiseBackend::bind_tokens(int64_t tokens) {
+  BoundPlan& bound = bound_plan(token_bindings(tokens));
+  bound.pinned = true;
+  return bound;
+}
+
 BoundPlan& PiecewiseBackend::bound_plan(const Bindings& bindings) {
   ++calls_;
   auto found = bound_.find(bindings);
@@ -169,7 +175,7 @@ BoundPlan& PiecewiseBackend::bound_plan(const Bindings& bindings) {
     // The least recently used binding without graphs: captured ones stay for the process.
     auto oldest = bound_.end();
     for (auto it = bound_.begin(); it != bound_.end(); ++it) {
-      if (it->second->graphs.empty() && !it->second->whole &&
+      if (it->second->graphs.empty() && !it->second->whole && !it->second->pinned &&
           (oldest == bound_.end() || it->second->last_used < oldest->second->last_used))
         oldest = it;
     }
@@ -284,32 +290,46 @@ void PiecewiseBackend::zero_inputs(const BoundPlan& bound) const {
   }
 }
 
+CapturedGraph capture_graph(Device device, Stream& stream,
+                            const std::function<void(Stream&)>& launches) {
+  DeviceBackend& gpu = backend(device);
+  gpu.synchronize(device.index);
+  const size_t free_before = gpu.memory_info(device.index).second;
+  gpu.begin_capture(stream);
+  try {
+    StreamGuard on_stream(stream);
+    launches(stream);
+  } catch (...) {
+    try {
+      (void)gpu.end_capture(stream);  // leave the stream usable, then report the launch
+    } catch (const Error&) {
+    }
+    throw;
+  }
+  CapturedGraph captured{gpu.end_capture(stream), 0};
+  gpu.synchronize(device.index);
+  const size_t free_after = gpu.memory_info(device.index).second;
+  captured.device_bytes = free_before > free_after ? free_before - free_after : 0;
+  return captured;
+}
+
+void PiecewiseBackend::launch_all(const BoundPlan& bound, Stream& stream) const {
+  for (size_t p = 0; p < pieces_.size(); ++p) {
+    launch_piece(bound, static_cast<int>(p), stream);
+    if (p < splitting_.size()) launch_splitting(bound, static_cast<int>(p), stream);
+  }
+}
+
 size_t PiecewiseBackend::capture_whole(int64_t tokens, int64_t warmups) {
-  DeviceBackend& device = backend(device_);
   BoundPlan& bound = bound_plan(token_bindings(tokens));
   if (bound.whole) return 0;
   Stream& stream = capture_stream(warmups);
   zero_inputs(bound);
   for (int64_t w = 0; w < warmups; ++w) run_bound(bound, stream);
-  device.synchronize(device_.index);
-  const size_t free_before = device.memory_info(device_.index).second;
-  device.begin_capture(stream);
-  try {
-    for (size_t p = 0; p < pieces_.size(); ++p) {
-      launch_piece(bound, static_cast<int>(p), stream);  // launches, never the piece graphs
-      if (p < splitting_.size()) launch_splitting(bound, static_cast<int>(p), stream);
-    }
-  } catch (...) {
-    try {
-      (void)device.end_capture(stream);
-    } catch (const Error&) {
-    }
-    throw;
-  }
-  bound.whole = device.end_capture(stream);
-  device.synchronize(device_.index);
-  const size_t free_after = device.memory_info(device_.index).second;
-  return free_before > free_after ? free_before - free_after : 0;
+  CapturedGraph captured =
+      capture_graph(device_, stream, [&](Stream& on) { launch_all(bound, on); });
+  bound.whole = std::move(captured.graph);
+  return captured.device_bytes;
 }
 
 bool PiecewiseBackend::has_whole_graph(int64_t tokens) const {
@@ -356,17 +376,9 @@ CaptureSummary PiecewiseBackend::capture(const std::vector<int64_t>& sizes, int6
     // All of a size's pieces or none: a failed capture leaves the size running without graphs.
     std::vector<std::unique_ptr<GraphExec>> graphs;
     for (size_t p = 0; p < pieces_.size(); ++p) {
-      device.begin_capture(stream);
-      try {
-        launch_piece(bound, static_cast<int>(p), stream);
-      } catch (...) {
-        try {
-          (void)device.end_capture(stream);  // leave the stream usable, then report the launch
-        } catch (const Error&) {
-        }
-        throw;
-      }
-      graphs.push_back(device.end_capture(stream));
+      graphs.push_back(capture_graph(device_, stream, [&](Stream& on) {
+                         launch_piece(bound, static_cast<int>(p), on);
+                       }).graph);
     }
     bound.graphs = std::move(graphs);
     summary.graphs += bound.graphs.size();

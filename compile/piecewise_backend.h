@@ -30,6 +30,8 @@ struct BoundPlan {
   std::vector<std::unique_ptr<GraphExec>> graphs;
   // The whole forward, splitting ops included, as one graph (capture_whole()).
   std::unique_ptr<GraphExec> whole;
+  // Bound through bind_tokens(): a caller's graph holds its addresses, so it is never evicted.
+  bool pinned = false;
 };
 
 // What capture() did, for the startup log.
@@ -53,7 +55,14 @@ class PiecewiseBackend {
   Bindings bindings_of(std::span<const Tensor> inputs) const;
   // The plan bound at `bindings`, made on first use and kept.
   const BoundPlan& bind(const Bindings& bindings);
+  // The plan bound at the one symbol's value `tokens` (graph capture's sizes).
+  // Bindings bound this way stay for the backend's life (callers capture graphs over them).
+  const BoundPlan& bind_tokens(int64_t tokens);
+  // Copies `inputs` into the slots of `bound` on the current stream.
   void copy_inputs(const BoundPlan& bound, std::span<const Tensor> inputs) const;
+  // Launches every piece and splitting op of `bound` on `stream`, never the piece graphs: what a
+  // whole-forward capture records (capture_whole, and callers that capture more around it).
+  void launch_all(const BoundPlan& bound, Stream& stream) const;
   // Launches piece `index` of `bound` on `stream`, or the splitting op after it.
   void launch_piece(const BoundPlan& bound, int index, Stream& stream) const;
   void launch_splitting(const BoundPlan& bound, int index, Stream& stream) const;
@@ -105,6 +114,16 @@ class PiecewiseBackend {
   std::vector<int64_t> captured_sizes_;
   std::unique_ptr<Stream> capture_stream_;
 };
+
+// Captures what `launches` queues on `stream` into one device graph. On an error the capture is
+// ended (the stream stays usable) and the error goes on; the result holds the graph and the
+// device memory it took (free memory before - after).
+struct CapturedGraph {
+  std::unique_ptr<GraphExec> graph;
+  size_t device_bytes = 0;
+};
+CapturedGraph capture_graph(Device device, Stream& stream,
+                            const std::function<void(Stream&)>& launches);
 
 // Bindings kept per backend besides the captured ones: the recent sizes.
 inline constexpr size_t kMaxBoundPlans = 128;

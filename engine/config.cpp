@@ -149,6 +149,8 @@ const Fields& fields() {
         compilation, &C::max_cudagraph_capture_size, "a positive integer", in_range(1, kMaxTokens));
     f["compilation.cudagraph_num_warmups"] = make_field<C, int64_t>(
         compilation, &C::cudagraph_num_warmups, "an integer >= 1", in_range(1, 1000));
+    f["compilation.programmatic_dependent_launch"] =
+        make_field(compilation, &C::programmatic_dependent_launch, "true or false");
     f["compilation.pass_config.enable_fusion"] =
         Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
                 c.compilation.pass_config.enable_fusion = scalar_as<bool>(n, w, "true or false");

@@ -23,7 +23,7 @@ class ModelExecutor {
  public:
   virtual ~ModelExecutor() = default;
   // Logits [num_seqs, vocab] as f32 on the (first) device, one row per sequence (its last new
-  // token).
+  // token), valid until the next call.
   virtual Tensor execute(std::span<const SequenceInput> batch) = 0;
   // The (first rank's) model: its config's vocab_size and max_positions() are the model's.
   virtual const CausalLM& model() const = 0;

@@ -15,6 +15,7 @@
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/profiler.h"
+#include "kernels/programmatic_launch.h"
 
 namespace tessera {
 
@@ -34,8 +35,10 @@ Tensor int_tensor(const std::vector<int32_t>& values, Device device) {
 
 ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions options)
     : model_(std::move(model)), options_(std::move(options)) {
-  // Profiling and capture run forwards: a rank's collectives need its communicator.
+  // Profiling and capture run forwards: a rank's collectives need its communicator, and the
+  // captures record the launches' kind.
   CommunicatorScope communicator(options_.communicator);
+  ProgrammaticLaunchScope programmatic(options_.compilation.programmatic_dependent_launch);
   TESSERA_REQUIRE(options_.num_kv_blocks >= 0 && options_.block_size > 0,
                   "the runner needs num_kv_blocks >= 0 and block_size > 0 (got {}, {})",
                   options_.num_kv_blocks, options_.block_size);
@@ -74,6 +77,21 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
     return std::vector<Tensor>{model->forward(inputs[0], inputs[1])};
   };
   compiled_ = std::make_unique<CompiledFunction>(forward, compile);
+  if (options_.mode == "compiled") {
+    // The LM head of up to max_num_seqs rows: what a decode graph captures after the forward.
+    const int64_t rows = std::min(options_.max_num_seqs, options_.max_num_batched_tokens);
+    CompileOptions logits = compiled_mode_options(
+        CompilerOptions{options_.compilation, rows}, {{0, 0}}, options_.custom_ops, {},
+        [latest = logits_backend_](std::shared_ptr<PiecewiseBackend> backend) {
+          *latest = std::move(backend);
+        });
+    logits.input_names = {"hidden"};
+    logits_compiled_ = std::make_unique<CompiledFunction>(
+        [model = model_](std::span<const Tensor> inputs) {
+          return std::vector<Tensor>{ops::cast(model->compute_logits(inputs[0]), DType::f32)};
+        },
+        logits);
+  }
   const std::string graph_mode =
       options_.compilation.resolved_cudagraph_mode(!model_->device().is_cpu(), options_.mode);
   TESSERA_REQUIRE(graph_mode == "none" || graph_mode == "piecewise" || graph_mode == "full" ||
@@ -106,102 +124,36 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
     kv_caches_.clear();
     allocate_kv_cache(blocks);
   }
-  if (full_graphs) capture_full_graphs();
+  if (full_graphs) capture_decode_graphs();
 }
 
-void ModelRunner::capture_full_graphs() {
-  const Device device = model_->device();
+void ModelRunner::capture_decode_graphs() {
   std::vector<int64_t> sizes =
       options_.compilation.resolved_capture_sizes(options_.max_num_batched_tokens);
   std::erase_if(sizes, [&](int64_t size) { return size > options_.max_num_seqs; });
   TESSERA_REQUIRE(!sizes.empty(),
                   "full CUDA graphs: no capture size is <= engine.max_num_seqs ({})",
                   options_.max_num_seqs);
-  const int64_t largest = sizes.back();
-  const int64_t max_blocks =
-      KVCacheManager::blocks_for(model_->max_positions(), options_.block_size);
-  // Decode metadata at fixed addresses: sequence s's one token starts at s; the other buffers are
-  // refilled before each replay (padding sequences: one token in block 0, written nowhere).
-  std::vector<int32_t> starts(static_cast<size_t>(largest + 1));
-  for (size_t s = 0; s < starts.size(); ++s) starts[s] = static_cast<int32_t>(s);
-  full_metadata_.query_start_loc = int_tensor(starts, device);
-  full_metadata_.seq_lens =
-      int_tensor(std::vector<int32_t>(static_cast<size_t>(largest), 1), device);
-  full_metadata_.block_tables =
-      int_tensor(std::vector<int32_t>(static_cast<size_t>(largest * max_blocks), 0), device);
-  full_metadata_.slot_mapping =
-      int_tensor(std::vector<int32_t>(static_cast<size_t>(largest), -1), device);
-  full_metadata_.max_blocks_per_seq = max_blocks;
+  TESSERA_CHECK(
+      *latest_backend_ != nullptr && *logits_backend_ != nullptr,
+      "full graphs need the compiled forward and LM head (profile_forward compiles them)");
   const auto start = std::chrono::steady_clock::now();
-  size_t bytes = 0;
-  for (auto size = sizes.rbegin(); size != sizes.rend(); ++size) {  // largest first
-    AttentionMetadata meta = full_metadata(*size);
-    ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
-    bytes += (*latest_backend_)->capture_whole(*size, options_.compilation.cudagraph_num_warmups);
-  }
-  full_sizes_ = sizes;
+  decode_graphs_ = std::make_unique<DecodeGraphs>(
+      model_->device(), sizes,
+      KVCacheManager::blocks_for(model_->max_positions(), options_.block_size),
+      model_->max_positions(), options_.compilation.cudagraph_num_warmups, **latest_backend_,
+      **logits_backend_, kv_caches_);
   spdlog::info(
-      "captured {} full graphs for decode batches of [{}] sequences in {:.2f} s, {:.3f} GiB",
+      "captured {} decode graphs (forward and LM head) for batches of [{}] sequences in {:.2f} "
+      "s, {:.3f} GiB",
       sizes.size(), fmt::join(sizes, ", "),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-      bytes / kGiB);
+      decode_graphs_->device_bytes() / kGiB);
 }
 
-AttentionMetadata ModelRunner::full_metadata(int64_t sequences) const {
-  AttentionMetadata meta;
-  meta.num_seqs = sequences;
-  meta.num_tokens = sequences;
-  meta.max_query_len = 1;
-  // Any length up to the model's: decode partitions split each sequence by its own length.
-  meta.max_seq_len = model_->max_positions();
-  meta.max_blocks_per_seq = full_metadata_.max_blocks_per_seq;
-  meta.device_query_start_loc = full_metadata_.query_start_loc.slice(0, 0, sequences + 1);
-  meta.device_seq_lens = full_metadata_.seq_lens.slice(0, 0, sequences);
-  meta.device_block_tables =
-      full_metadata_.block_tables.slice(0, 0, sequences * meta.max_blocks_per_seq);
-  meta.device_slot_mapping = full_metadata_.slot_mapping.slice(0, 0, sequences);
-  return meta;
-}
-
-// Fills the fixed decode metadata for `meta`'s sequences padded to `sequences`, then replays.
-Tensor ModelRunner::replay_full_graph(const AttentionMetadata& meta, int64_t sequences,
-                                      std::vector<int32_t>& token_ids,
-                                      std::vector<int32_t>& positions) {
-  const Device device = model_->device();
-  const int64_t max_blocks = full_metadata_.max_blocks_per_seq;
-  std::vector<int32_t> seq_lens(static_cast<size_t>(sequences), 1);
-  std::vector<int32_t> slots(static_cast<size_t>(sequences), -1);
-  std::vector<int32_t> tables(static_cast<size_t>(sequences * max_blocks), 0);
-  for (int64_t s = 0; s < meta.num_seqs; ++s) {
-    seq_lens[s] = meta.seq_lens[s];
-    slots[s] = meta.slot_mapping[s];
-    const int64_t used = (meta.seq_lens[s] + options_.block_size - 1) / options_.block_size;
-    TESSERA_CHECK(used <= max_blocks, "sequence {} needs {} blocks", s, used);
-    for (int64_t b = 0; b < used; ++b)
-      tables[s * max_blocks + b] = meta.block_tables[s * meta.max_blocks_per_seq + b];
-  }
-  auto fill = [&](const Tensor& buffer, const std::vector<int32_t>& values) {
-    Tensor(buffer.slice(0, 0, static_cast<int64_t>(values.size())))
-        .copy_from(int_tensor(values, kCPU));
-  };
-  fill(full_metadata_.seq_lens, seq_lens);
-  fill(full_metadata_.slot_mapping, slots);
-  fill(full_metadata_.block_tables, tables);
-  token_ids.resize(static_cast<size_t>(sequences), 0);
-  positions.resize(static_cast<size_t>(sequences), 0);
-  std::vector<Tensor> inputs{int_tensor(token_ids, device), int_tensor(positions, device)};
-  const KernelProfiler* profiler = active_profiler();
-  if (profiler != nullptr && profiler->bypasses_graphs()) {
-    // A timing profile launches what the graph holds, one kernel at a time, over the same
-    // buffers and the fixed metadata the capture saw; the batch's host lengths give the
-    // profile attention's bytes.
-    AttentionMetadata launched = full_metadata(sequences);
-    launched.query_start_loc = meta.query_start_loc;
-    launched.seq_lens = meta.seq_lens;
-    ForwardContextScope scope(ForwardContext{&launched, &kv_caches_});
-    return (*latest_backend_)->run(inputs).at(0);
-  }
-  return (*latest_backend_)->replay_whole(inputs).at(0);
+Tensor ModelRunner::compute_logits(const Tensor& hidden) {
+  if (logits_compiled_) return (*logits_compiled_)(std::span(&hidden, 1)).at(0);
+  return ops::cast(model_->compute_logits(hidden), DType::f32);
 }
 
 void ModelRunner::allocate_kv_cache(int64_t blocks) {
@@ -237,8 +189,7 @@ size_t ModelRunner::profile_forward() {
     ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
     Tensor hidden = (*compiled_)(inputs).at(0);
     const int64_t rows = std::min(options_.max_num_seqs, tokens);
-    Tensor logits =
-        ops::cast(model_->compute_logits(hidden.slice(0, 0, rows).contiguous()), DType::f32);
+    Tensor logits = compute_logits(hidden.slice(0, 0, rows).contiguous());
     backend(device).synchronize(device.index);
   }
   const MemoryStats stats = allocator.stats();
@@ -354,7 +305,8 @@ std::string ModelRunner::memory_report() const {
 AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> batch,
                                               std::vector<int32_t>& token_ids,
                                               std::vector<int32_t>& positions,
-                                              std::vector<int32_t>& last_token_rows) const {
+                                              std::vector<int32_t>& last_token_rows,
+                                              bool host_only) const {
   AttentionMetadata meta;
   meta.num_seqs = static_cast<int64_t>(batch.size());
   meta.query_start_loc.push_back(0);
@@ -386,7 +338,7 @@ AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> bat
     std::copy(batch[s].block_table.begin(), batch[s].block_table.end(),
               meta.block_tables.begin() + static_cast<int64_t>(s) * meta.max_blocks_per_seq);
   Device device = model_->device();
-  if (!device.is_cpu()) {
+  if (!device.is_cpu() && !host_only) {
     meta.device_query_start_loc = int_tensor(meta.query_start_loc, device);
     meta.device_seq_lens = int_tensor(meta.seq_lens, device);
     meta.device_block_tables = int_tensor(meta.block_tables, device);
@@ -395,8 +347,12 @@ AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> bat
   return meta;
 }
 
-void check_batch(std::span<const SequenceInput> batch, const CausalLM& model) {
+void check_batch(std::span<const SequenceInput> batch, const CausalLM& model,
+                 int64_t max_num_seqs) {
   TESSERA_REQUIRE(!batch.empty(), "execute: the batch is empty");
+  TESSERA_REQUIRE(static_cast<int64_t>(batch.size()) <= max_num_seqs,
+                  "a step of {} sequences exceeds engine.max_num_seqs ({})", batch.size(),
+                  max_num_seqs);
   const int64_t vocab = model.config().vocab_size;
   for (const SequenceInput& sequence : batch) {
     const auto count = static_cast<int64_t>(sequence.token_ids.size());
@@ -412,25 +368,25 @@ void check_batch(std::span<const SequenceInput> batch, const CausalLM& model) {
 }
 
 Tensor ModelRunner::execute(std::span<const SequenceInput> batch) {
-  check_batch(batch, *model_);
+  check_batch(batch, *model_, options_.max_num_seqs);
   CommunicatorScope communicator(options_.communicator);
+  ProgrammaticLaunchScope programmatic(options_.compilation.programmatic_dependent_launch);
   std::vector<int32_t> token_ids, positions, last_token_rows;
   std::optional<ProfileRegion> region(std::in_place, "metadata");
-  AttentionMetadata meta = build_metadata(batch, token_ids, positions, last_token_rows);
-  Device device = model_->device();
-  // A decode-only batch replays a full graph, padded up to the nearest captured batch.
-  const bool decode_only = meta.max_query_len == 1;
-  auto full_size = std::lower_bound(full_sizes_.begin(), full_sizes_.end(), meta.num_seqs);
-  if (decode_only && full_size != full_sizes_.end()) {
+  // A decode-only batch replays a decode graph, padded up to the nearest captured batch.
+  const bool decode_only = std::all_of(
+      batch.begin(), batch.end(), [](const SequenceInput& s) { return s.token_ids.size() == 1; });
+  const bool use_graph = decode_only && decode_graphs_ &&
+                         decode_graphs_->size_for(static_cast<int64_t>(batch.size())) > 0;
+  AttentionMetadata meta = build_metadata(batch, token_ids, positions, last_token_rows, use_graph);
+  if (use_graph) {
     region.emplace("forward");
-    Tensor hidden = replay_full_graph(meta, *full_size, token_ids, positions);
-    region.emplace("logits");
-    Tensor last_hidden = ops::embedding(hidden, int_tensor(last_token_rows, device));
-    return ops::cast(model_->compute_logits(last_hidden), DType::f32);
+    return decode_graphs_->run(meta, token_ids, positions);
   }
   // Otherwise the batch runs padded up to the nearest piecewise-captured size, if any: the
   // padding rows are token 0 at position 0, outside the metadata's tokens, so attention neither
   // caches nor attends them.
+  const Device device = model_->device();
   const std::vector<int64_t> sizes = captured_sizes();
   auto padded = std::lower_bound(sizes.begin(), sizes.end(), meta.num_tokens);
   if (padded != sizes.end()) {
@@ -442,8 +398,7 @@ Tensor ModelRunner::execute(std::span<const SequenceInput> batch) {
   region.emplace("forward");
   Tensor hidden = (*compiled_)(inputs).at(0);
   region.emplace("logits");
-  Tensor last_hidden = ops::embedding(hidden, int_tensor(last_token_rows, device));
-  return ops::cast(model_->compute_logits(last_hidden), DType::f32);
+  return compute_logits(ops::embedding(hidden, int_tensor(last_token_rows, device)));
 }
 
 std::vector<std::vector<float>> logits_to_host(const Tensor& logits) {

@@ -13,6 +13,7 @@
 
 #include "compile/compiled_function.h"
 #include "compile/compiler.h"
+#include "engine/decode_graphs.h"
 #include "engine/model_executor.h"
 #include "kernels/attention_metadata.h"
 #include "kernels/communicator.h"
@@ -47,7 +48,8 @@ class ModelRunner final : public ModelExecutor {
   ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions options);
 
   // Logits [num_seqs, vocab] as f32 on the model's device, one row per sequence (its last new
-  // token). Nothing is copied to the host: the sampler asks for ids or rows.
+  // token), valid until the next call. Nothing is copied to the host: the sampler asks for ids
+  // or rows. A step of more than max_num_seqs sequences is an error.
   Tensor execute(std::span<const SequenceInput> batch) override;
 
   const CausalLM& model() const override { return *model_; }
@@ -73,42 +75,43 @@ class ModelRunner final : public ModelExecutor {
   // cudagraph_mode=piecewise: every compiled piece captured at each capture size; returns the
   // device memory the graphs took.
   size_t capture_graphs();
-  // cudagraph_mode=full: the whole forward captured per decode batch size (capture sizes up to
-  // max_num_seqs), attention reading its metadata from fixed device buffers.
-  void capture_full_graphs();
-  AttentionMetadata full_metadata(int64_t sequences) const;
-  Tensor replay_full_graph(const AttentionMetadata& meta, int64_t sequences,
-                           std::vector<int32_t>& token_ids, std::vector<int32_t>& positions);
+  // cudagraph_mode=full: a decode step (forward, LM head) captured per decode batch size, for
+  // the capture sizes up to max_num_seqs (engine/decode_graphs.h).
+  void capture_decode_graphs();
+  // The f32 logits of `hidden`'s rows: the compiled LM head in compiled mode, else eager.
+  Tensor compute_logits(const Tensor& hidden);
   // The blocks that fit in total * gpu_memory_utilization beside everything held now and the
   // profiled transient peak; logs every term, fails naming the settings when below one sequence.
   // graph_bytes: graphs held now (counted in used memory); graph_budget: left for graphs to come.
   int64_t kv_blocks_from_memory(size_t transient_peak, size_t graph_bytes, size_t graph_budget,
                                 bool final);
+  // The step's host metadata; its device copies too unless `host_only` (a decode graph stages
+  // its own).
   AttentionMetadata build_metadata(std::span<const SequenceInput> batch,
                                    std::vector<int32_t>& token_ids, std::vector<int32_t>& positions,
-                                   std::vector<int32_t>& last_token_rows) const;
+                                   std::vector<int32_t>& last_token_rows, bool host_only) const;
 
   std::shared_ptr<const CausalLM> model_;
   RunnerOptions options_;
   std::vector<PagedKVCache> kv_caches_;
   int64_t num_kv_blocks_ = 0;
-  // Full graphs: the decode metadata's device buffers, sized for the largest batch.
-  struct FullGraphMetadata {
-    Tensor query_start_loc, seq_lens, block_tables, slot_mapping;
-    int64_t max_blocks_per_seq = 0;
-  };
-  FullGraphMetadata full_metadata_;
-  std::vector<int64_t> full_sizes_;  // decode batch sizes with a full graph, ascending
   std::unique_ptr<CompiledFunction> compiled_;
   std::shared_ptr<std::shared_ptr<const CompiledPlan>> latest_plan_ =
       std::make_shared<std::shared_ptr<const CompiledPlan>>();
   std::shared_ptr<std::shared_ptr<PiecewiseBackend>> latest_backend_ =
       std::make_shared<std::shared_ptr<PiecewiseBackend>>();
+  // Compiled mode: the LM head and the cast to f32 as a compiled function of the hidden rows
+  // (up to max_num_seqs of them), and the backend that runs it.
+  std::unique_ptr<CompiledFunction> logits_compiled_;
+  std::shared_ptr<std::shared_ptr<PiecewiseBackend>> logits_backend_ =
+      std::make_shared<std::shared_ptr<PiecewiseBackend>>();
+  std::unique_ptr<DecodeGraphs> decode_graphs_;  // cudagraph_mode full
 };
 
-// Throws, naming what is wrong, unless every sequence of `batch` has new tokens inside the model's
-// vocabulary and fits its maximum length (ModelRunner::execute checks this first).
-void check_batch(std::span<const SequenceInput> batch, const CausalLM& model);
+// Throws, naming what is wrong, unless `batch` holds 1..max_num_seqs sequences and each has new
+// tokens inside the model's vocabulary and fits its maximum length (ModelRunner::execute checks
+// this first).
+void check_batch(std::span<const SequenceInput> batch, const CausalLM& model, int64_t max_num_seqs);
 
 // The rows of host-readable logits as vectors: for tests and dumps, not for the decode loop.
 std::vector<std::vector<float>> logits_to_host(const Tensor& logits);

@@ -137,7 +137,7 @@ void TensorParallelRunner::on_every_rank(const std::function<void(int)>& work) {
 
 Tensor TensorParallelRunner::execute(std::span<const SequenceInput> batch) {
   // A bad batch is refused here, before any rank starts a collective, so the group stays usable.
-  check_batch(batch, model());
+  check_batch(batch, model(), options().max_num_seqs);
   Tensor logits;
   on_every_rank([&](int rank) {
     Tensor rank_logits = runners_[static_cast<size_t>(rank)]->execute(batch);

@@ -14,7 +14,8 @@
 # TESSERA_BENCH_TIMEOUT (seconds per benchmark, 120), TESSERA_COMPARE_TIMEOUT (600),
 # TESSERA_SWEEP_TIMEOUT (300), TESSERA_PROFILE_TIMEOUT (180), TESSERA_STEPS (tests,bench,models;
 # add sanitizer for the gpu tests under compute-sanitizer, see its section),
-# TESSERA_SANITIZER_TIMEOUT (seconds per sanitizer run, 1200), TESSERA_SANITIZER_API_ERROR_TESTS.
+# TESSERA_SANITIZER_TIMEOUT (seconds per sanitizer run, 1200), TESSERA_SANITIZER_API_ERROR_TESTS,
+# TESSERA_TEST_LABELS (the ctest labels the tests step runs, "gpu cpu").
 # Arguments go to the configure step.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
@@ -74,7 +75,7 @@ declare -A test_status=()
 bench_rows=()
 bench_failed=0
 if ((configure_status == 0)); then
-  for label in gpu cpu; do
+  for label in ${TESSERA_TEST_LABELS:-gpu cpu}; do
     [[ $steps == *tests* ]] || continue
     log="$log_dir/ctest-$label.log"
     parallel=1

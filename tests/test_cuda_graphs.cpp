@@ -193,7 +193,7 @@ TEST(GpuCudaGraphs, FullGraphsDecodeBatchesLikeTheCompiledForward) {
   ModelRunner plain(model, plain_options);
   RunnerOptions options = compiled_runner("full", cache);
   options.num_kv_blocks = 64;
-  options.max_num_seqs = 8;  // full graphs for batches of 1, 2, 4 and 8 sequences
+  options.max_num_seqs = 9;  // full graphs for batches of 1, 2, 4 and 8 sequences
   ModelRunner full(model, options);
   EXPECT_TRUE(full.captured_sizes().empty());  // no piecewise graphs in mode full
   // Every captured batch (1, 2, 4, 8); 3 sequences replay the graph of 4 (one padding
@@ -207,5 +207,33 @@ TEST(GpuCudaGraphs, FullGraphsDecodeBatchesLikeTheCompiledForward) {
       for (size_t s = 0; s < want[step].size(); ++s)
         EXPECT_LT(rows_relative_error(got[step][s], want[step][s]), 1e-5)
             << "step " << step << " sequence " << s;
+  }
+}
+
+// Programmatic dependent launch (compilation.programmatic_dependent_launch) changes when kernels
+// are scheduled, never what they compute: with it on and off, launched one by one, in piecewise
+// graphs and in full decode graphs, every step's logits are the same bits.
+TEST(GpuCudaGraphs, ProgrammaticLaunchesComputeWhatPlainLaunchesDo) {
+  Device gpu;
+  if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    std::shared_ptr<const CausalLM> model =
+        create_model(load_model(kStories + "/stories260K.bin", LoadOptions{dtype, gpu}), 256);
+    const std::string cache = fresh_temp_dir("graphs_programmatic");
+    for (const char* mode : {"none", "piecewise", "full"}) {
+      SCOPED_TRACE(fmt::format("{} {}", dtype_name(dtype), mode));
+      RunnerOptions options = compiled_runner(mode, cache);
+      options.num_kv_blocks = 64;
+      options.max_num_seqs = 8;
+      options.compilation.programmatic_dependent_launch = false;
+      ModelRunner plain(model, options);
+      options.compilation.programmatic_dependent_launch = true;
+      ModelRunner programmatic(model, options);
+      for (int64_t sequences : {1, 3, 8}) {
+        SCOPED_TRACE(fmt::format("{} sequences", sequences));
+        EXPECT_EQ(batched_decode(programmatic, sequences, 12),
+                  batched_decode(plain, sequences, 12));
+      }
+    }
   }
 }

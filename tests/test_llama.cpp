@@ -96,6 +96,40 @@ TEST(Llama, TracedEqualsEagerAndDecodeEqualsPrefill) {
   EXPECT_EQ(traced.compiled()->num_compiles(), 1u);  // one trace serves every token count
 }
 
+// In compiled mode the LM head is a compiled function too (what a full CUDA graph captures after
+// the forward): its logits equal eager mode's, and a step of more sequences than it was built
+// for (engine.max_num_seqs) is refused before anything runs.
+TEST(ModelRunner, CompiledLmHeadEqualsEagerAndRefusesStepsPastMaxNumSeqs) {
+  auto model = load("synthetic:tiny");
+  RunnerOptions options;
+  options.mode = "compiled";
+  options.max_num_seqs = 2;
+  options.max_num_batched_tokens = 64;
+  options.compilation.cache_dir = tessera::testing::fresh_temp_dir("cache_lm_head");
+  ModelRunner compiled(model, with_kv_blocks_for(options, model->max_positions()));
+  RunnerOptions eager_options;
+  eager_options.max_num_seqs = 2;
+  ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
+  const std::vector<int32_t> ids[] = {{5, 9, 200}, {7}, {11}};
+  const std::vector<int32_t> tables[] = {{0}, {1}, {2}};
+  std::vector<SequenceInput> batch;
+  for (int s = 0; s < 3; ++s) batch.push_back(SequenceInput{ids[s], 0, tables[s]});
+  for (ModelRunner* runner : {&compiled, &eager}) {
+    try {
+      runner->execute(batch);
+      ADD_FAILURE() << "a step of 3 sequences ran with max_num_seqs 2";
+    } catch (const Error& error) {
+      EXPECT_THAT(error.what(), HasSubstr("a step of 3 sequences exceeds engine.max_num_seqs (2)"));
+    }
+  }
+  batch.pop_back();
+  const auto got = logits_to_host(compiled.execute(batch));
+  const auto want = logits_to_host(eager.execute(batch));
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t s = 0; s < got.size(); ++s)
+    EXPECT_LT(relative_error(got[s], std::vector<double>(want[s].begin(), want[s].end())), 1e-5);
+}
+
 class HfTinyModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfTinyModel, LogitsMatchTransformers) {

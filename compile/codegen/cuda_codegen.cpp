@@ -20,6 +20,14 @@ constexpr const char* kCudaDialect = R"(#include <cuda_bf16.h>
 typedef __nv_bfloat16 tsr_bf16;
 typedef __half tsr_f16;
 #define TSR_WARP 32
+// Programmatic dependent launch (kernels/programmatic_launch.h): wait for the grids before this
+// one before reading their outputs, and let the next grid be scheduled.
+static __device__ __forceinline__ void tsr_wait_for_prior_grids() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 #define TSR_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
 static __device__ __forceinline__ float tsr_bf16_to_float(tsr_bf16 v) {
   return __bfloat162float(v);
@@ -36,6 +44,7 @@ constexpr const char* kHipDialect = R"(struct tsr_bf16 {
 };
 typedef _Float16 tsr_f16;
 #define TSR_WARP 64
+static __device__ __forceinline__ void tsr_wait_for_prior_grids() {}  // no PDL on HIP
 #define TSR_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
 static __device__ __forceinline__ float tsr_bf16_to_float(tsr_bf16 v) {
   return __uint_as_float((unsigned int)v.bits << 16);
@@ -309,7 +318,8 @@ std::string generate_cuda_kernel(const RowKernelBody& body, GpuDialect dialect) 
       "extern \"C\" __global__ void __launch_bounds__(TSR_BLOCK)\n"
       "tessera_kernel(long long rows, tsr_buffers buffers) {\n"
       "  const int64_t row = blockIdx.x;\n"
-      "  if (row >= rows) return;\n";
+      "  if (row >= rows) return;\n"
+      "  tsr_wait_for_prior_grids();\n";
   size_t slot = 0;
   for (size_t i = 0; i < body.input_dtypes.size(); ++i, ++slot) {
     const char* type = prelude_type(body.input_dtypes[i]);

@@ -209,7 +209,7 @@ RunnerOptions Sweep::runner_options(const std::string& mode, const std::string& 
 
 std::pair<double, double> Sweep::time_full_step(ModelExecutor& runner) const {
   auto once = [&](uint64_t seed) {
-    Workload workload(runner, budget(), budget());
+    Workload workload(runner, budget(), max_sequences_);
     for (int64_t left = budget(); left > 0; left -= full_step_length())
       workload.add_prompt(std::min(left, full_step_length()), seed);
     const auto start = Clock::now();
@@ -402,6 +402,8 @@ SweepReport Sweep::run() {
   const auto start = Clock::now();
   models_ = load_run_models(options_.config.engine, max_length());
   model_ = models_.front();
+  // The runner takes the full step's prompts (max_model_len each) in one step too.
+  max_sequences_ = std::max(max_sequences_, ceil_divide(budget(), full_step_length()));
   report_.load_seconds = seconds_since(start);
   report_.dtype = dtype_name(model_->dtype());
   report_.model_description = model_->config().str();

@@ -42,6 +42,8 @@ __global__ void __launch_bounds__(kCopyThreads)
     reshape_and_cache_kernel(const U* key, const U* value, U* key_cache, U* value_cache,
                              const int32_t* slot_mapping, int64_t tokens, int64_t row,
                              int64_t num_slots) {
+  wait_for_prior_grids();
+  allow_next_grid();
   const int64_t packs_per_row = row / E;
   const int64_t total = tokens * packs_per_row;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
@@ -70,11 +72,13 @@ void reshape_and_cache(const Tensor& key, const Tensor& value, PagedKVCache& cac
       packed = packed && pack_aligned<U, E>(tensor->data_ptr());
     auto launch = [&]<int kElements>() {
       const int64_t items = tokens * (row / kElements);
-      reshape_and_cache_kernel<U, kElements>
-          <<<grid_size(items, kCopyThreads), kCopyThreads, 0, stream>>>(
-              static_cast<const U*>(key.data_ptr()), static_cast<const U*>(value.data_ptr()),
-              static_cast<U*>(cache.key.data_ptr()), static_cast<U*>(cache.value.data_ptr()),
-              slot_mapping.data<int32_t>(), tokens, row, num_slots);
+      launch_programmatic(
+          reshape_and_cache_kernel<U, kElements>,
+          dim3(static_cast<unsigned int>(grid_size(items, kCopyThreads))), dim3(kCopyThreads), 0,
+          stream, key.device().index, static_cast<const U*>(key.data_ptr()),
+          static_cast<const U*>(value.data_ptr()), static_cast<U*>(cache.key.data_ptr()),
+          static_cast<U*>(cache.value.data_ptr()), slot_mapping.data<int32_t>(), tokens, row,
+          num_slots);
       GPU_CHECK_LAUNCH("attention reshape_and_cache");
     };
     if (packed) {
@@ -132,7 +136,8 @@ bool launch_prefill_on_tensor_cores(const AttentionParams<T>& params, const Laun
     const dim3 grid(static_cast<unsigned int>(ceil_div(launch.max_query_len, kMmaQueryTile)),
                     static_cast<unsigned int>(params.num_heads),
                     static_cast<unsigned int>(launch.num_seqs));
-    kernel<<<grid, kMmaThreads, kSharedBytes, launch.stream>>>(params);
+    launch_programmatic(kernel, grid, dim3(kMmaThreads), kSharedBytes, launch.stream,
+                        launch.device.index, params);
     GPU_CHECK_LAUNCH("attention prefill (tensor cores)");
     return true;
   } else {
@@ -153,7 +158,8 @@ void launch_prefill(const AttentionParams<T>& params, const Launch& launch) {
   const dim3 grid(static_cast<unsigned int>(ceil_div(launch.max_query_len, kQueryTile)),
                   static_cast<unsigned int>(params.num_heads),
                   static_cast<unsigned int>(launch.num_seqs));
-  kernel<<<grid, kPrefillThreads, shared_bytes, launch.stream>>>(params);
+  launch_programmatic(kernel, grid, dim3(kPrefillThreads), shared_bytes, launch.stream,
+                      launch.device.index, params);
   GPU_CHECK_LAUNCH("attention prefill");
 }
 
@@ -217,13 +223,14 @@ void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
   const dim3 grid(static_cast<unsigned int>(params.num_kv_heads * split.head_chunks),
                   static_cast<unsigned int>(launch.num_seqs),
                   static_cast<unsigned int>(split.num_partitions));
-  kernel<<<grid, kDecodeThreads, shared_bytes, launch.stream>>>(params, split);
+  launch_programmatic(kernel, grid, dim3(kDecodeThreads), shared_bytes, launch.stream,
+                      launch.device.index, params, split);
   GPU_CHECK_LAUNCH("attention decode");
   if (split.num_partitions > 1) {
     const dim3 combine_grid(static_cast<unsigned int>(params.num_heads),
                             static_cast<unsigned int>(launch.num_seqs));
-    combine_partitions_kernel<T>
-        <<<combine_grid, kCombineThreads, 0, launch.stream>>>(params, split);
+    launch_programmatic(combine_partitions_kernel<T>, combine_grid, dim3(kCombineThreads), 0,
+                        launch.stream, launch.device.index, params, split);
     GPU_CHECK_LAUNCH("attention decode combine");
   }
 }

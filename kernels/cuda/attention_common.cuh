@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace tessera::gpu::attention {
 

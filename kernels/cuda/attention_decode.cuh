@@ -65,6 +65,8 @@ template <typename T, int kHeadSize, bool kExact>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_attention_kernel(AttentionParams<T> params, DecodeSplit split) {
   extern __shared__ float4 decode_shared[];
+  wait_for_prior_grids();
+  allow_next_grid();
   const int seq = static_cast<int>(blockIdx.y);
   const int partition = static_cast<int>(blockIdx.z);
   const int kv_head = static_cast<int>(blockIdx.x) / split.head_chunks;
@@ -293,6 +295,8 @@ __global__ void __launch_bounds__(kCombineThreads)
     combine_partitions_kernel(AttentionParams<T> params, DecodeSplit split) {
   __shared__ float weights[kMaxPartitions];
   __shared__ float scratch[kCombineThreads / GPU_WARP_SIZE];
+  wait_for_prior_grids();
+  allow_next_grid();
   const int head = static_cast<int>(blockIdx.x);
   const int seq = static_cast<int>(blockIdx.y);
   const int token = params.query_start_loc[seq];

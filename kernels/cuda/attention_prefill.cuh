@@ -47,6 +47,8 @@ template <typename T, int kHeadSize, bool kExact>
 __global__ void __launch_bounds__(kPrefillThreads)
     prefill_attention_kernel(AttentionParams<T> params) {
   extern __shared__ float4 prefill_shared[];
+  wait_for_prior_grids();
+  allow_next_grid();
   // Longest-running tiles (last in the sequence: most keys) start first.
   const int query_tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);
   const int head = static_cast<int>(blockIdx.y);

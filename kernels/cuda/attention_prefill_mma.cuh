@@ -111,6 +111,8 @@ __global__ void __launch_bounds__(kMmaThreads)
   __trap();  // the host dispatches here only on sm_80+
 #else
   static_assert(kHeadSize % 16 == 0 && sizeof(T) == 2);
+  wait_for_prior_grids();
+  allow_next_grid();
   constexpr int kStride = kMmaRowStride<kHeadSize>;
   constexpr int kTileElements = kMmaKeyTile * kStride;
   constexpr int kSteps = kHeadSize / 16;        // k steps of S = Q K^T

@@ -608,6 +608,16 @@ class GpuBackend final : public DeviceBackend {
                                     static_cast<unsigned int>(block), 1, 1, 0,
                                     stream_handle(stream), arguments, nullptr));
 #else
+    // Generated kernels wait for the grids before them (the codegen's prelude), so they may be
+    // launched programmatically.
+    if (use_programmatic_launch(stream.device().index)) {
+      cudaLaunchAttribute attribute;
+      const cudaLaunchConfig_t config = programmatic_launch_config(
+          dim3(static_cast<unsigned int>(grid)), dim3(static_cast<unsigned int>(block)), 0,
+          stream_handle(stream), attribute);
+      GPU_CHECK(cudaLaunchKernelExC(&config, function, arguments));
+      return;
+    }
     GPU_CHECK(gpuLaunchKernel(function, dim3(static_cast<unsigned int>(grid)),
                               dim3(static_cast<unsigned int>(block)), arguments, 0,
                               stream_handle(stream)));

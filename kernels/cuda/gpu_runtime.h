@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cuda/gpu_vendor.h"
+#include "kernels/programmatic_launch.h"
 
 #define GPU_CHECK(call)                                                                 \
   do {                                                                                  \
@@ -114,6 +115,37 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
 }
 
 // Blocks for `work_items` items of `per_block` each, capped for grid-stride kernels.
+// Whether this thread's launches on `device` are programmatic (kernels/programmatic_launch.h):
+// compute capability 9.0 and later, never on HIP.
+inline bool use_programmatic_launch(int device) {
+#if defined(TESSERA_GPU_HIP)
+  (void)device;
+  return false;
+#else
+  return programmatic_launch_enabled() && device_limits(device).compute_major >= 9;
+#endif
+}
+
+#if !defined(TESSERA_GPU_HIP)
+// A programmatic launch's configuration; `attribute` holds its one attribute and must outlive
+// the launch call.
+inline cudaLaunchConfig_t programmatic_launch_config(dim3 grid, dim3 block, size_t shared_bytes,
+                                                     gpuStream_t stream,
+                                                     cudaLaunchAttribute& attribute) {
+  attribute = cudaLaunchAttribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return config;
+}
+#endif
+
 inline unsigned int grid_size(int64_t work_items, int64_t per_block, int64_t cap = 1 << 20) {
   int64_t blocks = ceil_div(work_items, per_block);
   if (blocks < 1) blocks = 1;

@@ -24,6 +24,7 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/linear_path.h"
 
@@ -138,6 +139,9 @@ __global__ void __launch_bounds__(kMaxSplits* kWarp) skinny_simt_kernel(SkinnyAr
   float acc[kRows][kTokens] = {};
   constexpr int64_t kStep = static_cast<int64_t>(kWarp) * E;  // k per warp-wide load
   const int64_t steps = (k + kStep - 1) / kStep;
+  // Launched programmatically, the first weight loads overlap the previous kernel's tail: only x
+  // and the output wait for it.
+  bool waited = false;
   for (int64_t first = warp; first < steps; first += static_cast<int64_t>(splits) * kUnroll) {
     uint4 weights[kUnroll][kRows];
 #pragma unroll
@@ -147,6 +151,11 @@ __global__ void __launch_bounds__(kMaxSplits* kWarp) skinny_simt_kernel(SkinnyAr
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
         weights[u][r] = inside ? load_weight_pack(weight_rows[r] + column) : make_uint4(0, 0, 0, 0);
+    }
+    if (!waited) {
+      wait_for_prior_grids();
+      allow_next_grid();
+      waited = true;
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -167,6 +176,7 @@ __global__ void __launch_bounds__(kMaxSplits* kWarp) skinny_simt_kernel(SkinnyAr
     }
   }
 
+  if (!waited) wait_for_prior_grids();  // a warp past the last step still stores or shares
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -213,6 +223,8 @@ template <typename T, int kTiles>
 __global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp) skinny_mma_kernel(SkinnyArgs args) {
   constexpr int kTokens = 8 * kTiles;
   extern __shared__ float mma_partial[];  // [splits][kTiles][4][32]
+  wait_for_prior_grids();
+  allow_next_grid();
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int splits = static_cast<int>(blockDim.x) / 32;
@@ -345,9 +357,11 @@ void launch_simt(const SkinnyProblem& problem, gpuStream_t stream) {
                                    kMaxSplits, problem.device);
   const size_t shared = static_cast<size_t>(splits) * kRows * kTokens * sizeof(float);
   DeviceGuard device(problem.device);
-  skinny_simt_kernel<T, kRows, kTokens>
-      <<<dim3(static_cast<unsigned int>(token_groups), static_cast<unsigned int>(row_tiles)),
-         static_cast<unsigned int>(splits * kWarp), shared, stream>>>(skinny_args(problem));
+  launch_programmatic(
+      skinny_simt_kernel<T, kRows, kTokens>,
+      dim3(static_cast<unsigned int>(token_groups), static_cast<unsigned int>(row_tiles)),
+      dim3(static_cast<unsigned int>(splits * kWarp)), shared, stream, problem.device,
+      skinny_args(problem));
   GPU_CHECK_LAUNCH("skinny_simt");
 }
 
@@ -384,9 +398,11 @@ void launch_mma(const SkinnyProblem& problem, gpuStream_t stream) {
                                    kMmaMaxSplits<kTiles>, problem.device);
   const size_t shared = static_cast<size_t>(splits) * kTiles * 4 * 32 * sizeof(float);
   DeviceGuard device(problem.device);
-  skinny_mma_kernel<T, kTiles>
-      <<<dim3(static_cast<unsigned int>(token_groups), static_cast<unsigned int>(row_tiles)),
-         static_cast<unsigned int>(splits * 32), shared, stream>>>(skinny_args(problem));
+  launch_programmatic(
+      skinny_mma_kernel<T, kTiles>,
+      dim3(static_cast<unsigned int>(token_groups), static_cast<unsigned int>(row_tiles)),
+      dim3(static_cast<unsigned int>(splits * 32)), shared, stream, problem.device,
+      skinny_args(problem));
   GPU_CHECK_LAUNCH("skinny_mma");
 }
 
