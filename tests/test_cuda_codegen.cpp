@@ -169,6 +169,22 @@ TEST(CudaCodegen, OneBlockPerRowWithSharedReductions) {
   EXPECT_THAT(per_head, HasSubstr("tsr_warp_sum(acc)"));
 }
 
+// Kernels that reduce over a row take one block per row; pointwise kernels split long rows
+// (one row of 128256 logits would otherwise be one block on the whole GPU).
+TEST(CudaCodegen, PointwiseKernelsSplitLongRowsOverBlocks) {
+  for (int64_t width : {33, 2048, 40000}) {
+    SCOPED_TRACE(width);
+    CompiledPlan norm = fused_plan(rms_norm_of_width(width, DType::bf16, kCPU));
+    CompiledPlan silu = fused_plan(silu_and_mul_of_width(width, DType::bf16, kCPU));
+    ASSERT_EQ(norm.kernels.size(), 1u);
+    ASSERT_EQ(silu.kernels.size(), 1u);
+    EXPECT_EQ(cuda_blocks_per_row(build_row_kernel_body(norm.graph, norm.kernels[0])), 1);
+    // 256 threads x 8 elements per block for rows of 1024 elements or more.
+    EXPECT_EQ(cuda_blocks_per_row(build_row_kernel_body(silu.graph, silu.kernels[0])),
+              width == 40000 ? 20 : 1);
+  }
+}
+
 TEST(CudaCodegen, VectorAccessWhereTheRowAllows) {
 #ifdef TESSERA_CUDA
   GpuKernelCache cubins(fresh_temp_dir("cuda_cache_vector_cubins"), "sm_90");
@@ -205,7 +221,8 @@ TEST(CudaCodegen, VectorAccessWhereTheRowAllows) {
           EXPECT_EQ(vector.lanes, 0);
           EXPECT_THAT(source, ::testing::Not(HasSubstr("tsr_stv(out0")));
           EXPECT_THAT(source, ::testing::Not(HasSubstr("tsr_ldv(in")));
-          EXPECT_THAT(source, HasSubstr("for (int i = threadIdx.x; i < 33; i += TSR_BLOCK)"));
+          EXPECT_THAT(source, HasSubstr("for (int i = tsr_part * TSR_BLOCK + threadIdx.x; i < 33; "
+                                        "i += TSR_ROW_BLOCKS * TSR_BLOCK)"));
           continue;
         }
         EXPECT_EQ(vector.lanes, lanes);
@@ -214,15 +231,15 @@ TEST(CudaCodegen, VectorAccessWhereTheRowAllows) {
         EXPECT_NE(vector.loads[0].offset, vector.loads[1].offset);
         EXPECT_THAT(vector.element, ::testing::Not(HasSubstr("tsr_ld(")));
         EXPECT_THAT(source, HasSubstr(fmt::format(
-                                "for (int tsr_first = {0} * threadIdx.x; tsr_first < 2048; "
-                                "tsr_first += {0} * TSR_BLOCK)",
+                                "for (int tsr_first = {0} * (tsr_part * TSR_BLOCK + threadIdx.x); "
+                                "tsr_first < 2048; tsr_first += {0} * TSR_ROW_BLOCKS * TSR_BLOCK)",
                                 lanes)));
         EXPECT_THAT(source,
                     HasSubstr("tsr_stv(out0, row * 2048 + tsr_first, tsr_out, tsr_aligned);"));
         EXPECT_THAT(source, HasSubstr(fmt::format("tsr_ldv(in{}, ", vector.loads[0].input)));
         // Buffers that fail the run-time alignment test are accessed element by element.
         EXPECT_THAT(source, HasSubstr("const bool tsr_aligned = (((unsigned long long)out0 & 15)"));
-        EXPECT_THAT(source, ::testing::Not(HasSubstr("for (int i = threadIdx.x; i < 2048;")));
+        EXPECT_THAT(source, ::testing::Not(HasSubstr("i < 2048; i += TSR_ROW_BLOCKS")));
       }
     }
   }
@@ -503,7 +520,8 @@ TEST(GpuCompiledMode, VectorAndScalarRowLoopsMatchEager) {
     return view;
   };
   for (DType dtype : {DType::f32, DType::bf16}) {
-    for (int64_t width : {2048, 33}) {
+    // 40000 and 40001: long rows, which pointwise kernels split over 20 blocks per row.
+    for (int64_t width : {2048, 33, 40000, 40001}) {
       for (const RowCase& row_case :
            {rms_norm_of_width(width, dtype, gpu), silu_and_mul_of_width(width, dtype, gpu)}) {
         SCOPED_TRACE(fmt::format("{} {}", row_case.name, dtype_name(dtype)));
@@ -523,8 +541,13 @@ TEST(GpuCompiledMode, VectorAndScalarRowLoopsMatchEager) {
         ASSERT_NE(plan, nullptr);
         ASSERT_EQ(plan->kernels.size(), 1u) << plan->explain();
         EXPECT_NE(plan->kernels[0].compiled, nullptr);
-        if (width == 2048) {
-          EXPECT_THAT(plan->kernels[0].source, HasSubstr("tsr_stv(out0, row * 2048 + tsr_first"));
+        const bool pointwise = row_case.name.starts_with("silu");
+        EXPECT_THAT(plan->kernels[0].source,
+                    HasSubstr(fmt::format("#define TSR_ROW_BLOCKS {}\n",
+                                          pointwise && width > 2048 ? 20 : 1)));
+        if (width % 8 == 0) {
+          EXPECT_THAT(plan->kernels[0].source,
+                      HasSubstr(fmt::format("tsr_stv(out0, row * {} + tsr_first", width)));
         } else {
           EXPECT_THAT(plan->kernels[0].source, ::testing::Not(HasSubstr("tsr_stv(out0")));
         }

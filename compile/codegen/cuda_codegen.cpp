@@ -262,8 +262,8 @@ std::string vector_loop(const RowKernelBody& body, size_t o) {
   // Most rows take one group per thread: unrolling the group loop would only add code.
   std::string source = "#pragma unroll 1\n";
   source += fmt::format(
-      "    for (int tsr_first = {0} * threadIdx.x; tsr_first < {1}; tsr_first += {0} * TSR_BLOCK) "
-      "{{\n",
+      "    for (int tsr_first = {0} * (tsr_part * TSR_BLOCK + threadIdx.x); tsr_first < {1}; "
+      "tsr_first += {0} * TSR_ROW_BLOCKS * TSR_BLOCK) {{\n",
       lanes, elements);
   if (!out.vector.loads.empty()) {
     for (const RowVectorLoad& load : out.vector.loads)
@@ -296,6 +296,16 @@ int cuda_block_size(const RowKernelBody& body) {
   return widest >= 1024 ? 256 : 128;
 }
 
+int cuda_blocks_per_row(const RowKernelBody& body) {
+  if (!body.reductions.empty()) return 1;
+  constexpr int64_t kMaxBlocksPerRow = 256;
+  int64_t widest = 0;
+  for (const RowOutput& out : body.outputs) widest = std::max(widest, out.row_elements);
+  const int64_t per_block = static_cast<int64_t>(cuda_block_size(body)) * 8;
+  return static_cast<int>(
+      std::clamp<int64_t>((widest + per_block - 1) / per_block, 1, kMaxBlocksPerRow));
+}
+
 std::string generate_cuda_kernel(const RowKernelBody& body, GpuDialect dialect) {
   const int block_size = cuda_block_size(body);
   const int warp = warp_size(dialect);
@@ -313,11 +323,16 @@ std::string generate_cuda_kernel(const RowKernelBody& body, GpuDialect dialect) 
   std::string source = prelude(dialect);
   source +=
       fmt::format("\n#define TSR_BLOCK {}\n#define TSR_WARPS (TSR_BLOCK / TSR_WARP)\n", block_size);
+  // A row's elements are split over TSR_ROW_BLOCKS blocks (cuda_blocks_per_row): block b of row
+  // r is grid block r * TSR_ROW_BLOCKS + b and takes every TSR_ROW_BLOCKS-th stretch of the row.
+  source += fmt::format("#define TSR_ROW_BLOCKS {}\n", cuda_blocks_per_row(body));
   source += fmt::format("struct tsr_buffers {{ void* p[{}]; }};\n\n", num_buffers);
   source +=
       "extern \"C\" __global__ void __launch_bounds__(TSR_BLOCK)\n"
       "tessera_kernel(long long rows, tsr_buffers buffers) {\n"
-      "  const int64_t row = blockIdx.x;\n"
+      "  const int64_t row = blockIdx.x / TSR_ROW_BLOCKS;\n"
+      "  const int tsr_part = blockIdx.x % TSR_ROW_BLOCKS;\n"
+      "  (void)tsr_part;\n"
       "  if (row >= rows) return;\n"
       "  tsr_wait_for_prior_grids();\n";
   size_t slot = 0;
@@ -341,7 +356,10 @@ std::string generate_cuda_kernel(const RowKernelBody& body, GpuDialect dialect) 
     const RowOutput& out = body.outputs[o];
     const int elements = checked_int(out.row_elements, "output row");
     if (out.vector.lanes == 0) {
-      source += fmt::format("  for (int i = threadIdx.x; i < {}; i += TSR_BLOCK) {{\n", elements);
+      source += fmt::format(
+          "  for (int i = tsr_part * TSR_BLOCK + threadIdx.x; i < {}; i += TSR_ROW_BLOCKS * "
+          "TSR_BLOCK) {{\n",
+          elements);
       source += fmt::format("    tsr_st(out{}, row * {} + i, {});\n", o, elements, out.element);
       source += "  }\n";
       continue;
