@@ -175,7 +175,7 @@ BoundPlan& PiecewiseBackend::bound_plan(const Bindings& bindings) {
     // The least recently used binding without graphs: captured ones stay for the process.
     auto oldest = bound_.end();
     for (auto it = bound_.begin(); it != bound_.end(); ++it) {
-      if (it->second->graphs.empty() && !it->second->whole && !it->second->pinned &&
+      if (it->second->graphs.empty() && !it->second->pinned &&
           (oldest == bound_.end() || it->second->last_used < oldest->second->last_used))
         oldest = it;
     }
@@ -318,33 +318,6 @@ void PiecewiseBackend::launch_all(const BoundPlan& bound, Stream& stream) const 
     launch_piece(bound, static_cast<int>(p), stream);
     if (p < splitting_.size()) launch_splitting(bound, static_cast<int>(p), stream);
   }
-}
-
-size_t PiecewiseBackend::capture_whole(int64_t tokens, int64_t warmups) {
-  BoundPlan& bound = bound_plan(token_bindings(tokens));
-  if (bound.whole) return 0;
-  Stream& stream = capture_stream(warmups);
-  zero_inputs(bound);
-  for (int64_t w = 0; w < warmups; ++w) run_bound(bound, stream);
-  CapturedGraph captured =
-      capture_graph(device_, stream, [&](Stream& on) { launch_all(bound, on); });
-  bound.whole = std::move(captured.graph);
-  return captured.device_bytes;
-}
-
-bool PiecewiseBackend::has_whole_graph(int64_t tokens) const {
-  if (plan_->max_sizes.size() != 1) return false;
-  auto found = bound_.find(Bindings{{plan_->max_sizes.begin()->first, tokens}});
-  return found != bound_.end() && found->second->whole != nullptr;
-}
-
-std::vector<Tensor> PiecewiseBackend::replay_whole(std::span<const Tensor> inputs) {
-  const BoundPlan& bound = bind(bindings_of(inputs));
-  TESSERA_CHECK(bound.whole != nullptr, "no whole-forward graph at this size");
-  copy_inputs(bound, inputs);
-  ProfiledGraphReplay profiled(bound.whole->num_nodes());
-  bound.whole->replay(backend(device_).current_stream(device_.index));
-  return bound.outputs;
 }
 
 CaptureSummary PiecewiseBackend::capture(const std::vector<int64_t>& sizes, int64_t warmups,

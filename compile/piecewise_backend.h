@@ -28,8 +28,6 @@ struct BoundPlan {
   std::vector<Tensor> outputs;                 // the graph's outputs (arena slots or constants)
   // One device graph per piece once this size is captured (capture()); calls then replay them.
   std::vector<std::unique_ptr<GraphExec>> graphs;
-  // The whole forward, splitting ops included, as one graph (capture_whole()).
-  std::unique_ptr<GraphExec> whole;
   // Bound through bind_tokens(): a caller's graph holds its addresses, so it is never evicted.
   bool pinned = false;
 };
@@ -61,7 +59,7 @@ class PiecewiseBackend {
   // Copies `inputs` into the slots of `bound` on the current stream.
   void copy_inputs(const BoundPlan& bound, std::span<const Tensor> inputs) const;
   // Launches every piece and splitting op of `bound` on `stream`, never the piece graphs: what a
-  // whole-forward capture records (capture_whole, and callers that capture more around it).
+  // whole-forward capture records (the model runner's decode graphs capture more around it).
   void launch_all(const BoundPlan& bound, Stream& stream) const;
   // Launches piece `index` of `bound` on `stream`, or the splitting op after it.
   void launch_piece(const BoundPlan& bound, int index, Stream& stream) const;
@@ -75,15 +73,6 @@ class PiecewiseBackend {
   // `on_progress` (when given) hears (sizes done, sizes in all) after each size.
   CaptureSummary capture(const std::vector<int64_t>& sizes, int64_t warmups,
                          const std::function<void(size_t, size_t)>& on_progress = {});
-  // Captures the whole forward at `tokens` (every piece and splitting op) into one graph, after
-  // `warmups` uncaptured runs on zero inputs. The splitting ops read their context (attention
-  // metadata, KV caches) while being captured: the caller keeps that context's device buffers at
-  // fixed addresses and refills them before each replay. Returns the graph memory in bytes.
-  size_t capture_whole(int64_t tokens, int64_t warmups);
-  // Copies `inputs` into their slots and replays the whole-forward graph of their size; the
-  // results are as run()'s.
-  std::vector<Tensor> replay_whole(std::span<const Tensor> inputs);
-  bool has_whole_graph(int64_t tokens) const;
   // The captured token counts, ascending (empty before capture()).
   const std::vector<int64_t>& captured_sizes() const { return captured_sizes_; }
 
