@@ -9,11 +9,13 @@
 #include "compile/ops/dispatch.h"
 #include "compile/ops/ops.h"
 #include "kernels/check.h"
+#include "support/error_of.h"
 
 namespace tessera {
 namespace {
 
 using ::testing::AllOf;
+using testing::error_of;
 using ::testing::HasSubstr;
 
 // A tensor of nonzero values 1, 2, 3, ... (scaled) of the given shape and dtype.
@@ -26,21 +28,6 @@ Tensor filled(Shape shape, DType dtype = DType::f32) {
 Tensor ids(std::vector<int64_t> values, DType dtype = DType::i64) {
   Shape shape = {static_cast<int64_t>(values.size())};
   return Tensor::from_ints(values, shape, dtype);
-}
-
-// The message of the tessera::Error `call` throws; records a failure when it throws nothing or
-// something else.
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.what();
-  } catch (const std::exception& other) {
-    ADD_FAILURE() << "expected tessera::Error, got another exception: " << other.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected tessera::Error, but the call succeeded";
-  return {};
 }
 
 TEST(OpErrors, AddRejectsShapesThatDoNotBroadcast) {

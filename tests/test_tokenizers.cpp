@@ -21,8 +21,10 @@
 #include "models/tokenizer/tokenizer_json.h"
 #include "models/tokenizer/unicode.h"
 #include "models/tokenizer/vocab_tokenizers.h"
+#include "support/error_of.h"
 
 using namespace tessera;
+using tessera::testing::error_of;
 using ::testing::HasSubstr;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -104,21 +106,11 @@ std::string all_reference_text() {
 }
 
 std::string write_temp_file(const std::string& name, const std::string& contents) {
-  const fs::path folder = fs::path(testing::TempDir()) / "tessera_tokenizer_tests";
+  const fs::path folder = fs::path(::testing::TempDir()) / "tessera_tokenizer_tests";
   fs::create_directories(folder);
   const fs::path path = folder / name;
   std::ofstream(path, std::ios::binary) << contents;
   return path.string();
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected a tessera::Error";
-  return {};
 }
 
 // llama2.c run.c's encode, written out plainly (O(n^2) rescans) as an independent reference.
@@ -588,7 +580,7 @@ TEST(Tokenizers, BadFilesGiveErrorsNamingTheFile) {
   const std::string short_gguf = write_temp_file("short.gguf", gguf_bytes.substr(0, 5000));
   EXPECT_THAT(error_of([&] { load_tokenizer(short_gguf); }), HasSubstr(short_gguf));
 
-  const fs::path empty_folder = fs::path(testing::TempDir()) / "tessera_empty_tokenizer_folder";
+  const fs::path empty_folder = fs::path(::testing::TempDir()) / "tessera_empty_tokenizer_folder";
   fs::create_directories(empty_folder);
   EXPECT_THAT(error_of([&] { load_tokenizer(empty_folder.string()); }),
               HasSubstr("the folder has no tokenizer"));

@@ -29,6 +29,7 @@
 #include "models/tokenizer/bpe_tokenizer.h"
 #include "models/tokenizer/replace_all.h"
 #include "models/tokenizer/vocab_tokenizers.h"
+#include "support/error_of.h"
 #include "support/test_tensors.h"
 
 namespace tessera {
@@ -36,6 +37,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::AllOf;
+using testing::error_of;
 using ::testing::HasSubstr;
 
 // An empty directory for one test.
@@ -43,15 +45,6 @@ std::string fresh_temp_dir(const std::string& name) {
   const std::string path = testing::fresh_temp_dir(name);
   fs::create_directories(path);
   return path;
-}
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {

@@ -25,15 +25,6 @@ TempDir::~TempDir() {
   fs::remove_all(path_);
 }
 
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error thrown)";
-}
-
 void expect_mentions(const std::string& message, std::initializer_list<std::string> parts) {
   for (const std::string& part : parts)
     EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;

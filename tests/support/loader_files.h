@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "models/model_weights.h"
+#include "support/error_of.h"
 
 namespace tessera::testing {
 
@@ -37,9 +38,6 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
-
-// What `body` throws as an Error ("(no error thrown)" when it does not).
-std::string error_of(const std::function<void()>& body);
 
 // Expects every part in the message.
 void expect_mentions(const std::string& message, std::initializer_list<std::string> parts);
