@@ -8,6 +8,11 @@
 // that rotate over enough copies of the weight to overflow L2, so the weight streams from memory
 // as in a decode step; rates are set against the measured copy and GEMM ceilings.
 //
+// Then the gated down projection, silu_and_mul_linear (x [M, 2 * 8192] -> [M, 2048]): each skinny
+// kernel computing the activation as it reads x, checked against float64 like the rest, timed
+// against the two steps it replaces (the activation kernel, then linear on its measured path) and
+// against the op's measured choice.
+//
 //   skinny_gemm_lab [--device cuda:N] [--quick] [--skip-timing]
 #include <fmt/format.h>
 
@@ -195,6 +200,121 @@ void print_rows(const std::vector<Row>& rows, const std::vector<Path>& paths,
       "choice time\n");
 }
 
+// ---- The gated down projection: the activation computed in the GEMM's input read.
+
+constexpr Weight kDown = {"down", 2048, 8192};
+
+gpu::SkinnyProblem gated_problem(const Tensor& gated, const Tensor& weight, Tensor& out,
+                                 Tensor& activated) {
+  gpu::SkinnyProblem problem = skinny_problem(activated, weight, nullptr, out);
+  problem.x = gated.data_ptr();
+  problem.activation = gpu::SkinnyActivation::silu;
+  problem.activated = activated.data_ptr();
+  return problem;
+}
+
+void run_fused_op(const Tensor& gated, const Tensor& weight, Tensor& out, Tensor& activated) {
+  std::vector<Tensor> inputs{gated, weight};
+  Tensor outputs[] = {out, activated};
+  run_kernel("silu_and_mul_linear", gated.device().type,
+             KernelArgs{inputs, Attributes{}, std::span(outputs)});
+}
+
+// Each skinny kernel computing the activation against float64: the product is checked against
+// the reference linear of the activation the activation kernel computes (the kernels round it
+// to the dtype first, as the two steps do), and the activation the kernel stores must be those
+// bits.
+bool check_gated(LabRandom& random, DType dtype, int64_t m) {
+  const Tensor gated = random.uniform({m, 2 * kDown.k}, dtype);
+  const Tensor weight = random.uniform({kCheckRows, kDown.k}, dtype);
+  Tensor want_activated = Tensor::empty({m, kDown.k}, dtype, gated.device());
+  run_kernel("silu_and_mul", gated.device().type,
+             KernelArgs{std::span(&gated, 1), Attributes{}, std::span(&want_activated, 1)});
+  const Tensor inputs[] = {want_activated, weight};
+  const Expected expected = reference_outputs("linear", inputs, Attributes{})[0];
+  const std::vector<float> want_bits = want_activated.to(kCPU).to_floats();
+  bool passed = true;
+  for (const gpu::SkinnyVariant& variant : gpu::skinny_variants()) {
+    Tensor out =
+        Tensor::from_floats(std::vector<float>(static_cast<size_t>(m * kCheckRows), std::nanf("")),
+                            {m, kCheckRows}, dtype, gated.device());
+    Tensor activated =
+        Tensor::from_floats(std::vector<float>(static_cast<size_t>(m * kDown.k), std::nanf("")),
+                            {m, kDown.k}, dtype, gated.device());
+    const gpu::SkinnyProblem problem = gated_problem(gated, weight, out, activated);
+    if (!variant.fits(problem)) continue;
+    variant.launch(problem, gpu::current_stream(gated.device()));
+    const Check check = compare(out, expected, kNearZero);
+    const bool same_activation = activated.to(kCPU).to_floats() == want_bits;
+    if (!check.passed || !same_activation) {
+      fmt::print("FAIL gated {} {} M={}: {} elements wrong, first at {}, worst {:.2f}{}\n",
+                 variant.name, dtype_name(dtype), m, check.failing, check.first_failing,
+                 check.worst, same_activation ? "" : "; stored activation differs");
+      passed = false;
+    }
+  }
+  return passed;
+}
+
+void time_gated(LabTimer& timer, LabRandom& random, const Ceilings& ceilings, DType dtype) {
+  fmt::print(
+      "\nsilu_and_mul_linear, down {}x{} {}: us per call (two steps: silu_and_mul, then "
+      "linear on its measured path; op: the op's measured choice)\n",
+      kDown.n, kDown.k, dtype_name(dtype));
+  std::string head = fmt::format("{:>4} {:>10}", "M", "two steps");
+  for (const gpu::SkinnyVariant& variant : gpu::skinny_variants())
+    head += fmt::format(" {:>9}", variant.name);
+  fmt::print("{} {:>9} {:>8} {:>7}\n", head, "op", "GB/s", "roofl.");
+  const size_t element = element_size(dtype);
+  const double weight_bytes = static_cast<double>(kDown.n * kDown.k * element);
+  const double l2 = static_cast<double>(gpu::device_limits(random.device().index).l2_bytes);
+  const int copies = static_cast<int>(std::clamp(std::ceil(3 * l2 / weight_bytes), 1.0, 64.0));
+  std::vector<Tensor> weights{random.uniform({kDown.n, kDown.k}, dtype)};
+  for (int c = 1; c < copies; ++c) weights.push_back(weights[0].clone());
+  const int calls = copies * static_cast<int>(std::ceil(20.0 / copies));
+  for (int64_t m : kRows) {
+    const Tensor gated = random.uniform({m, 2 * kDown.k}, dtype);
+    Tensor activated = Tensor::empty({m, kDown.k}, dtype, random.device());
+    Tensor out = Tensor::empty({m, kDown.n}, dtype, random.device());
+    std::string line = fmt::format("{:>4}", m);
+    const double two_steps_us = timer.median_graph_us(
+        [&](int call) {
+          std::vector<Tensor> x{gated};
+          run_kernel("silu_and_mul", gated.device().type,
+                     KernelArgs{x, Attributes{}, std::span(&activated, 1)});
+          run_path(Path{kLinearPathMeasured, nullptr}, activated, weights[call % copies], nullptr,
+                   out);
+        },
+        calls);
+    line += fmt::format(" {:>10.2f}", two_steps_us);
+    for (const gpu::SkinnyVariant& variant : gpu::skinny_variants()) {
+      const gpu::SkinnyProblem problem = gated_problem(gated, weights[0], out, activated);
+      if (!variant.fits(problem)) {
+        line += fmt::format(" {:>9}", "-");
+        continue;
+      }
+      line += fmt::format(" {:>9.2f}", timer.median_graph_us(
+                                           [&](int call) {
+                                             gpu::SkinnyProblem rotated = problem;
+                                             rotated.weight = weights[call % copies].data_ptr();
+                                             variant.launch(rotated,
+                                                            gpu::current_stream(gated.device()));
+                                           },
+                                           calls));
+    }
+    run_fused_op(gated, weights[0], out, activated);  // measures outside the capture
+    const double op_us = timer.median_graph_us(
+        [&](int call) { run_fused_op(gated, weights[call % copies], out, activated); }, calls);
+    const double bytes =
+        weight_bytes + static_cast<double>((3 * m * kDown.k + m * kDown.n) * element);
+    const Achieved rates =
+        achieved(ceilings, bytes, 2.0 * static_cast<double>(m * kDown.n * kDown.k), op_us);
+    fmt::print("{} {:>9.2f} {:>8.0f} {:>6.0f}%\n", line, op_us, rates.gb_per_s,
+               rates.roofline_percent);
+    backend(random.device()).allocator(random.device().index).empty_cache();
+  }
+}
+
 int run_lab(const LabArgs& args) {
   LabRandom random(args.device);
   LabTimer timer(args.device, args.quick ? 5 : 11);
@@ -203,9 +323,16 @@ int run_lab(const LabArgs& args) {
   for (DType dtype : kDtypes)
     for (int64_t k : {int64_t{2048}, int64_t{8192}})
       for (int64_t m : kRows) passed = check_paths(random, paths, dtype, m, k) && passed;
+  fmt::print("checks against float64 (every path, M 1..256, K 2048 and 8192, N {} with bias): {}\n",
+             kCheckRows, passed ? "all passed" : "FAILED");
+  bool gated_passed = true;
+  for (DType dtype : kDtypes)
+    for (int64_t m : kRows) gated_passed = check_gated(random, dtype, m) && gated_passed;
   fmt::print(
-      "checks against float64 (every path, M 1..256, K 2048 and 8192, N {} with bias): {}\n\n",
-      kCheckRows, passed ? "all passed" : "FAILED");
+      "checks of silu_and_mul_linear against float64 (every skinny kernel, M 1..256, K {}, "
+      "N {}): {}\n\n",
+      kDown.k, kCheckRows, gated_passed ? "all passed" : "FAILED");
+  passed = passed && gated_passed;
   if (args.skip_timing) return passed ? 0 : 1;
 
   const Ceilings ceilings = measure_ceilings(timer, random, /*with_gemm=*/true);
@@ -217,6 +344,7 @@ int run_lab(const LabArgs& args) {
         backend(args.device).allocator(args.device.index).empty_cache();
       }
   print_rows(rows, paths, ceilings);
+  for (DType dtype : kDtypes) time_gated(timer, random, ceilings, dtype);
   return passed ? 0 : 1;
 }
 

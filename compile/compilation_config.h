@@ -11,6 +11,10 @@ struct PassConfig {
   bool enable_fusion = true;            // fuse pointwise chains and row reductions into kernels
   bool enable_noop_elimination = true;  // drop reshapes/casts/slices that change nothing
   bool enable_cse = true;               // merge identical computations
+  // Put a gated activation into the prologue of the linear that reads it (one op,
+  // <activation>_and_mul_linear; compile/passes/linear_prologue.cpp). Off by default: on the H100
+  // its kernels do not yet beat the generated activation kernel plus the GEMM (README).
+  bool enable_linear_prologue_fusion = false;
 };
 
 struct CompilationConfig {

@@ -75,6 +75,8 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
   dump(config, "00_traced.txt", graph.str());
   timed("cleanup", [&] { cleanup(plan->graph, config.pass_config); });
   dump(config, "01_cleanup.txt", plan->graph.str());
+  timed("linear_prologue", [&] { fuse_linear_prologues(plan->graph, config.pass_config); });
+  dump(config, "01_linear_prologue.txt", plan->graph.str());
   timed("split", [&] {
     plan->steps = split_into_pieces(plan->graph, config.splitting_ops, &plan->num_pieces);
   });

@@ -66,6 +66,29 @@ void Graph::set_outputs(std::vector<int> value_ids) {
   nodes_.push_back(std::move(node));
 }
 
+void Graph::copy_node(const Graph& from, const Node& node, std::vector<int> inputs,
+                      std::vector<int>& remap) {
+  switch (node.kind) {
+    case NodeKind::placeholder:
+      remap[node.outputs[0]] = add_placeholder(from.value(node.outputs[0]).name,
+                                               from.value(node.outputs[0]).meta, node.input_index);
+      return;
+    case NodeKind::constant:
+      remap[node.outputs[0]] = add_constant(node.constant);
+      return;
+    case NodeKind::output:
+      set_outputs(std::move(inputs));
+      return;
+    case NodeKind::call: {
+      std::vector<TensorMeta> metas;
+      for (int id : node.outputs) metas.push_back(from.value(id).meta);
+      std::vector<int> outputs = add_call(*node.op, std::move(inputs), node.attributes, metas);
+      for (size_t o = 0; o < outputs.size(); ++o) remap[node.outputs[o]] = outputs[o];
+      return;
+    }
+  }
+}
+
 const std::vector<int>& Graph::outputs() const {
   TESSERA_CHECK(!nodes_.empty() && nodes_.back().kind == NodeKind::output, "graph has no outputs");
   return nodes_.back().inputs;

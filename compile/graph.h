@@ -39,6 +39,11 @@ class Graph {
   std::vector<int> add_call(const OpDef& op, std::vector<int> inputs, Attributes attributes,
                             const std::vector<TensorMeta>& output_metas);
   void set_outputs(std::vector<int> value_ids);
+  // Appends a copy of `node` of graph `from` reading `inputs` (ids in this graph), and records the
+  // ids its outputs get here in `remap` (indexed by `from`'s ids): what a pass that rebuilds a
+  // graph does for the nodes it keeps.
+  void copy_node(const Graph& from, const Node& node, std::vector<int> inputs,
+                 std::vector<int>& remap);
 
   const std::vector<Node>& nodes() const { return nodes_; }
   std::vector<Node>& mutable_nodes() { return nodes_; }

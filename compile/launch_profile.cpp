@@ -10,8 +10,13 @@ namespace tessera {
 
 namespace {
 
+// linear, and the ops that fuse work into its input read (activation_and_mul_linear).
+bool is_linear(const OpDef& op) {
+  return op.name == "linear" || op.name.ends_with("_linear");
+}
+
 bool is_gemm(const OpDef& op) {
-  return op.name == "matmul" || op.name == "linear";
+  return op.name == "matmul" || is_linear(op);
 }
 
 // Adds what attention reads beyond q/k/v: each sequence's cached keys and values, and writes: the
@@ -68,8 +73,9 @@ LaunchDetail launch_detail(const OpDef& op, std::span<const Tensor> inputs,
                            ? outputs[0].size(0)
                            : INT64_MAX;
   for (const Tensor& input : inputs) detail.bytes += read_bytes(input, rows);
-  if (is_gemm(op) && !inputs.empty() && !outputs.empty() && inputs[0].dim() > 0) {
-    const int64_t k = inputs[0].size(-1);
+  if (is_gemm(op) && inputs.size() >= 2 && !outputs.empty() && inputs[0].dim() > 0) {
+    // K: a linear's weight is [N, K] (its x may be wider: a gated input holds 2K).
+    const int64_t k = is_linear(op) ? inputs[1].size(-1) : inputs[0].size(-1);
     const Tensor& out = outputs[0];
     const int64_t n = out.dim() > 0 ? out.size(-1) : 1;
     const int64_t m = n > 0 ? out.numel() / n : 0;

@@ -1,8 +1,8 @@
 // The tessera binary and its shared model flags: logs go to stderr and stdout holds only the
 // generated text; every subcommand that takes a model parses the same flags.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fmt/format.h>
 
 #include "engine/cli/command.h"
 #include "engine/cli/model_flags.h"
@@ -12,6 +12,7 @@
 using namespace tessera;
 using namespace tessera::testing;
 using namespace tessera::cli;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -25,6 +26,13 @@ struct RunResult {
 // Runs the tessera binary with `arguments` (shell words), capturing stdout and stderr apart.
 RunResult run_tessera(const std::string& arguments) {
   CommandResult result = run_shell(fmt::format("'{}' {}", TESSERA_BINARY, arguments), true);
+  return {result.status, result.output, result.error_output};
+}
+
+// The same with `environment` (NAME=value words) set for the binary.
+RunResult run_tessera_with(const std::string& environment, const std::string& arguments) {
+  CommandResult result =
+      run_shell(fmt::format("{} '{}' {}", environment, TESSERA_BINARY, arguments), true);
   return {result.status, result.output, result.error_output};
 }
 
@@ -45,6 +53,19 @@ TEST(Cli, GenerateWritesLogsToStderrAndOnlyTextToStdout) {
   EXPECT_THAT(result.out, Not(HasSubstr("[info]")));
   EXPECT_THAT(result.out, Not(HasSubstr("KV cache")));
   EXPECT_THAT(result.out, Not(HasSubstr("tokens/s")));  // the speed report is stderr's too
+}
+
+TEST(Cli, LogLevelComesFromTheEnvironmentAndBadLevelsAreRefused) {
+  RunResult silent = run_tessera_with("TESSERA_LOG_LEVEL=off", "generate -n 2");
+  ASSERT_EQ(silent.status, 0) << silent.err;
+  EXPECT_THAT(silent.err, Not(HasSubstr("[info]")));
+  EXPECT_FALSE(silent.out.empty());  // the text still comes
+  RunResult debug = run_tessera_with("TESSERA_LOG_LEVEL=debug", "generate -n 2");
+  ASSERT_EQ(debug.status, 0) << debug.err;
+  EXPECT_THAT(debug.err, HasSubstr("[info]"));
+  RunResult bad = run_tessera_with("TESSERA_LOG_LEVEL=loud", "devices");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_THAT(bad.err, AllOf(HasSubstr("TESSERA_LOG_LEVEL=loud"), HasSubstr("debug")));
 }
 
 TEST(Cli, ModelFlagsBecomeConfigOverridesInOrder) {

@@ -48,39 +48,27 @@ void cleanup(Graph& graph, const PassConfig& config) {
       TESSERA_CHECK(remap[id] >= 0, "value {} used before it is defined", id);
       inputs.push_back(remap[id]);
     }
-    switch (node.kind) {
-      case NodeKind::placeholder:
-        remap[node.outputs[0]] = rebuilt.add_placeholder(
-            graph.value(node.outputs[0]).name, graph.value(node.outputs[0]).meta, node.input_index);
-        break;
-      case NodeKind::constant:
-        remap[node.outputs[0]] = rebuilt.add_constant(node.constant);
-        break;
-      case NodeKind::output:
-        rebuilt.set_outputs(inputs);
-        break;
-      case NodeKind::call: {
-        if (config.enable_noop_elimination && is_noop(graph, node)) {
-          remap[node.outputs[0]] = inputs[0];
-          break;
-        }
-        std::string key;
-        if (config.enable_cse && node.op->kind != OpKind::splitting) {
-          key = fmt::format("{}({})[{}]", node.op->name, fmt::join(inputs, ","),
-                            node.attributes.str());
-          auto it = seen.find(key);
-          if (it != seen.end()) {
-            for (size_t o = 0; o < node.outputs.size(); ++o) remap[node.outputs[o]] = it->second[o];
-            break;
-          }
-        }
-        std::vector<TensorMeta> metas;
-        for (int id : node.outputs) metas.push_back(graph.value(id).meta);
-        std::vector<int> outputs = rebuilt.add_call(*node.op, inputs, node.attributes, metas);
-        for (size_t o = 0; o < outputs.size(); ++o) remap[node.outputs[o]] = outputs[o];
-        if (!key.empty()) seen[key] = outputs;
-        break;
+    if (node.kind != NodeKind::call) {
+      rebuilt.copy_node(graph, node, std::move(inputs), remap);
+      continue;
+    }
+    if (config.enable_noop_elimination && is_noop(graph, node)) {
+      remap[node.outputs[0]] = inputs[0];
+      continue;
+    }
+    std::string key;
+    if (config.enable_cse && node.op->kind != OpKind::splitting) {
+      key = fmt::format("{}({})[{}]", node.op->name, fmt::join(inputs, ","), node.attributes.str());
+      auto it = seen.find(key);
+      if (it != seen.end()) {
+        for (size_t o = 0; o < node.outputs.size(); ++o) remap[node.outputs[o]] = it->second[o];
+        continue;
       }
+    }
+    rebuilt.copy_node(graph, node, std::move(inputs), remap);
+    if (!key.empty()) {
+      std::vector<int>& outputs = seen[key];
+      for (int id : node.outputs) outputs.push_back(remap[id]);
     }
   }
   graph = std::move(rebuilt);

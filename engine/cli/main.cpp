@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
   tessera::log_to_stderr();
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
+    tessera::set_log_level_from_environment();
     return tessera::cli::run(args);
   } catch (const tessera::cli::UsageError& error) {
     fmt::print(stderr, "tessera: {}\nRun 'tessera --help' for usage.\n", error.what());

@@ -2,15 +2,17 @@
 // activation_and_mul.cpp), with the semantics of the CPU kernels (kernels/cpu/
 // activation_and_mul.cpp): out[..., j] = act(x[..., j]) * x[..., d + j], f32 compute, rounded once.
 //
-// Grid-stride over groups of E output elements of one row: each group reads E gate and E up
-// elements and writes E outputs, as 16-byte packs when d is a multiple of the pack and the pointers
-// are aligned, else one element at a time.
+// Launched programmatically (kernels/programmatic_launch.h). Grid-stride over groups of E output
+// elements of one row: each group reads E gate and E up elements and writes E outputs, as
+// 16-byte packs when d is a multiple of the pack and the pointers are aligned, else one element
+// at a time.
 #include <cstdint>
 #include <string>
 
 #include "kernels/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/kernel_registry.h"
 #include "kernels/pointwise_table.h"
 
@@ -24,6 +26,8 @@ template <typename T, int E, typename Activation>
 __global__ void __launch_bounds__(kThreads)
     activation_and_mul_kernel(int64_t rows, int64_t half, Activation activation, const T* x,
                               T* out) {
+  wait_for_prior_grids();
+  allow_next_grid();
   const int64_t groups_per_row = half / E;
   const int64_t groups = rows * groups_per_row;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -49,8 +53,9 @@ void launch_activation_and_mul(const char* op, int64_t rows, int64_t half,
                                const Activation& activation, const Tensor& x, const Tensor& out,
                                gpuStream_t stream) {
   const unsigned int blocks = grid_size(rows * (half / E), kThreads);
-  activation_and_mul_kernel<T, E, Activation><<<blocks, kThreads, 0, stream>>>(
-      rows, half, activation, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()));
+  launch_programmatic(activation_and_mul_kernel<T, E, Activation>, dim3(blocks), dim3(kThreads), 0,
+                      stream, x.device().index, rows, half, activation,
+                      static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()));
   GPU_CHECK_LAUNCH(op);
 }
 

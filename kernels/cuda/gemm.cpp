@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/cuda/cold_timer.h"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/gpu_vendor.h"
 #include "kernels/cuda/skinny_gemm.h"
@@ -393,92 +394,36 @@ bool run_lt_gemm(const char* op, Device device, const GemmProblem& problem) {
 
 // ---- linear at skinny sizes.
 
-// Owns the events of one timing.
-class TimingEvents {
- public:
-  explicit TimingEvents(size_t count) : events_(count, nullptr) {
-    for (gpuEvent_t& event : events_) GPU_CHECK(gpuEventCreate(&event));
-  }
-  ~TimingEvents() {
-    for (gpuEvent_t event : events_)
-      if (event != nullptr) (void)gpuEventDestroy(event);
-  }
-  TimingEvents(const TimingEvents&) = delete;
-  TimingEvents& operator=(const TimingEvents&) = delete;
-  gpuEvent_t operator[](size_t i) const { return events_[i]; }
-
- private:
-  std::vector<gpuEvent_t> events_;
-};
-
-// The median device time of `launch` over a few runs, each after `flush` is overwritten (which
-// evicts the operands from L2), after one untimed run that loads whatever loads lazily.
-float median_cold_ms(gpuStream_t stream, void* flush, size_t flush_bytes,
-                     const std::function<void()>& launch) {
-  constexpr int kRuns = 7;
-  launch();
-  TimingEvents events(2 * kRuns);
-  for (int run = 0; run < kRuns; ++run) {
-    GPU_CHECK(gpuMemsetAsync(flush, run, flush_bytes, stream));
-    GPU_CHECK(gpuEventRecord(events[2 * run], stream));
-    launch();
-    GPU_CHECK(gpuEventRecord(events[2 * run + 1], stream));
-  }
-  GPU_CHECK(gpuEventSynchronize(events[2 * kRuns - 1]));
-  std::vector<float> ms(kRuns);
-  for (int run = 0; run < kRuns; ++run)
-    GPU_CHECK(gpuEventElapsedTime(&ms[run], events[2 * run], events[2 * run + 1]));
-  std::nth_element(ms.begin(), ms.begin() + kRuns / 2, ms.end());
-  return ms[kRuns / 2];
-}
-
-// A skinny variant replaces the library only when faster by this factor: single cold runs vary
-// by a few percent, and a tie is not worth leaving the library for.
-constexpr float kSkinnyMargin = 0.97f;
-
 // Times the Lt algorithm (when the plan has one) and every skinny variant fitting `skinny`, and
 // keeps the fastest in the plan.
 void measure_linear_paths(LtPlan& plan, const GemmProblem& problem, const SkinnyProblem& skinny,
                           const BlasCall& call, Device device) {
   plan.paths_measured = true;
-  Allocator& allocator = backend(device).allocator(device.index);
-  const size_t flush_bytes = 2 * std::max<size_t>(device_limits(device.index).l2_bytes, 1 << 20);
-  void* flush = allocator.allocate(flush_bytes);
+  ColdTimer timer(device);
   float best_ms = INFINITY;
   std::vector<std::string> timings;
-  try {
-    if (plan.has_algorithm) {
-      const float library_ms = median_cold_ms(call.stream(), flush, flush_bytes,
-                                              [&] { enqueue_lt(plan, problem, call); });
-      timings.push_back(fmt::format("cublaslt {:.1f} us", 1e3 * library_ms));
-      best_ms = kSkinnyMargin * library_ms;
-    }
-    for (const SkinnyVariant& variant : skinny_variants()) {
-      if (!variant.fits(skinny)) continue;
-      const float ms = median_cold_ms(call.stream(), flush, flush_bytes,
-                                      [&] { variant.launch(skinny, call.stream()); });
-      timings.push_back(fmt::format("{} {:.1f} us", variant.name, 1e3 * ms));
-      if (ms < best_ms) {
-        best_ms = ms;
-        plan.skinny = &variant;
-      }
-    }
-  } catch (...) {
-    allocator.deallocate(flush, flush_bytes);
-    throw;
+  if (plan.has_algorithm) {
+    const float library_ms =
+        timer.median_ms(call.stream(), [&] { enqueue_lt(plan, problem, call); });
+    timings.push_back(fmt::format("cublaslt {:.1f} us", 1e3 * library_ms));
+    best_ms = kSkinnyMargin * library_ms;
   }
-  allocator.deallocate(flush, flush_bytes);
+  for (const SkinnyVariant& variant : skinny_variants()) {
+    if (!variant.fits(skinny)) continue;
+    const float ms = timer.median_ms(call.stream(), [&] { variant.launch(skinny, call.stream()); });
+    timings.push_back(fmt::format("{} {:.1f} us", variant.name, 1e3 * ms));
+    if (ms < best_ms) {
+      best_ms = ms;
+      plan.skinny = &variant;
+    }
+  }
   spdlog::debug("linear {} M={} N={} K={}{}: {}; takes {}", dtype_name(skinny.dtype), skinny.m,
                 skinny.n, skinny.k, skinny.bias != nullptr ? " with bias" : "",
                 fmt::join(timings, ", "), plan.skinny != nullptr ? plan.skinny->name : "cublaslt");
 }
 
-// Runs linear `problem` (bias in problem.bias, never accumulated) on a skinny kernel when its
-// path is one: forced, or measured on its first call. Returns false when the library should run
-// it.
-bool run_skinny_linear(Device device, const GemmProblem& problem) {
-  const std::string* forced = forced_linear_path();
-  if (forced != nullptr && *forced == kLinearPathLibrary) return false;
+// The skinny problem of linear `problem` (bias in problem.bias, never accumulated).
+SkinnyProblem skinny_problem(Device device, const GemmProblem& problem) {
   SkinnyProblem skinny;
   skinny.m = problem.m;
   skinny.n = problem.n;
@@ -489,6 +434,16 @@ bool run_skinny_linear(Device device, const GemmProblem& problem) {
   skinny.out = problem.out;
   skinny.dtype = problem.dtype;
   skinny.device = device.index;
+  return skinny;
+}
+
+// Runs linear `problem` (bias in problem.bias, never accumulated) on a skinny kernel when its
+// path is one: forced, or measured on its first call. Returns false when the library should run
+// it.
+bool run_skinny_linear(Device device, const GemmProblem& problem) {
+  const std::string* forced = forced_linear_path();
+  if (forced != nullptr && *forced == kLinearPathLibrary) return false;
+  const SkinnyProblem skinny = skinny_problem(device, problem);
   if (forced != nullptr) {
     const SkinnyVariant* variant = find_skinny_variant(forced->c_str());
     if (variant == nullptr || !variant->fits(skinny)) return false;

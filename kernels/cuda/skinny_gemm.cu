@@ -14,6 +14,11 @@
 // {2q, 2q + 1, 2q + 8, 2q + 9} from the lane's physical k {8q .. 8q + 3} and {8q + 4 .. 8q + 7}:
 // no shared memory, no ldmatrix. A warp step covers 64 k (two 32-k halves, 128 contiguous bytes
 // of each of its 16 weight rows).
+//
+// Both read x through an input policy: PlainInput loads it; GatedInput computes it from the gate
+// and up halves of a gated row (act(gate) * up in f32, rounded once, as silu_and_mul does), so
+// the gated MLP's activation needs no launch of its own, and the blocks of the first weight tile
+// store what they computed (each element once) for whoever reads the activation later.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -27,6 +32,7 @@
 #include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/linear_path.h"
+#include "kernels/pointwise_table.h"
 
 namespace tessera::gpu {
 namespace {
@@ -94,6 +100,49 @@ __device__ __forceinline__ void unpack(const uint4& bits, float (&values)[kPack<
   }
 }
 
+// The 16-byte pack of T holding `values` rounded to T.
+template <typename T>
+__device__ __forceinline__ uint4 pack_values(const float (&values)[kPack<T>]) {
+  T rounded[kPack<T>];
+#pragma unroll
+  for (int i = 0; i < kPack<T>; ++i) rounded[i] = from_compute<T>(values[i]);
+  uint4 bits;
+  memcpy(&bits, rounded, sizeof(bits));
+  return bits;
+}
+
+// ---- Input policies: the pack of x row `token` (clamped to m - 1) at `column` (a multiple of
+// the pack); `store` says that this block stores what it computed (gated inputs only).
+
+template <typename T>
+struct PlainInput {
+  const T* x;
+  int64_t k;
+  __device__ __forceinline__ uint4 pack(int token, int64_t column, bool /*store*/) const {
+    return load_input_pack(x + static_cast<int64_t>(token) * k + column);
+  }
+};
+
+template <typename T, typename Activation>
+struct GatedInput {
+  const T* gated;  // [m, 2k]: gate | up
+  T* activated;    // [m, k]
+  int64_t k;
+  Activation activation;
+  __device__ __forceinline__ uint4 pack(int token, int64_t column, bool store) const {
+    const T* row = gated + static_cast<int64_t>(token) * 2 * k + column;
+    float gate[kPack<T>], up[kPack<T>];
+    unpack<T>(load_input_pack(row), gate);
+    unpack<T>(load_input_pack(row + k), up);
+#pragma unroll
+    for (int i = 0; i < kPack<T>; ++i) gate[i] = activation(gate[i]) * up[i];
+    const uint4 bits = pack_values<T>(gate);
+    if (store)
+      *reinterpret_cast<uint4*>(activated + static_cast<int64_t>(token) * k + column) = bits;
+    return bits;
+  }
+};
+
 // Adds the bias, rounds once and stores, when (row, token) is inside the output.
 template <typename T>
 __device__ __forceinline__ void store_result(const SkinnyArgs& args, int row, int token,
@@ -111,11 +160,21 @@ struct SumReducer {
 
 // ---- simt: kRows weight rows x kTokens rows of x per warp, f32 FMAs.
 
+// Steps in flight per warp: about 8 weight loads per lane.
 template <typename T, int kRows>
-inline constexpr int kSimtUnroll = kRows >= 4 ? 2 : 4;
+inline constexpr int kSimtUnroll = kRows >= 8   ? 1
+                                   : kRows >= 4 ? 2
+                                                : 4;
+// Many rows per warp (fewer blocks: each x value, and a gated input's activation, is computed by
+// fewer of them) take more registers: half the warps per block, at most 4 rows of x.
+template <int kRows>
+inline constexpr int kSimtMaxSplits = kRows >= 8 ? kMaxSplits / 2 : kMaxSplits;
+template <int kRows>
+inline constexpr int kSimtMaxTokens = kRows >= 8 ? 4 : 8;
 
-template <typename T, int kRows, int kTokens>
-__global__ void __launch_bounds__(kMaxSplits* kWarp) skinny_simt_kernel(SkinnyArgs args) {
+template <typename T, int kRows, int kTokens, typename Input>
+__global__ void __launch_bounds__(kSimtMaxSplits<kRows>* kWarp)
+    skinny_simt_kernel(SkinnyArgs args, Input input) {
   constexpr int E = kPack<T>;
   constexpr int kUnroll = kSimtUnroll<T, kRows>;
   extern __shared__ float simt_partial[];  // [splits][kRows][kTokens]
@@ -130,11 +189,13 @@ __global__ void __launch_bounds__(kMaxSplits* kWarp) skinny_simt_kernel(SkinnyAr
   for (int r = 0; r < kRows; ++r)
     weight_rows[r] =
         static_cast<const T*>(args.weight) + static_cast<int64_t>(min(row0 + r, args.n - 1)) * k;
-  const T* x_rows[kTokens];
+  int tokens[kTokens];
+  bool store[kTokens];  // gated inputs: the first weight tile's blocks store the activation
 #pragma unroll
-  for (int t = 0; t < kTokens; ++t)
-    x_rows[t] =
-        static_cast<const T*>(args.x) + static_cast<int64_t>(min(token0 + t, args.m - 1)) * k;
+  for (int t = 0; t < kTokens; ++t) {
+    tokens[t] = min(token0 + t, args.m - 1);
+    store[t] = blockIdx.y == 0 && token0 + t < args.m;
+  }
 
   float acc[kRows][kTokens] = {};
   constexpr int64_t kStep = static_cast<int64_t>(kWarp) * E;  // k per warp-wide load
@@ -161,17 +222,19 @@ __global__ void __launch_bounds__(kMaxSplits* kWarp) skinny_simt_kernel(SkinnyAr
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t column = (first + static_cast<int64_t>(u) * splits) * kStep + lane * E;
       if (column >= k) break;
-      float weight_values[kRows][E];
+      // Each x value once (a gated input computes it here), then every row against it.
+      float x_values[kTokens][E];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) unpack<T>(weights[u][r], weight_values[r]);
+      for (int t = 0; t < kTokens; ++t)
+        unpack<T>(input.pack(tokens[t], column, store[t]), x_values[t]);
 #pragma unroll
-      for (int t = 0; t < kTokens; ++t) {
-        float x_values[E];
-        unpack<T>(load_input_pack(x_rows[t] + column), x_values);
+      for (int r = 0; r < kRows; ++r) {
+        float weight_values[E];
+        unpack<T>(weights[u][r], weight_values);
 #pragma unroll
-        for (int r = 0; r < kRows; ++r)
+        for (int t = 0; t < kTokens; ++t)
 #pragma unroll
-          for (int e = 0; e < E; ++e) acc[r][t] = fmaf(weight_values[r][e], x_values[e], acc[r][t]);
+          for (int e = 0; e < E; ++e) acc[r][t] = fmaf(weight_values[e], x_values[t][e], acc[r][t]);
       }
     }
   }
@@ -219,8 +282,9 @@ inline constexpr int kMmaUnroll = kTiles <= 2 ? 4 : 2;
 template <int kTiles>
 inline constexpr int kMmaMaxSplits = kTiles >= 8 ? kMaxSplits / 2 : kMaxSplits;
 
-template <typename T, int kTiles>
-__global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp) skinny_mma_kernel(SkinnyArgs args) {
+template <typename T, int kTiles, typename Input>
+__global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp)
+    skinny_mma_kernel(SkinnyArgs args, Input input) {
   constexpr int kTokens = 8 * kTiles;
   extern __shared__ float mma_partial[];  // [splits][kTiles][4][32]
   wait_for_prior_grids();
@@ -236,11 +300,13 @@ __global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp) skinny_mma_kerne
   const T* low_row = weight + static_cast<int64_t>(min(row0 + group, args.n - 1)) * k + quad * 8;
   const T* high_row =
       weight + static_cast<int64_t>(min(row0 + group + 8, args.n - 1)) * k + quad * 8;
-  const T* x_rows[kTiles];
+  int tokens[kTiles];
+  bool store[kTiles];  // gated inputs: the first weight tile's blocks store the activation
 #pragma unroll
-  for (int j = 0; j < kTiles; ++j)
-    x_rows[j] = static_cast<const T*>(args.x) +
-                static_cast<int64_t>(min(token0 + 8 * j + group, args.m - 1)) * k + quad * 8;
+  for (int j = 0; j < kTiles; ++j) {
+    tokens[j] = min(token0 + 8 * j + group, args.m - 1);
+    store[j] = blockIdx.y == 0 && token0 + 8 * j + group < args.m;
+  }
 
   float acc[kTiles][4] = {};
   const int64_t steps = (k + kMmaStep - 1) / kMmaStep;
@@ -270,7 +336,8 @@ __global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp) skinny_mma_kerne
         const uint32_t second_k[4] = {a_low.z, a_high.z, a_low.w, a_high.w};
 #pragma unroll
         for (int j = 0; j < kTiles; ++j) {
-          const uint4 b = inside[u][half] ? load_input_pack(x_rows[j] + columns[u][half]) : zero;
+          const uint4 b =
+              inside[u][half] ? input.pack(tokens[j], columns[u][half] + quad * 8, store[j]) : zero;
           mma_16x8x16<T>(acc[j], first_k, b.x, b.y);
           mma_16x8x16<T>(acc[j], second_k, b.z, b.w);
         }
@@ -325,7 +392,26 @@ bool common_fit(const SkinnyProblem& problem) {
   const int64_t pack = 16 / static_cast<int64_t>(element_size(problem.dtype));
   return problem.m >= 1 && problem.m <= kSkinnyMaxRows && problem.n >= 1 &&
          problem.n <= INT32_MAX / kSkinnyMaxRows && problem.k >= pack && problem.k % pack == 0 &&
-         aligned_16(problem.x) && aligned_16(problem.weight);
+         aligned_16(problem.x) && aligned_16(problem.weight) &&
+         (problem.activation == SkinnyActivation::none || aligned_16(problem.activated));
+}
+
+// Calls launch(input) with the input policy of the problem's activation.
+template <typename T, typename Launch>
+void with_input(const SkinnyProblem& problem, Launch&& launch) {
+  const T* x = static_cast<const T*>(problem.x);
+  T* activated = static_cast<T*>(problem.activated);
+  switch (problem.activation) {
+    case SkinnyActivation::none:
+      return launch(PlainInput<T>{x, problem.k});
+    case SkinnyActivation::silu:
+      return launch(GatedInput<T, PointwiseFunctor<pointwise::silu>>{
+          x, activated, problem.k, PointwiseFunctor<pointwise::silu>(problem.attributes)});
+    case SkinnyActivation::gelu:
+      return launch(GatedInput<T, PointwiseFunctor<pointwise::gelu>>{
+          x, activated, problem.k, PointwiseFunctor<pointwise::gelu>(problem.attributes)});
+  }
+  TESSERA_CHECK(false, "unknown skinny activation {}", static_cast<int>(problem.activation));
 }
 
 // Warps per block along k: enough blocks x warps to reach the target per SM, each warp keeping
@@ -354,14 +440,16 @@ void launch_simt(const SkinnyProblem& problem, gpuStream_t stream) {
   const int64_t token_groups = ceil_div(problem.m, kTokens);
   const int64_t steps = ceil_div(problem.k, static_cast<int64_t>(kWarp) * kPack<T>);
   const int splits = choose_splits(row_tiles * token_groups, steps, kSimtUnroll<T, kRows>,
-                                   kMaxSplits, problem.device);
+                                   kSimtMaxSplits<kRows>, problem.device);
   const size_t shared = static_cast<size_t>(splits) * kRows * kTokens * sizeof(float);
   DeviceGuard device(problem.device);
-  launch_programmatic(
-      skinny_simt_kernel<T, kRows, kTokens>,
-      dim3(static_cast<unsigned int>(token_groups), static_cast<unsigned int>(row_tiles)),
-      dim3(static_cast<unsigned int>(splits * kWarp)), shared, stream, problem.device,
-      skinny_args(problem));
+  with_input<T>(problem, [&]<typename Input>(const Input& input) {
+    launch_programmatic(
+        skinny_simt_kernel<T, kRows, kTokens, Input>,
+        dim3(static_cast<unsigned int>(token_groups), static_cast<unsigned int>(row_tiles)),
+        dim3(static_cast<unsigned int>(splits * kWarp)), shared, stream, problem.device,
+        skinny_args(problem), input);
+  });
   GPU_CHECK_LAUNCH("skinny_simt");
 }
 
@@ -377,14 +465,20 @@ void launch_simt_rows(const SkinnyProblem& problem, gpuStream_t stream) {
       case 4:
         return launch_simt<T, kRows, 4>(problem, stream);
       default:
-        return launch_simt<T, kRows, 8>(problem, stream);
+        if constexpr (kSimtMaxTokens<kRows> >= 8) {
+          return launch_simt<T, kRows, 8>(problem, stream);
+        } else {
+          TESSERA_CHECK(false, "simt_r{} takes at most {} rows of x, got {}", kRows,
+                        kSimtMaxTokens<kRows>, problem.m);
+        }
     }
   });
 }
 
 template <int kRows>
 bool simt_fits(const SkinnyProblem& problem) {
-  return common_fit(problem) && problem.m <= 8 && ceil_div(problem.n, kRows) <= 65535;
+  return common_fit(problem) && problem.m <= kSimtMaxTokens<kRows> &&
+         ceil_div(problem.n, kRows) <= 65535;
 }
 
 #if !defined(TESSERA_GPU_HIP)
@@ -398,11 +492,13 @@ void launch_mma(const SkinnyProblem& problem, gpuStream_t stream) {
                                    kMmaMaxSplits<kTiles>, problem.device);
   const size_t shared = static_cast<size_t>(splits) * kTiles * 4 * 32 * sizeof(float);
   DeviceGuard device(problem.device);
-  launch_programmatic(
-      skinny_mma_kernel<T, kTiles>,
-      dim3(static_cast<unsigned int>(token_groups), static_cast<unsigned int>(row_tiles)),
-      dim3(static_cast<unsigned int>(splits * 32)), shared, stream, problem.device,
-      skinny_args(problem));
+  with_input<T>(problem, [&]<typename Input>(const Input& input) {
+    launch_programmatic(
+        skinny_mma_kernel<T, kTiles, Input>,
+        dim3(static_cast<unsigned int>(token_groups), static_cast<unsigned int>(row_tiles)),
+        dim3(static_cast<unsigned int>(splits * 32)), shared, stream, problem.device,
+        skinny_args(problem), input);
+  });
   GPU_CHECK_LAUNCH("skinny_mma");
 }
 
@@ -441,10 +537,15 @@ bool mma_fits(const SkinnyProblem& problem) {
 #endif  // !TESSERA_GPU_HIP
 
 const SkinnyVariant kVariants[] = {
-    {"simt_r2", simt_fits<2>, launch_simt_rows<2>}, {"simt_r4", simt_fits<4>, launch_simt_rows<4>},
+    {"simt_r2", simt_fits<2>, launch_simt_rows<2>},
+    {"simt_r4", simt_fits<4>, launch_simt_rows<4>},
+    {"simt_r8", simt_fits<8>, launch_simt_rows<8>},
+    {"simt_r16", simt_fits<16>, launch_simt_rows<16>},
 #if !defined(TESSERA_GPU_HIP)
-    {"mma_t1", mma_fits<1>, launch_mma_tiles<1>},   {"mma_t2", mma_fits<2>, launch_mma_tiles<2>},
-    {"mma_t4", mma_fits<4>, launch_mma_tiles<4>},   {"mma_t8", mma_fits<8>, launch_mma_tiles<8>},
+    {"mma_t1", mma_fits<1>, launch_mma_tiles<1>},
+    {"mma_t2", mma_fits<2>, launch_mma_tiles<2>},
+    {"mma_t4", mma_fits<4>, launch_mma_tiles<4>},
+    {"mma_t8", mma_fits<8>, launch_mma_tiles<8>},
 #endif
 };
 

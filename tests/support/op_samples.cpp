@@ -69,6 +69,7 @@ class SampleTable {
     add_cat();
     add_norms();
     add_gated_activations();
+    add_gated_linear();
     add_rotary_embedding();
   }
 
@@ -433,6 +434,30 @@ class SampleTable {
       add("silu_and_mul", {spec({3, 66}, dtype, ValueKind::large)});
     }
     add("gelu_and_mul", {spec({3, 14}, f32)});  // default: erf form
+  }
+
+  // The fused gated MLP down projection (what the linear-prologue pass makes): k a multiple of
+  // the GPU's 16-byte pack, and not; one row (decode), a few, and more than a skinny kernel takes.
+  void add_gated_linear() {
+    struct Case {
+      Shape x;
+      Shape weight;
+      bool bias;
+    };
+    const std::vector<Case> cases = {
+        {{3, 14}, {5, 7}, true},      {{1, 16}, {33, 8}, false},
+        {{2, 3, 64}, {9, 32}, true},  {{5, 2048}, {40, 1024}, false},
+        {{300, 64}, {17, 32}, false}, {{1, 8192}, {24, 4096}, false},
+    };
+    for (DType dtype : kFloatDTypes) {
+      for (const Case& c : cases) {
+        Inputs inputs = {spec(c.x, dtype), spec(c.weight, dtype)};
+        if (c.bias) inputs.push_back(spec({c.weight[0]}, dtype));
+        add("silu_and_mul_linear", inputs, {}, accumulation_scale(c.weight[1]));
+        add("gelu_and_mul_linear", inputs, {{"approximate", std::string("tanh")}},
+            accumulation_scale(c.weight[1]));
+      }
+    }
   }
 
   void add_rotary_embedding() {

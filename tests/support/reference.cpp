@@ -639,6 +639,18 @@ std::vector<RefTensor> reference_op(const std::string& op, std::span<const RefTe
     std::string approximate = attributes.get_string("approximate", "none");
     return {activation_and_mul(inputs[0], [&](double x) { return gelu(x, approximate); })};
   }
+  if (op == "silu_and_mul_linear" || op == "gelu_and_mul_linear") {
+    require(inputs.size() == 2 || inputs.size() == 3, op + " takes x, weight and optional bias");
+    std::vector<RefTensor> linear_inputs(inputs.begin(), inputs.end());
+    if (op == "silu_and_mul_linear") {
+      linear_inputs[0] = activation_and_mul(inputs[0], [](double x) { return x * sigmoid(x); });
+    } else {
+      std::string approximate = attributes.get_string("approximate", "none");
+      linear_inputs[0] =
+          activation_and_mul(inputs[0], [&](double x) { return gelu(x, approximate); });
+    }
+    return {linear(linear_inputs), linear_inputs[0]};
+  }
   if (op == "rotary_embedding") {
     require_inputs(inputs, 4, op);
     int64_t head_size = attributes.get_int("head_size");

@@ -1,0 +1,157 @@
+// Linear prologue: a gated activation whose only reader is a linear becomes one
+// `<activation>_and_mul_linear` node (compile/ops/activation_and_mul_linear.cpp), whose GPU kernel
+// computes the activation while it reads the linear's input: one launch and one pass over the
+// gate/up rows fewer per MLP at decode. The activation is found in either form the tracer
+// records: the custom op (silu_and_mul, gelu_and_mul) or, when that op is disabled, its
+// decomposition mul(act(slice(x, 0, d)), slice(x, d, 2d)) over the last dim. Runs after cleanup
+// (which has merged the two slices' twins and dropped dead code) and before the split.
+#include <set>
+
+#include "compile/passes/passes.h"
+#include "kernels/check.h"
+
+namespace tessera {
+namespace {
+
+struct Match {
+  int linear = -1;            // the linear node
+  std::vector<int> absorbed;  // the activation's nodes (they disappear)
+  int gated_input = -1;       // x [..., 2d]
+  const OpDef* fused = nullptr;
+  Attributes attributes;  // the activation's
+};
+
+// Reads the graph: who consumes each value, and which values the graph returns.
+struct Uses {
+  std::vector<std::vector<int>> consumers;
+  std::vector<bool> returned;
+
+  explicit Uses(const Graph& graph)
+      : consumers(graph.num_values()), returned(graph.num_values(), false) {
+    for (size_t i = 0; i < graph.nodes().size(); ++i)
+      for (int id : graph.nodes()[i].inputs) consumers[id].push_back(static_cast<int>(i));
+    for (int id : graph.outputs()) returned[id] = true;
+  }
+  // Whether value `id` is read by node `reader` alone (once) and not returned.
+  bool only_reader(int id, int reader) const {
+    return !returned[id] && consumers[id].size() == 1 && consumers[id][0] == reader;
+  }
+};
+
+const Node* producer_call(const Graph& graph, int value) {
+  const Node& node = graph.nodes()[graph.value(value).producer];
+  return node.kind == NodeKind::call ? &node : nullptr;
+}
+
+int node_index(const Graph& graph, const Node* node) {
+  return static_cast<int>(node - graph.nodes().data());
+}
+
+// slice(x, last dim, start, start + width, step 1) with width = half of x's constant last size.
+bool is_half_slice(const Graph& graph, const Node* node, int64_t half_index, int* source) {
+  if (node == nullptr || node->op->name != "slice") return false;
+  const TensorMeta& x = graph.value(node->inputs[0]).meta;
+  if (x.rank() < 1 || !x.shape.back().is_constant()) return false;
+  const int64_t width = x.shape.back().constant();
+  if (width % 2 != 0) return false;
+  const int64_t half = width / 2;
+  const Attributes& a = node->attributes;
+  if (a.get_int("dim") != x.rank() - 1 || a.get_int("step") != 1 ||
+      a.get_int("start") != half_index * half || a.get_int("end") != (half_index + 1) * half)
+    return false;
+  *source = node->inputs[0];
+  return true;
+}
+
+// The activation feeding linear node `linear` (its input 0), or nothing.
+std::optional<Match> match(const Graph& graph, const Uses& uses, int linear) {
+  const Node& node = graph.nodes()[linear];
+  const int activated = node.inputs[0];
+  const Node* producer = producer_call(graph, activated);
+  if (producer == nullptr || !uses.only_reader(activated, linear)) return std::nullopt;
+  Match found;
+  found.linear = linear;
+  std::string activation;
+  if (producer->op->name == "silu_and_mul" || producer->op->name == "gelu_and_mul") {
+    activation = producer->op->name.substr(0, 4);
+    found.absorbed = {node_index(graph, producer)};
+    found.gated_input = producer->inputs[0];
+    found.attributes = producer->attributes;
+  } else if (producer->op->name == "mul") {
+    // mul(act(slice(x, 0, d)), slice(x, d, 2d))
+    const int mul = node_index(graph, producer);
+    const Node* act = producer_call(graph, producer->inputs[0]);
+    const Node* up = producer_call(graph, producer->inputs[1]);
+    if (act == nullptr || (act->op->name != "silu" && act->op->name != "gelu")) return std::nullopt;
+    const Node* gate = producer_call(graph, act->inputs[0]);
+    int gate_source = -1, up_source = -1;
+    if (!is_half_slice(graph, gate, 0, &gate_source) || !is_half_slice(graph, up, 1, &up_source) ||
+        gate_source != up_source)
+      return std::nullopt;
+    if (!uses.only_reader(producer->inputs[0], mul) ||
+        !uses.only_reader(act->inputs[0], node_index(graph, act)) ||
+        !uses.only_reader(producer->inputs[1], mul))
+      return std::nullopt;
+    // The same dtype throughout: the fused op computes in f32 and rounds once to x's dtype.
+    const DType dtype = graph.value(gate_source).meta.dtype;
+    for (int id : {act->outputs[0], activated})
+      if (graph.value(id).meta.dtype != dtype) return std::nullopt;
+    activation = act->op->name;
+    found.absorbed = {node_index(graph, gate), node_index(graph, up), node_index(graph, act), mul};
+    found.gated_input = gate_source;
+    found.attributes = act->attributes;
+  } else {
+    return std::nullopt;
+  }
+  if (!is_floating(graph.value(found.gated_input).meta.dtype)) return std::nullopt;
+  found.fused = OpRegistry::global().find(activation + "_and_mul_linear");
+  if (found.fused == nullptr) return std::nullopt;
+  return found;
+}
+
+}  // namespace
+
+int fuse_linear_prologues(Graph& graph, const PassConfig& config) {
+  if (!config.enable_linear_prologue_fusion) return 0;
+  const Uses uses(graph);
+  std::vector<std::optional<Match>> at_linear(graph.nodes().size());
+  std::set<int> absorbed;
+  int fused = 0;
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    const Node& node = graph.nodes()[i];
+    if (node.kind != NodeKind::call || node.op->name != "linear") continue;
+    at_linear[i] = match(graph, uses, static_cast<int>(i));
+    if (!at_linear[i]) continue;
+    absorbed.insert(at_linear[i]->absorbed.begin(), at_linear[i]->absorbed.end());
+    ++fused;
+  }
+  if (fused == 0) return 0;
+
+  // Rebuild in order: the absorbed nodes vanish, each matched linear becomes the fused node
+  // (its inputs, x and the weights, are defined before the activation was).
+  Graph rebuilt;
+  std::vector<int> remap(graph.num_values(), -1);
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    const Node& node = graph.nodes()[i];
+    if (absorbed.count(static_cast<int>(i))) continue;
+    std::vector<int> inputs;
+    for (size_t input = 0; input < node.inputs.size(); ++input) {
+      // A matched linear reads the gated input in place of the activation.
+      const int id = at_linear[i] && input == 0 ? at_linear[i]->gated_input : node.inputs[input];
+      TESSERA_CHECK(remap[id] >= 0, "value {} used before it is defined", id);
+      inputs.push_back(remap[id]);
+    }
+    if (!at_linear[i]) {
+      rebuilt.copy_node(graph, node, std::move(inputs), remap);
+      continue;
+    }
+    const Match& m = *at_linear[i];
+    const TensorMeta& out = graph.value(node.outputs[0]).meta;
+    const TensorMeta& activated = graph.value(node.inputs[0]).meta;
+    remap[node.outputs[0]] = rebuilt.add_call(*m.fused, inputs, m.attributes, {out, activated})[0];
+  }
+  graph = std::move(rebuilt);
+  return fused;
+}
+
+}  // namespace tessera

@@ -1,0 +1,141 @@
+// GPU kernels of silu_and_mul_linear and gelu_and_mul_linear (compile/ops/
+// activation_and_mul_linear.cpp). Up to kSkinnyMaxRows rows, a skinny kernel can compute the
+// activation as it reads the product's input (skinny_gemm.h: one launch, the activation stored by
+// the same kernel); otherwise the activation kernel and linear run one after the other
+// (kernels/activation_and_mul_linear.h). Which of the two a problem takes is measured on its first
+// call outside a graph capture, cold and replayed from a device graph as in a decode step: every
+// skinny variant that fits, computing the activation, against the two steps (whose linear takes
+// its own measured path). A forced
+// linear path (kernels/linear_path.h) forces this choice too: "library" the two steps, a variant
+// that variant.
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/activation_and_mul_linear.h"
+#include "kernels/check.h"
+#include "kernels/cuda/cold_timer.h"
+#include "kernels/cuda/gpu_runtime.h"
+#include "kernels/cuda/skinny_gemm.h"
+#include "kernels/linear_path.h"
+#include "kernels/profiler.h"
+
+namespace tessera::gpu {
+namespace {
+
+// What a measured choice depends on; the activations cost alike next to the weight read.
+using ChoiceKey = std::tuple<int, DType, int64_t, int64_t, int64_t, bool>;
+
+struct Choices {
+  std::mutex mutex;
+  std::map<ChoiceKey, const SkinnyVariant*> by_problem;  // nullptr: the two steps
+};
+
+Choices& choices() {
+  static Choices* instance = new Choices();  // lives until exit: modules unload late
+  return *instance;
+}
+
+bool capturing(gpuStream_t stream) {
+  gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
+  GPU_CHECK(gpuStreamIsCapturing(stream, &capture));
+  return capture != gpuStreamCaptureStatusNone;
+}
+
+// Times the candidates as graph replays, as in a decode step, where a launch costs a node's
+// latency and not a stream launch's.
+const SkinnyVariant* measure(const char* op, const SkinnyProblem& skinny, const KernelArgs& args,
+                             Device device) {
+  ColdTimer timer(device);
+  std::vector<std::string> timings;
+  const float two_steps_ms =
+      timer.median_graph_ms([&] { run_activation_and_mul_then_linear(op, kGpuDeviceType, args); });
+  timings.push_back(fmt::format("two steps {:.1f} us", 1e3 * two_steps_ms));
+  float best_ms = kSkinnyMargin * two_steps_ms;
+  const SkinnyVariant* best = nullptr;
+  for (const SkinnyVariant& variant : skinny_variants()) {
+    if (!variant.fits(skinny)) continue;
+    const float ms = timer.median_graph_ms([&] { variant.launch(skinny, current_stream(device)); });
+    timings.push_back(fmt::format("{} {:.1f} us", variant.name, 1e3 * ms));
+    if (ms < best_ms) {
+      best_ms = ms;
+      best = &variant;
+    }
+  }
+  spdlog::debug("{} {} M={} N={} K={}: {}; takes {}", op, dtype_name(skinny.dtype), skinny.m,
+                skinny.n, skinny.k, fmt::join(timings, ", "),
+                best != nullptr ? best->name : "two steps");
+  return best;
+}
+
+// The skinny variant that runs the product with the activation, or nullptr for the two steps.
+const SkinnyVariant* choose(const char* op, const SkinnyProblem& skinny, const KernelArgs& args,
+                            Device device, gpuStream_t stream) {
+  if (const std::string* forced = forced_linear_path()) {
+    if (*forced == kLinearPathLibrary) return nullptr;
+    const SkinnyVariant* variant = find_skinny_variant(forced->c_str());
+    return variant != nullptr && variant->fits(skinny) ? variant : nullptr;
+  }
+  const ChoiceKey key{device.index, skinny.dtype, skinny.m,
+                      skinny.n,     skinny.k,     skinny.bias != nullptr};
+  Choices& all = choices();
+  {
+    std::lock_guard<std::mutex> lock(all.mutex);
+    auto found = all.by_problem.find(key);
+    if (found != all.by_problem.end()) return found->second;
+  }
+  // Timing synchronizes, which a capture cannot hold: a shape first seen while capturing takes
+  // the two steps until a call outside a capture measures it.
+  if (capturing(stream)) return nullptr;
+  const SkinnyVariant* best = measure(op, skinny, args, device);
+  std::lock_guard<std::mutex> lock(all.mutex);
+  all.by_problem.emplace(key, best);
+  return best;
+}
+
+template <const char* kOp, SkinnyActivation kActivation>
+void activation_and_mul_linear(const KernelArgs& args) {
+  check_activation_and_mul_linear(kOp, args);
+  const Tensor& gated = args.inputs[0];
+  const Tensor& weight = args.inputs[1];
+  const Tensor* bias = args.inputs.size() == 3 ? &args.inputs[2] : nullptr;
+  const Tensor& out = args.outputs[0];
+  const Tensor& activated = args.outputs[1];
+  const int64_t k = activated.sizes().back();
+  const int64_t rows = k > 0 ? activated.numel() / k : 0;
+  if (rows < 1 || rows > kSkinnyMaxRows || out.numel() == 0)
+    return run_activation_and_mul_then_linear(kOp, kGpuDeviceType, args);
+  SkinnyProblem skinny;
+  skinny.m = rows;
+  skinny.n = weight.sizes()[0];
+  skinny.k = k;
+  skinny.x = gated.data_ptr();
+  skinny.weight = weight.data_ptr();
+  skinny.bias = bias != nullptr ? bias->data_ptr() : nullptr;
+  skinny.out = out.data_ptr();
+  skinny.dtype = gated.dtype();
+  skinny.device = out.device().index;
+  skinny.activation = kActivation;
+  skinny.activated = activated.data_ptr();
+  skinny.attributes = args.attributes;
+  LaunchScope scope(out.device());
+  const SkinnyVariant* variant = choose(kOp, skinny, args, out.device(), scope.stream());
+  if (variant == nullptr) return run_activation_and_mul_then_linear(kOp, kGpuDeviceType, args);
+  variant->launch(skinny, scope.stream());
+  annotate_launch(variant->name);
+}
+
+constexpr char kSiluLinear[] = "silu_and_mul_linear";
+constexpr char kGeluLinear[] = "gelu_and_mul_linear";
+constexpr auto silu_and_mul_linear = activation_and_mul_linear<kSiluLinear, SkinnyActivation::silu>;
+constexpr auto gelu_and_mul_linear = activation_and_mul_linear<kGeluLinear, SkinnyActivation::gelu>;
+TESSERA_REGISTER_KERNEL(kSiluLinear, kGpuDeviceType, silu_and_mul_linear);
+TESSERA_REGISTER_KERNEL(kGeluLinear, kGpuDeviceType, gelu_and_mul_linear);
+
+}  // namespace
+}  // namespace tessera::gpu

@@ -1,0 +1,40 @@
+// Times a launch as a decode step sees it: cold, with its operands evicted from L2 before each
+// run (in a step the weights come from memory). What the per-shape path choices of linear
+// (gemm.cpp) and of activation_and_mul_linear are measured with.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+#include "kernels/cuda/gpu_vendor.h"
+#include "kernels/device.h"
+
+namespace tessera::gpu {
+
+// A skinny kernel replaces the library path only when faster by this factor: single cold runs
+// vary by a few percent, and a tie is not worth leaving the library for.
+inline constexpr float kSkinnyMargin = 0.97f;
+
+class ColdTimer {
+ public:
+  explicit ColdTimer(Device device);  // allocates a buffer twice the L2's size
+  ~ColdTimer();
+  ColdTimer(const ColdTimer&) = delete;
+  ColdTimer& operator=(const ColdTimer&) = delete;
+
+  // The median device time of `launch` over a few runs on `stream`, each after the buffer is
+  // overwritten, after one untimed run that loads whatever loads lazily.
+  float median_ms(gpuStream_t stream, const std::function<void()>& launch);
+  // The same for `launch` (which launches on the current stream) captured into a device graph and
+  // replayed, as a decode step runs it: launches cost a graph node's latency, not a stream
+  // launch's. It runs on a measuring stream of the timer's device, current while `launch` runs
+  // (one per device for the process: libraries keep per-stream state).
+  float median_graph_ms(const std::function<void()>& launch);
+
+ private:
+  Device device_;
+  size_t flush_bytes_ = 0;
+  void* flush_ = nullptr;
+};
+
+}  // namespace tessera::gpu
