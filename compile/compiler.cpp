@@ -76,7 +76,7 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
   timed("cleanup", [&] { cleanup(plan->graph, config.pass_config); });
   dump(config, "01_cleanup.txt", plan->graph.str());
   timed("linear_prologue", [&] { fuse_linear_prologues(plan->graph, config.pass_config); });
-  dump(config, "01_linear_prologue.txt", plan->graph.str());
+  dump(config, "01b_linear_prologue.txt", plan->graph.str());
   timed("split", [&] {
     plan->steps = split_into_pieces(plan->graph, config.splitting_ops, &plan->num_pieces);
   });

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "kernels/check.h"
 
@@ -22,12 +23,13 @@ void set_log_level_from_environment() {
   const char* value = std::getenv("TESSERA_LOG_LEVEL");
   if (value == nullptr || *value == '\0') return;
   const std::string name = value;
-  for (auto level :
-       {spdlog::level::trace, spdlog::level::debug, spdlog::level::info, spdlog::level::warn,
-        spdlog::level::err, spdlog::level::critical, spdlog::level::off}) {
-    const auto view = spdlog::level::to_string_view(level);
-    if (name == std::string(view.data(), view.size()) ||
-        (name == "error" && level == spdlog::level::err)) {
+  static const std::pair<const char*, spdlog::level::level_enum> kLevels[] = {
+      {"trace", spdlog::level::trace}, {"debug", spdlog::level::debug},
+      {"info", spdlog::level::info},   {"warn", spdlog::level::warn},
+      {"error", spdlog::level::err},   {"critical", spdlog::level::critical},
+      {"off", spdlog::level::off}};
+  for (const auto& [level_name, level] : kLevels) {
+    if (name == level_name) {
       spdlog::set_level(level);
       return;
     }

@@ -63,6 +63,9 @@ TEST(Cli, LogLevelComesFromTheEnvironmentAndBadLevelsAreRefused) {
   RunResult debug = run_tessera_with("TESSERA_LOG_LEVEL=debug", "generate -n 2");
   ASSERT_EQ(debug.status, 0) << debug.err;
   EXPECT_THAT(debug.err, HasSubstr("[info]"));
+  RunResult warn = run_tessera_with("TESSERA_LOG_LEVEL=warn", "generate -n 2");
+  ASSERT_EQ(warn.status, 0) << warn.err;
+  EXPECT_THAT(warn.err, Not(HasSubstr("[info]")));
   RunResult bad = run_tessera_with("TESSERA_LOG_LEVEL=loud", "devices");
   EXPECT_EQ(bad.status, 1);
   EXPECT_THAT(bad.err, AllOf(HasSubstr("TESSERA_LOG_LEVEL=loud"), HasSubstr("debug")));

@@ -10,6 +10,7 @@
 // that variant.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -28,8 +29,10 @@
 namespace tessera::gpu {
 namespace {
 
-// What a measured choice depends on; the activations cost alike next to the weight read.
-using ChoiceKey = std::tuple<int, DType, int64_t, int64_t, int64_t, bool>;
+// What a measured choice depends on: the device, the product's shape and the activation (its
+// attributes included: gelu's erf form costs more than its tanh form).
+using ChoiceKey =
+    std::tuple<int, DType, int64_t, int64_t, int64_t, bool, SkinnyActivation, std::string>;
 
 struct Choices {
   std::mutex mutex;
@@ -81,8 +84,9 @@ const SkinnyVariant* choose(const char* op, const SkinnyProblem& skinny, const K
     const SkinnyVariant* variant = find_skinny_variant(forced->c_str());
     return variant != nullptr && variant->fits(skinny) ? variant : nullptr;
   }
-  const ChoiceKey key{device.index, skinny.dtype, skinny.m,
-                      skinny.n,     skinny.k,     skinny.bias != nullptr};
+  const ChoiceKey key{
+      device.index, skinny.dtype,           skinny.m,          skinny.n,
+      skinny.k,     skinny.bias != nullptr, skinny.activation, skinny.attributes.str()};
   Choices& all = choices();
   {
     std::lock_guard<std::mutex> lock(all.mutex);
@@ -92,6 +96,9 @@ const SkinnyVariant* choose(const char* op, const SkinnyProblem& skinny, const K
   // Timing synchronizes, which a capture cannot hold: a shape first seen while capturing takes
   // the two steps until a call outside a capture measures it.
   if (capturing(stream)) return nullptr;
+  if (std::none_of(skinny_variants().begin(), skinny_variants().end(),
+                   [&](const SkinnyVariant& variant) { return variant.fits(skinny); }))
+    return nullptr;  // nothing to time against the two steps
   const SkinnyVariant* best = measure(op, skinny, args, device);
   std::lock_guard<std::mutex> lock(all.mutex);
   all.by_problem.emplace(key, best);
@@ -125,7 +132,9 @@ void activation_and_mul_linear(const KernelArgs& args) {
   skinny.attributes = args.attributes;
   LaunchScope scope(out.device());
   const SkinnyVariant* variant = choose(kOp, skinny, args, out.device(), scope.stream());
-  if (variant == nullptr) return run_activation_and_mul_then_linear(kOp, kGpuDeviceType, args);
+  // A choice is kept per shape; these operands may still not suit it (alignment).
+  if (variant == nullptr || !variant->fits(skinny))
+    return run_activation_and_mul_then_linear(kOp, kGpuDeviceType, args);
   variant->launch(skinny, scope.stream());
   annotate_launch(variant->name);
 }

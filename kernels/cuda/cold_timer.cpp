@@ -43,13 +43,26 @@ float median_of_runs(const TimingEvents& events, int runs) {
 
 constexpr int kRuns = 7;
 
+// The measuring streams, one per device, and the lock that gives one thread at a time the use of
+// them (a capture on a stream takes whatever else is launched onto it).
+std::mutex& measuring_mutex() {
+  static auto* mutex = new std::mutex();  // lives until exit: modules unload late
+  return *mutex;
+}
+
 Stream& measuring_stream(Device device) {
-  static std::mutex mutex;
-  static auto* streams = new std::map<int, std::unique_ptr<Stream>>();  // lives until exit
-  std::lock_guard<std::mutex> lock(mutex);
+  static auto* streams = new std::map<int, std::unique_ptr<Stream>>();  // under measuring_mutex
   std::unique_ptr<Stream>& stream = (*streams)[device.index];
   if (stream == nullptr) stream = backend(device).create_stream(device.index);
   return *stream;
+}
+
+// Waits for `stream` where an error is already on its way out: a second error would hide it.
+void synchronize_quietly(Stream& stream) noexcept {
+  try {
+    stream.synchronize();
+  } catch (...) {
+  }
 }
 
 }  // namespace
@@ -57,6 +70,9 @@ Stream& measuring_stream(Device device) {
 ColdTimer::ColdTimer(Device device)
     : device_(device),
       flush_bytes_(2 * std::max<size_t>(device_limits(device.index).l2_bytes, 1 << 20)) {
+  // What the caller queued may still read memory that the runs below write (the outputs, the
+  // flush buffer, a cached block freed since): it finishes first.
+  backend(device).current_stream(device.index).synchronize();
   flush_ = backend(device).allocator(device.index).allocate(flush_bytes_);
 }
 
@@ -78,30 +94,40 @@ float ColdTimer::median_ms(gpuStream_t stream, const std::function<void()>& laun
 
 float ColdTimer::median_graph_ms(const std::function<void()>& launch) {
   DeviceBackend& gpu = backend(device_);
+  // The caller's stream is idle (the constructor waited for it, and the caller queues nothing
+  // while it times), so the measuring stream needs no ordering against it.
+  std::lock_guard<std::mutex> lock(measuring_mutex());
   Stream& stream = measuring_stream(device_);
   StreamGuard current(stream);
-  launch();  // outside the capture: whatever measures or allocates on first use does it here
-  gpu.begin_capture(stream);
-  std::unique_ptr<GraphExec> graph;
   try {
-    launch();
+    launch();  // outside the capture: whatever measures or allocates on first use does it here
+    gpu.begin_capture(stream);
+    try {
+      launch();
+    } catch (...) {
+      try {
+        (void)gpu.end_capture(stream);
+      } catch (...) {  // the launch's error is the one to report
+      }
+      throw;
+    }
+    std::unique_ptr<GraphExec> graph = gpu.end_capture(stream);
+    const auto native = static_cast<gpuStream_t>(stream.native_handle());
+    graph->replay(stream);
+    TimingEvents events(2 * kRuns);
+    for (int run = 0; run < kRuns; ++run) {
+      GPU_CHECK(gpuMemsetAsync(flush_, run, flush_bytes_, native));
+      GPU_CHECK(gpuEventRecord(events[2 * run], native));
+      graph->replay(stream);
+      GPU_CHECK(gpuEventRecord(events[2 * run + 1], native));
+    }
+    const float ms = median_of_runs(events, kRuns);
+    stream.synchronize();  // the outputs are the caller's again, the flush buffer can go
+    return ms;
   } catch (...) {
-    (void)gpu.end_capture(stream);
+    synchronize_quietly(stream);  // nothing may still write the flush buffer when it is freed
     throw;
   }
-  graph = gpu.end_capture(stream);
-  const auto native = static_cast<gpuStream_t>(stream.native_handle());
-  graph->replay(stream);
-  TimingEvents events(2 * kRuns);
-  for (int run = 0; run < kRuns; ++run) {
-    GPU_CHECK(gpuMemsetAsync(flush_, run, flush_bytes_, native));
-    GPU_CHECK(gpuEventRecord(events[2 * run], native));
-    graph->replay(stream);
-    GPU_CHECK(gpuEventRecord(events[2 * run + 1], native));
-  }
-  const float ms = median_of_runs(events, kRuns);
-  stream.synchronize();
-  return ms;
 }
 
 }  // namespace tessera::gpu

@@ -17,7 +17,8 @@ inline constexpr float kSkinnyMargin = 0.97f;
 
 class ColdTimer {
  public:
-  explicit ColdTimer(Device device);  // allocates a buffer twice the L2's size
+  // Waits for the device's current stream, then allocates a buffer twice the L2's size.
+  explicit ColdTimer(Device device);
   ~ColdTimer();
   ColdTimer(const ColdTimer&) = delete;
   ColdTimer& operator=(const ColdTimer&) = delete;
@@ -28,7 +29,8 @@ class ColdTimer {
   // The same for `launch` (which launches on the current stream) captured into a device graph and
   // replayed, as a decode step runs it: launches cost a graph node's latency, not a stream
   // launch's. It runs on a measuring stream of the timer's device, current while `launch` runs
-  // (one per device for the process: libraries keep per-stream state).
+  // (one per device for the process: libraries keep per-stream state), one thread at a time,
+  // and returns with that stream idle.
   float median_graph_ms(const std::function<void()>& launch);
 
  private:
