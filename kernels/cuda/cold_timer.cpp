@@ -50,10 +50,12 @@ std::mutex& measuring_mutex() {
   return *mutex;
 }
 
+// Streams by device index, each created on first use and kept until exit (raw pointers: a map of
+// unique_ptr<Stream> crashes Debian's hipcc 5.2 compiler, clang 15, in its device pass).
 Stream& measuring_stream(Device device) {
-  static auto* streams = new std::map<int, std::unique_ptr<Stream>>();  // under measuring_mutex
-  std::unique_ptr<Stream>& stream = (*streams)[device.index];
-  if (stream == nullptr) stream = backend(device).create_stream(device.index);
+  static auto* streams = new std::map<int, Stream*>();  // under measuring_mutex
+  Stream*& stream = (*streams)[device.index];
+  if (stream == nullptr) stream = backend(device).create_stream(device.index).release();
   return *stream;
 }
 
