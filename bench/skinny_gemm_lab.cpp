@@ -63,21 +63,6 @@ std::vector<Path> all_paths() {
   return paths;
 }
 
-gpu::SkinnyProblem skinny_problem(const Tensor& x, const Tensor& weight, const Tensor* bias,
-                                  Tensor& out) {
-  gpu::SkinnyProblem problem;
-  problem.m = x.size(0);
-  problem.n = weight.size(0);
-  problem.k = x.size(1);
-  problem.x = x.data_ptr();
-  problem.weight = weight.data_ptr();
-  problem.bias = bias != nullptr ? bias->data_ptr() : nullptr;
-  problem.out = out.data_ptr();
-  problem.dtype = x.dtype();
-  problem.device = x.device().index;
-  return problem;
-}
-
 bool fits(const Path& path, const gpu::SkinnyProblem& problem) {
   return path.variant == nullptr || path.variant->fits(problem);
 }
@@ -87,7 +72,8 @@ bool fits(const Path& path, const gpu::SkinnyProblem& problem) {
 void run_path(const Path& path, const Tensor& x, const Tensor& weight, const Tensor* bias,
               Tensor& out) {
   if (path.variant != nullptr) {
-    path.variant->launch(skinny_problem(x, weight, bias, out), gpu::current_stream(x.device()));
+    path.variant->launch(gpu::linear_problem(x, weight, bias, out),
+                         gpu::current_stream(x.device()));
     return;
   }
   ForceLinearPath forced(path.name);
@@ -126,7 +112,7 @@ bool check_paths(LabRandom& random, const std::vector<Path>& paths, DType dtype,
   bool all_passed = true;
   for (const Path& path : paths) {
     Tensor out = Tensor::from_floats(poison, {m, kCheckRows}, dtype, x.device());
-    if (!fits(path, skinny_problem(x, weight, &bias, out))) continue;
+    if (!fits(path, gpu::linear_problem(x, weight, &bias, out))) continue;
     run_path(path, x, weight, &bias, out);
     const Check check = compare(out, expected, kNearZero);
     if (!check.passed) {
@@ -165,7 +151,7 @@ Row time_paths(LabTimer& timer, LabRandom& random, const std::vector<Path>& path
   row.flops = 2.0 * static_cast<double>(m * shape.n * shape.k);
   const int calls = copies * static_cast<int>(std::ceil(20.0 / copies));
   for (const Path& path : paths) {
-    if (!fits(path, skinny_problem(x, weights[0], nullptr, out))) {
+    if (!fits(path, gpu::linear_problem(x, weights[0], nullptr, out))) {
       row.us.push_back(0);
       continue;
     }
@@ -206,11 +192,8 @@ constexpr Weight kDown = {"down", 2048, 8192};
 
 gpu::SkinnyProblem gated_problem(const Tensor& gated, const Tensor& weight, Tensor& out,
                                  Tensor& activated) {
-  gpu::SkinnyProblem problem = skinny_problem(activated, weight, nullptr, out);
-  problem.x = gated.data_ptr();
-  problem.activation = gpu::SkinnyActivation::silu;
-  problem.activated = activated.data_ptr();
-  return problem;
+  return gpu::gated_linear_problem(gated, weight, nullptr, out, activated,
+                                   gpu::SkinnyActivation::silu, Attributes{});
 }
 
 void run_fused_op(const Tensor& gated, const Tensor& weight, Tensor& out, Tensor& activated) {

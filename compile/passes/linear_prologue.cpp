@@ -4,7 +4,10 @@
 // gate/up rows fewer per MLP at decode. The activation is found in either form the tracer
 // records: the custom op (silu_and_mul, gelu_and_mul) or, when that op is disabled, its
 // decomposition mul(act(slice(x, 0, d)), slice(x, d, 2d)) over the last dim. Runs after cleanup
-// (which has merged the two slices' twins and dropped dead code) and before the split.
+// (which has merged the two slices' twins and dropped dead code) and before the split. The
+// fused op is found in the registry by name: <op>_linear for a gated custom op, and
+// <activation>_and_mul_linear for a decomposed one, so a gated activation with such an op fuses
+// without a change here.
 #include <set>
 
 #include "compile/passes/passes.h"
@@ -14,7 +17,6 @@ namespace tessera {
 namespace {
 
 struct Match {
-  int linear = -1;            // the linear node
   std::vector<int> absorbed;  // the activation's nodes (they disappear)
   int gated_input = -1;       // x [..., 2d]
   const OpDef* fused = nullptr;
@@ -69,11 +71,10 @@ std::optional<Match> match(const Graph& graph, const Uses& uses, int linear) {
   const int activated = node.inputs[0];
   const Node* producer = producer_call(graph, activated);
   if (producer == nullptr || !uses.only_reader(activated, linear)) return std::nullopt;
+  const OpRegistry& registry = OpRegistry::global();
   Match found;
-  found.linear = linear;
-  std::string activation;
-  if (producer->op->name == "silu_and_mul" || producer->op->name == "gelu_and_mul") {
-    activation = producer->op->name.substr(0, 4);
+  if ((found.fused = registry.find(producer->op->name + "_linear")) != nullptr) {
+    // A gated custom op (silu_and_mul) with its fused op (silu_and_mul_linear).
     found.absorbed = {node_index(graph, producer)};
     found.gated_input = producer->inputs[0];
     found.attributes = producer->attributes;
@@ -82,7 +83,9 @@ std::optional<Match> match(const Graph& graph, const Uses& uses, int linear) {
     const int mul = node_index(graph, producer);
     const Node* act = producer_call(graph, producer->inputs[0]);
     const Node* up = producer_call(graph, producer->inputs[1]);
-    if (act == nullptr || (act->op->name != "silu" && act->op->name != "gelu")) return std::nullopt;
+    if (act == nullptr ||
+        (found.fused = registry.find(act->op->name + "_and_mul_linear")) == nullptr)
+      return std::nullopt;
     const Node* gate = producer_call(graph, act->inputs[0]);
     int gate_source = -1, up_source = -1;
     if (!is_half_slice(graph, gate, 0, &gate_source) || !is_half_slice(graph, up, 1, &up_source) ||
@@ -96,36 +99,30 @@ std::optional<Match> match(const Graph& graph, const Uses& uses, int linear) {
     const DType dtype = graph.value(gate_source).meta.dtype;
     for (int id : {act->outputs[0], activated})
       if (graph.value(id).meta.dtype != dtype) return std::nullopt;
-    activation = act->op->name;
     found.absorbed = {node_index(graph, gate), node_index(graph, up), node_index(graph, act), mul};
     found.gated_input = gate_source;
     found.attributes = act->attributes;
   } else {
     return std::nullopt;
   }
-  if (!is_floating(graph.value(found.gated_input).meta.dtype)) return std::nullopt;
-  found.fused = OpRegistry::global().find(activation + "_and_mul_linear");
-  if (found.fused == nullptr) return std::nullopt;
   return found;
 }
 
 }  // namespace
 
-int fuse_linear_prologues(Graph& graph, const PassConfig& config) {
-  if (!config.enable_linear_prologue_fusion) return 0;
+void fuse_linear_prologues(Graph& graph, const PassConfig& config) {
+  if (!config.enable_linear_prologue_fusion) return;
   const Uses uses(graph);
   std::vector<std::optional<Match>> at_linear(graph.nodes().size());
   std::set<int> absorbed;
-  int fused = 0;
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
     const Node& node = graph.nodes()[i];
     if (node.kind != NodeKind::call || node.op->name != "linear") continue;
     at_linear[i] = match(graph, uses, static_cast<int>(i));
     if (!at_linear[i]) continue;
     absorbed.insert(at_linear[i]->absorbed.begin(), at_linear[i]->absorbed.end());
-    ++fused;
   }
-  if (fused == 0) return 0;
+  if (absorbed.empty()) return;
 
   // Rebuild in order: the absorbed nodes vanish, each matched linear becomes the fused node
   // (its inputs, x and the weights, are defined before the activation was).
@@ -151,7 +148,6 @@ int fuse_linear_prologues(Graph& graph, const PassConfig& config) {
     remap[node.outputs[0]] = rebuilt.add_call(*m.fused, inputs, m.attributes, {out, activated})[0];
   }
   graph = std::move(rebuilt);
-  return fused;
 }
 
 }  // namespace tessera

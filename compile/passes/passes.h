@@ -15,8 +15,8 @@ namespace tessera {
 // Dead code, no-op reshapes/casts/slices/contiguous, and common subexpressions.
 void cleanup(Graph& graph, const PassConfig& config);
 // Replaces each gated activation read only by a linear with one <activation>_and_mul_linear
-// node; returns how many.
-int fuse_linear_prologues(Graph& graph, const PassConfig& config);
+// node.
+void fuse_linear_prologues(Graph& graph, const PassConfig& config);
 // Orders the nodes into steps: views, library kernels, splitting ops (piece boundaries).
 std::vector<Step> split_into_pieces(const Graph& graph,
                                     const std::vector<std::string>& splitting_ops, int* num_pieces);

@@ -117,19 +117,8 @@ void activation_and_mul_linear(const KernelArgs& args) {
   const int64_t rows = k > 0 ? activated.numel() / k : 0;
   if (rows < 1 || rows > kSkinnyMaxRows || out.numel() == 0)
     return run_activation_and_mul_then_linear(kOp, kGpuDeviceType, args);
-  SkinnyProblem skinny;
-  skinny.m = rows;
-  skinny.n = weight.sizes()[0];
-  skinny.k = k;
-  skinny.x = gated.data_ptr();
-  skinny.weight = weight.data_ptr();
-  skinny.bias = bias != nullptr ? bias->data_ptr() : nullptr;
-  skinny.out = out.data_ptr();
-  skinny.dtype = gated.dtype();
-  skinny.device = out.device().index;
-  skinny.activation = kActivation;
-  skinny.activated = activated.data_ptr();
-  skinny.attributes = args.attributes;
+  const SkinnyProblem skinny =
+      gated_linear_problem(gated, weight, bias, out, activated, kActivation, args.attributes);
   LaunchScope scope(out.device());
   const SkinnyVariant* variant = choose(kOp, skinny, args, out.device(), scope.stream());
   // A choice is kept per shape; these operands may still not suit it (alignment).

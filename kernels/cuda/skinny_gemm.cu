@@ -561,6 +561,32 @@ std::span<const SkinnyVariant> skinny_variants() {
   return kVariants;
 }
 
+SkinnyProblem linear_problem(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                             const Tensor& out) {
+  SkinnyProblem problem;
+  problem.k = x.dim() > 0 ? x.sizes().back() : 0;
+  problem.m = problem.k > 0 ? x.numel() / problem.k : 0;
+  problem.n = weight.dim() > 0 ? weight.size(0) : 0;
+  problem.x = x.data_ptr();
+  problem.weight = weight.data_ptr();
+  problem.bias = bias != nullptr ? bias->data_ptr() : nullptr;
+  problem.out = out.data_ptr();
+  problem.dtype = x.dtype();
+  problem.device = x.device().index;
+  return problem;
+}
+
+SkinnyProblem gated_linear_problem(const Tensor& gated, const Tensor& weight, const Tensor* bias,
+                                   const Tensor& out, const Tensor& activated,
+                                   SkinnyActivation activation, const Attributes& attributes) {
+  SkinnyProblem problem = linear_problem(activated, weight, bias, out);
+  problem.x = gated.data_ptr();
+  problem.activation = activation;
+  problem.activated = activated.data_ptr();
+  problem.attributes = attributes;
+  return problem;
+}
+
 const SkinnyVariant* find_skinny_variant(const char* name) {
   for (const SkinnyVariant& variant : kVariants)
     if (std::strcmp(variant.name, name) == 0) return &variant;

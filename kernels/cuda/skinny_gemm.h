@@ -21,6 +21,7 @@
 #include "kernels/attributes.h"
 #include "kernels/cuda/gpu_vendor.h"
 #include "kernels/dtype.h"
+#include "kernels/tensor.h"
 
 namespace tessera::gpu {
 
@@ -54,5 +55,14 @@ struct SkinnyVariant {
 std::span<const SkinnyVariant> skinny_variants();
 // The variant named `name`, or nullptr.
 const SkinnyVariant* find_skinny_variant(const char* name);
+
+// The problem of out = linear(x, weight, bias) on contiguous tensors, x [..., k].
+SkinnyProblem linear_problem(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                             const Tensor& out);
+// The same product with x computed from `gated` [..., 2k] by `activation` (its attributes in
+// `attributes`) and stored in `activated` [..., k].
+SkinnyProblem gated_linear_problem(const Tensor& gated, const Tensor& weight, const Tensor* bias,
+                                   const Tensor& out, const Tensor& activated,
+                                   SkinnyActivation activation, const Attributes& attributes);
 
 }  // namespace tessera::gpu
