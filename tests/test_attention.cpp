@@ -121,13 +121,17 @@ double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t see
                          0, c.heads, c.kv_heads, c.head_size, scale, c.sliding_window,
                          c.logit_softcap);
   }
-  // The new keys must now be in the cache at their slots.
-  std::vector<float> cache_after = caches[0].key.to_floats();
+  // The new keys and values must now be in the cache at their slots (a decode kernel writes them
+  // itself, the other paths by a launch of their own).
+  std::vector<float> keys_after = caches[0].key.to_floats();
+  std::vector<float> values_after = caches[0].value.to_floats();
   for (size_t s = 0, token = 0; s < c.sequences.size(); ++s)
     for (int64_t p = c.sequences[s].cached; p < c.sequences[s].cached + c.sequences[s].new_tokens;
          ++p, ++token)
-      for (int64_t i = 0; i < kv_row; ++i)
-        EXPECT_EQ(cache_after[meta.slot_mapping[token] * kv_row + i], keys[s][p * kv_row + i]);
+      for (int64_t i = 0; i < kv_row; ++i) {
+        EXPECT_EQ(keys_after[meta.slot_mapping[token] * kv_row + i], keys[s][p * kv_row + i]);
+        EXPECT_EQ(values_after[meta.slot_mapping[token] * kv_row + i], values[s][p * kv_row + i]);
+      }
   // float64 reference.
   std::vector<float> got = out.to_floats();
   double diff = 0, norm = 0;

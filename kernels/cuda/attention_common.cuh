@@ -21,8 +21,8 @@ constexpr int kMaxHeadSize = 256;
 template <typename T>
 struct AttentionParams {
   const T* query;                  // [tokens, num_heads * head_size]
-  const T* key_cache;              // [num_blocks, block_size, num_kv_heads, head_size]
-  const T* value_cache;            // same
+  T* key_cache;                    // [num_blocks, block_size, num_kv_heads, head_size]
+  T* value_cache;                  // same
   T* out;                          // [tokens, num_heads * head_size]
   const int32_t* query_start_loc;  // [num_seqs + 1]
   const int32_t* seq_lens;         // [num_seqs]
@@ -35,6 +35,13 @@ struct AttentionParams {
   float scale_log2;    // the softmax scale times log2(e): scores live in the exp2 domain
   int sliding_window;  // a query at position p sees keys > p - sliding_window; 0: every key
   float softcap_log2;  // the logit softcap times log2(e); 0: none
+  // Decode only: this step's K/V rows, which the decode kernel writes into the cache itself (no
+  // reshape_and_cache launch) and reads from here wherever a key's slot is the new one. Null in
+  // the other kernels, whose launches write the cache first.
+  const T* new_key;             // [tokens, num_kv_heads * head_size]
+  const T* new_value;           // same
+  const int32_t* slot_mapping;  // [tokens]; -1 (padding) or a slot past num_slots: not written
+  int64_t num_slots;            // num_blocks * block_size
 };
 
 // tanh softcapping in the exp2 domain: with s = score * log2(e) and c = cap * log2(e),
@@ -76,12 +83,29 @@ __device__ __forceinline__ int padded_head_size(int head_size) {
 // Element offset of the cache row of (position, kv_head): the block table maps the position's
 // block to a physical block. Offsets are 64-bit: large caches exceed 2^31 elements.
 template <typename T>
+__device__ __forceinline__ int64_t cache_slot(const AttentionParams<T>& params,
+                                              const int32_t* block_table, int position) {
+  const int64_t block = block_table[position / params.block_size];
+  return block * params.block_size + position % params.block_size;
+}
+
+template <typename T>
 __device__ __forceinline__ int64_t cache_row_offset(const AttentionParams<T>& params,
                                                     const int32_t* block_table, int position,
                                                     int kv_head) {
-  const int64_t block = block_table[position / params.block_size];
-  const int64_t slot = block * params.block_size + position % params.block_size;
-  return (slot * params.num_kv_heads + kv_head) * params.head_size;
+  return (cache_slot(params, block_table, position) * params.num_kv_heads + kv_head) *
+         params.head_size;
+}
+
+// A value another block of this launch stored before its __threadfence(): read past L1, which
+// may hold a stale line (CUDA; on AMD the fence itself invalidates L1).
+template <typename V>
+__device__ __forceinline__ V load_published(const V* address) {
+#if defined(TESSERA_GPU_HIP)
+  return *address;
+#else
+  return __ldcg(address);
+#endif
 }
 
 // Fills tile[row * stride + d] (f32, kRows rows of `padded` columns) with row_source(row)[d] *

@@ -7,9 +7,16 @@
 // length (ceil(seq_len / num_partitions), rounded up to the tile), so any length is covered by
 // the launched partitions whatever max_seq_len the host used to choose their number (a captured
 // graph stays correct as sequences grow). With one partition the block writes the output; with
-// more it writes its unnormalized accumulator, running max and sum, and the combine kernel merges
-// them (out = sum_p 2^(m_p - M) acc_p / sum_p 2^(m_p - M) l_p). With a sliding window the
-// partitions split only the keys inside it; scores are softcapped (when asked).
+// more it writes its unnormalized accumulator, running max and sum, and the last block of the
+// (sequence, kv head, chunk) to finish merges them (out = sum_p 2^(m_p - M) acc_p / sum_p 2^(m_p -
+// M) l_p): an arrival counter says which block is last, so no second launch is needed. With a
+// sliding window the partitions split only the keys inside it; scores are softcapped (when asked).
+//
+// The step's new K/V rows are not written by a launch of their own either: one block per (kv head,
+// sequence) stores them into the cache, and every block reads the new key and value from the
+// step's rows wherever a key's slot is the new token's (no block of the launch reads that slot
+// from the cache, so no block waits for the store). A new token's slot lies in its own sequence's
+// blocks, as the model runner assigns them.
 //
 // Per tile of kDecodeTile keys:
 //  1. V rows are gathered into shared memory (f32) while
@@ -35,8 +42,7 @@ constexpr int kTokenLanes = 4;                              // lanes sharing one
 constexpr int kKeysPerPass = kDecodeThreads / kTokenLanes;  // keys scored at once
 constexpr int kMaxPairsPerThread = 4;                       // (head, column group) pairs
 constexpr int kMaxPairsPerBlock = kDecodeThreads * kMaxPairsPerThread;
-constexpr int kMaxPartitions = 256;  // the combine kernel's limit
-constexpr int kCombineThreads = 128;
+constexpr int kMaxPartitions = 256;  // partial results per (sequence, head) at most
 
 // How a decode launch is split: q heads per block (a chunk of a GQA group), chunks per group,
 // partitions per sequence, and the workspace for partial results when num_partitions > 1.
@@ -47,6 +53,7 @@ struct DecodeSplit {
   float* partial_acc;  // [num_seqs, num_heads, num_partitions, padded head] unnormalized
   float* partial_max;  // [num_seqs, num_heads, num_partitions] running max (exp2 domain)
   float* partial_sum;  // [num_seqs, num_heads, num_partitions] running sum
+  int* arrivals;       // [num_seqs, grid x]: blocks done; zero between launches
 };
 
 __host__ __device__ constexpr int decode_value_stride(int padded_head) {
@@ -73,6 +80,35 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int chunk = static_cast<int>(blockIdx.x) % split.head_chunks;
   const int token = params.query_start_loc[seq];
   if (params.query_start_loc[seq + 1] == token) return;  // no new token for this sequence
+  const int tid = static_cast<int>(threadIdx.x);
+  const int head_size = kExact ? kHeadSize : params.head_size;
+  const int64_t kv_width = static_cast<int64_t>(params.num_kv_heads) * head_size;
+  // Without the step's rows (the launch wrote the cache first) no slot is the new one.
+  const bool has_new_rows = params.slot_mapping != nullptr;
+  const int64_t new_slot = has_new_rows ? params.slot_mapping[token] : -1;
+  const int64_t new_row_offset = token * kv_width + static_cast<int64_t>(kv_head) * head_size;
+  const T* new_key_row = has_new_rows ? params.new_key + new_row_offset : nullptr;
+  const T* new_value_row = has_new_rows ? params.new_value + new_row_offset : nullptr;
+  if (chunk == 0 && partition == 0 && new_slot >= 0 && new_slot < params.num_slots) {
+    const int64_t cache_offset = new_slot * kv_width + static_cast<int64_t>(kv_head) * head_size;
+    if constexpr (kExact) {
+      constexpr int E = kPackElements<T>;
+      constexpr int kPacks = kHeadSize / E;
+      for (int i = tid; i < 2 * kPacks; i += kDecodeThreads) {
+        const int element = (i % kPacks) * E;
+        const bool value = i >= kPacks;
+        store_pack<E>((value ? params.value_cache : params.key_cache) + cache_offset + element,
+                      load_pack<E>((value ? new_value_row : new_key_row) + element));
+      }
+    } else {
+      for (int i = tid; i < 2 * head_size; i += kDecodeThreads) {
+        const int element = i % head_size;
+        const bool value = i >= head_size;
+        (value ? params.value_cache : params.key_cache)[cache_offset + element] =
+            (value ? new_value_row : new_key_row)[element];
+      }
+    }
+  }
   const int group = params.num_heads / params.num_kv_heads;
   const int first_head = kv_head * group + chunk * split.heads_per_block;
   const int heads = min(split.heads_per_block, group - chunk * split.heads_per_block);
@@ -84,7 +120,6 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int begin = first_key + partition * partition_size;
   const int end = min(seq_len, begin + partition_size);
 
-  const int head_size = kExact ? kHeadSize : params.head_size;
   const int padded = padded_head_size<kHeadSize, kExact>(head_size);
   const int value_stride = decode_value_stride(padded);
   // The float4-read arrays first, at offsets that are multiples of 4 floats.
@@ -98,7 +133,11 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int64_t query_width = static_cast<int64_t>(params.num_heads) * head_size;
   const int32_t* block_table =
       params.block_tables + static_cast<int64_t>(seq) * params.max_blocks_per_seq;
-  const int tid = static_cast<int>(threadIdx.x);
+  // The K or V row of a key position: the step's own row for the new token's slot.
+  auto cached_row = [&](const T* cache, const T* new_row, int position) -> const T* {
+    const int64_t slot = cache_slot(params, block_table, position);
+    return slot == new_slot ? new_row : cache + (slot * params.num_kv_heads + kv_head) * head_size;
+  };
 
   // q rows of the chunk's heads (as many rows as the largest chunk; unused ones are zeros).
   {
@@ -140,8 +179,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     load_tile<T, kHeadSize, kExact, kDecodeThreads, kDecodeTile>(
         v_tile, value_stride, head_size, 1.0f, [&](int row) -> const T* {
           if (row >= tile_keys) return nullptr;
-          return params.value_cache +
-                 cache_row_offset(params, block_table, tile_begin + row, kv_head);
+          return cached_row(params.value_cache, new_value_row, tile_begin + row);
         });
 
     // Scores: lane l of a key holds elements of its quarter (packs l, l + 4, ... when exact).
@@ -149,9 +187,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
     for (int pass = 0; pass < kDecodeTile / kKeysPerPass; ++pass) {
       const int key = pass * kKeysPerPass + key_in_pass;
       const bool valid = key < tile_keys;
-      const T* key_row = valid ? params.key_cache + cache_row_offset(params, block_table,
-                                                                     tile_begin + key, kv_head)
-                               : nullptr;
+      const T* key_row =
+          valid ? cached_row(params.key_cache, new_key_row, tile_begin + key) : nullptr;
       float k[kElementsPerLane];
       if constexpr (kExact) {
         constexpr int E = kPackElements<T>;
@@ -280,55 +317,75 @@ __global__ void __launch_bounds__(kDecodeThreads)
       store_four<kExact>(out_row, column, head_size, scaled(value, sum > 0.0f ? 1.0f / sum : 0.0f));
     }
   }
-  if (split_keys && tid < heads) {
+  if (!split_keys) return;
+  if (tid < heads) {
     const int64_t slot =
         (static_cast<int64_t>(seq) * params.num_heads + first_head + tid) * split.num_partitions +
         partition;
     split.partial_max[slot] = running_max[tid];
     split.partial_sum[slot] = running_sum[tid];
   }
-}
 
-// Merges the partitions of each (sequence, q head). Grid: x = q heads, y = sequences.
-template <typename T>
-__global__ void __launch_bounds__(kCombineThreads)
-    combine_partitions_kernel(AttentionParams<T> params, DecodeSplit split) {
-  __shared__ float weights[kMaxPartitions];
-  __shared__ float scratch[kCombineThreads / GPU_WARP_SIZE];
-  wait_for_prior_grids();
-  allow_next_grid();
-  const int head = static_cast<int>(blockIdx.x);
-  const int seq = static_cast<int>(blockIdx.y);
-  const int token = params.query_start_loc[seq];
-  if (params.query_start_loc[seq + 1] == token) return;
-  const int partitions = split.num_partitions;
-  const int64_t first_slot = (static_cast<int64_t>(seq) * params.num_heads + head) * partitions;
-  const int tid = static_cast<int>(threadIdx.x);
-
-  float local_max = -INFINITY;
-  for (int p = tid; p < partitions; p += kCombineThreads)
-    local_max = fmaxf(local_max, split.partial_max[first_slot + p]);
-  const float global_max = block_reduce<MaxReducer, kCombineThreads>(local_max, scratch);
-  float local_sum = 0.0f;
-  for (int p = tid; p < partitions; p += kCombineThreads) {
-    const float sum = split.partial_sum[first_slot + p];
-    // Empty partitions (short sequences) have sum 0 and max -inf: weight 0, never NaN.
-    const float weight = sum > 0.0f ? exp2f(split.partial_max[first_slot + p] - global_max) : 0.0f;
-    weights[p] = weight;
-    local_sum += weight * sum;
+  // The last of the partitions to finish merges them: its partials are published (fence) before
+  // it counts itself, and it reads the others' after seeing them all counted (fence).
+  __shared__ int merges;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    int* arrivals = split.arrivals + static_cast<int64_t>(seq) * gridDim.x + blockIdx.x;
+    merges = atomicAdd(arrivals, 1) == split.num_partitions - 1;
+    if (merges) *arrivals = 0;  // every block of this launch has counted: ready for the next
   }
-  const float total = block_reduce<SumReducer, kCombineThreads>(local_sum, scratch);
-  const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+  __syncthreads();
+  if (!merges) return;
+  __threadfence();
 
-  const int head_size = params.head_size;
-  const int padded = round_up_to_4(head_size);
-  T* out_row = params.out + token * static_cast<int64_t>(params.num_heads) * head_size +
-               static_cast<int64_t>(head) * head_size;
-  for (int d = tid; d < head_size; d += kCombineThreads) {
-    float value = 0.0f;
-    for (int p = 0; p < partitions; ++p)
-      value = fmaf(weights[p], split.partial_acc[(first_slot + p) * padded + d], value);
-    out_row[d] = from_compute<T>(value * inverse);
+  // Per head, one warp: the largest running max M and the total sum_p 2^(m_p - M) l_p (empty
+  // partitions of short sequences have l_p = 0 and m_p = -inf: weight 0, never NaN).
+  const int partitions = split.num_partitions;
+  const int warp = tid / GPU_WARP_SIZE;
+  const int lane = tid % GPU_WARP_SIZE;
+  for (int g = warp; g < heads; g += kDecodeThreads / GPU_WARP_SIZE) {
+    const int64_t first_slot =
+        (static_cast<int64_t>(seq) * params.num_heads + first_head + g) * partitions;
+    float largest = -INFINITY;
+    for (int p = lane; p < partitions; p += GPU_WARP_SIZE)
+      largest = fmaxf(largest, load_published(split.partial_max + first_slot + p));
+    largest = group_reduce<MaxReducer, GPU_WARP_SIZE>(largest);
+    float total = 0.0f;
+    for (int p = lane; p < partitions; p += GPU_WARP_SIZE) {
+      const float sum = load_published(split.partial_sum + first_slot + p);
+      if (sum > 0.0f)
+        total =
+            fmaf(exp2f(load_published(split.partial_max + first_slot + p) - largest), sum, total);
+    }
+    total = group_reduce<SumReducer, GPU_WARP_SIZE>(total);
+    if (lane == 0) {
+      running_max[g] = largest;
+      running_sum[g] = total;
+    }
+  }
+  __syncthreads();
+  for (int pair = tid; pair < pairs; pair += kDecodeThreads) {
+    const int g = pair / column_groups;
+    const int column = 4 * (pair % column_groups);
+    const int64_t first_slot =
+        (static_cast<int64_t>(seq) * params.num_heads + first_head + g) * partitions;
+    float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int p = 0; p < partitions; ++p) {
+      const float sum = load_published(split.partial_sum + first_slot + p);
+      if (sum > 0.0f) {
+        add_scaled(value,
+                   exp2f(load_published(split.partial_max + first_slot + p) - running_max[g]),
+                   load_published(reinterpret_cast<const float4*>(
+                       split.partial_acc + (first_slot + p) * padded + column)));
+      }
+    }
+    const float total = running_sum[g];
+    T* out_row =
+        params.out + token * query_width + static_cast<int64_t>(first_head + g) * head_size;
+    store_four<kExact>(out_row, column, head_size,
+                       scaled(value, total > 0.0f ? 1.0f / total : 0.0f));
   }
 }
 

@@ -17,24 +17,26 @@ inline constexpr float kSkinnyMargin = 0.97f;
 
 class ColdTimer {
  public:
-  // Waits for the device's current stream, then allocates a buffer twice the L2's size.
+  // Waits for the device's current stream, then allocates and zeroes a buffer twice the L2's size.
   explicit ColdTimer(Device device);
   ~ColdTimer();
   ColdTimer(const ColdTimer&) = delete;
   ColdTimer& operator=(const ColdTimer&) = delete;
 
-  // The median device time of `launch` over a few runs on `stream`, each after the buffer is
-  // overwritten, after one untimed run that loads whatever loads lazily.
-  float median_ms(gpuStream_t stream, const std::function<void()>& launch);
-  // The same for `launch` (which launches on the current stream) captured into a device graph and
-  // replayed, as a decode step runs it: launches cost a graph node's latency, not a stream
-  // launch's. It runs on a measuring stream of the timer's device, current while `launch` runs
-  // (one per device for the process: libraries keep per-stream state), one thread at a time,
-  // and returns with that stream idle.
+  // What `launch` (which launches on the current stream) adds to a decode step: captured into a
+  // device graph behind a short lead kernel, as a step runs it (launches cost a graph node's
+  // latency, not a stream launch's; a programmatic launch overlaps the kernel before it), the
+  // median time of the replays less the lead kernel's own. It runs on a measuring stream of the
+  // timer's device, current while `launch` runs (one per device for the process: libraries keep
+  // per-stream state), one thread at a time, and returns with that stream idle.
   float median_graph_ms(const std::function<void()>& launch);
 
  private:
+  float median_graph_ms_after_lead(const std::function<void()>& launch);
+  void flush(gpuStream_t stream);  // evicts L2 (clean lines) on `stream`
+
   Device device_;
+  float lead_ms_ = -1.0f;  // the lead kernel's median, once measured
   size_t flush_bytes_ = 0;
   void* flush_ = nullptr;
 };

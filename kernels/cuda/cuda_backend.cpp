@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -336,6 +339,27 @@ class GpuEvent final : public Event {
   gpuEvent_t event_ = nullptr;
 };
 
+// TESSERA_PROFILE_REPLAY=N opens the profiler's range (cudaProfilerStart/Stop) around the N-th
+// graph replay of the process, so that `ncu --profile-from-start off --graph-profiling node` times
+// the kernels of one replayed step as the graph runs them (scripts/gpu_kernel_times.sh).
+bool profiled_replay() {
+  static const int64_t wanted = [] {
+    const char* text = std::getenv("TESSERA_PROFILE_REPLAY");
+    if (text == nullptr || *text == '\0') return int64_t{0};
+    char* end = nullptr;
+    errno = 0;
+    const long long value = std::strtoll(text, &end, 10);
+    TESSERA_REQUIRE(errno == 0 && *end == '\0' && value >= 1,
+                    "TESSERA_PROFILE_REPLAY='{}' must be a positive replay number (1 is the first "
+                    "graph replay of the process)",
+                    text);
+    return static_cast<int64_t>(value);
+  }();
+  if (wanted == 0) return false;
+  static std::atomic<int64_t> replays{0};
+  return replays.fetch_add(1) + 1 == wanted;
+}
+
 class GpuGraphExec final : public GraphExec {
  public:
   GpuGraphExec(int device_index, gpuGraphExec_t exec, size_t num_nodes)
@@ -345,7 +369,13 @@ class GpuGraphExec final : public GraphExec {
   }
   void replay(Stream& stream) override {
     DeviceGuard device(device_index_);
+    const bool profiled = profiled_replay();
+    if (profiled) GPU_CHECK(gpuProfilerStart());
     GPU_CHECK(gpuGraphLaunch(exec_, stream_handle(stream)));
+    if (profiled) {
+      GPU_CHECK(gpuStreamSynchronize(stream_handle(stream)));
+      GPU_CHECK(gpuProfilerStop());
+    }
   }
   size_t num_nodes() const override { return num_nodes_; }
 

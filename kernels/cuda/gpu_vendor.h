@@ -79,6 +79,8 @@
 #define gpuGraphDestroy hipGraphDestroy
 #define gpuGraphExecDestroy hipGraphExecDestroy
 #define gpuGraphLaunch hipGraphLaunch
+#define gpuProfilerStart hipProfilerStart
+#define gpuProfilerStop hipProfilerStop
 #define gpuLaunchHostFunc hipLaunchHostFunc
 #define gpuStreamIsCapturing hipStreamIsCapturing
 #define gpuStreamCaptureStatus hipStreamCaptureStatus
@@ -123,6 +125,7 @@ inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 // ---- runtime: errors, devices, memory
@@ -182,6 +185,8 @@ inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
 #define gpuGraphDestroy cudaGraphDestroy
 #define gpuGraphExecDestroy cudaGraphExecDestroy
 #define gpuGraphLaunch cudaGraphLaunch
+#define gpuProfilerStart cudaProfilerStart
+#define gpuProfilerStop cudaProfilerStop
 #define gpuLaunchHostFunc cudaLaunchHostFunc
 #define gpuStreamIsCapturing cudaStreamIsCapturing
 #define gpuStreamCaptureStatus cudaStreamCaptureStatus

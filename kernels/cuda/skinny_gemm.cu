@@ -68,13 +68,11 @@ __device__ __forceinline__ uint4 load_weight_pack(const void* address) {
 #endif
 }
 
-// x is read by every warp of the block and by the blocks beside it: through L1.
+// x is read by every warp of the block and by the blocks beside it: through L1 (a plain load
+// caches there). Not __ldg: the compiler may hoist such an invariant load above
+// wait_for_prior_grids(), and x is what the kernel before this one writes.
 __device__ __forceinline__ uint4 load_input_pack(const void* address) {
-#if defined(TESSERA_GPU_HIP)
   return *static_cast<const uint4*>(address);
-#else
-  return __ldg(static_cast<const uint4*>(address));
-#endif
 }
 
 template <typename T>
@@ -287,8 +285,6 @@ __global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp)
     skinny_mma_kernel(SkinnyArgs args, Input input) {
   constexpr int kTokens = 8 * kTiles;
   extern __shared__ float mma_partial[];  // [splits][kTiles][4][32]
-  wait_for_prior_grids();
-  allow_next_grid();
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int splits = static_cast<int>(blockDim.x) / 32;
@@ -311,6 +307,7 @@ __global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp)
   float acc[kTiles][4] = {};
   const int64_t steps = (k + kMmaStep - 1) / kMmaStep;
   const uint4 zero = make_uint4(0, 0, 0, 0);
+  bool waited = false;
   for (int64_t first = warp; first < steps;
        first += static_cast<int64_t>(splits) * kMmaUnroll<kTiles>) {
     uint4 low[kMmaUnroll<kTiles>][2], high[kMmaUnroll<kTiles>][2];
@@ -325,6 +322,11 @@ __global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp)
         low[u][half] = inside[u][half] ? load_weight_pack(low_row + columns[u][half]) : zero;
         high[u][half] = inside[u][half] ? load_weight_pack(high_row + columns[u][half]) : zero;
       }
+    }
+    if (!waited) {  // as in the simt kernel: the first weight loads overlap the previous kernel
+      wait_for_prior_grids();
+      allow_next_grid();
+      waited = true;
     }
 #pragma unroll
     for (int u = 0; u < kMmaUnroll<kTiles>; ++u) {
@@ -345,6 +347,7 @@ __global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp)
     }
   }
 
+  if (!waited) wait_for_prior_grids();  // a warp past the last step still stores or shares
   // C fragment: c0, c1 = weight row g, x rows 2q, 2q + 1 of the tile; c2, c3 = weight row g + 8.
   if (splits == 1) {
 #pragma unroll
