@@ -31,7 +31,7 @@ constexpr int kCopyThreads = 256;
 // Decode splits keys only while fewer blocks than this many per SM would run...
 constexpr int64_t kDecodeBlocksPerSm = 2;
 // ...and never into partitions shorter than this many keys (each partition costs a partial
-// result and a share of the merge).
+// result and a share of the combine kernel).
 constexpr int64_t kMinPartitionKeys = 128;
 constexpr int kGridLimitYZ = 65535;
 
@@ -163,38 +163,23 @@ void launch_prefill(const AttentionParams<T>& params, const Launch& launch) {
   GPU_CHECK_LAUNCH("attention prefill");
 }
 
-// The decode partials' workspace and arrival counters: per device, buffers that only grow, so
-// their addresses stay fixed across steps and a captured graph (the model runner's full CUDA
-// graphs) keeps writing to memory nobody else holds. They grow at most once per larger shape,
-// outside any capture: the runner's warm-up launches come first. Steps on one device run in
-// stream order, one at a time. The counters start at zero, and each launch leaves them at zero.
-struct DecodeWorkspace {
-  float* partials;
-  int* arrivals;
-};
-
-DecodeWorkspace decode_workspace(Device device, int64_t floats, int64_t counters,
-                                 gpuStream_t stream) {
+// The decode partials' workspace: one buffer per device that only grows, so its address stays
+// fixed across steps and a captured graph (the model runner's full CUDA graphs) keeps writing to
+// memory nobody else holds. It grows at most once per larger shape, outside any capture: the
+// runner's warm-up launches come first. Steps on one device run in stream order, one at a time.
+float* decode_workspace(Device device, int64_t floats) {
   static std::mutex mutex;
   // By device index. (A std::map of Tensors here crashes clang 15 compiling HIP.)
-  static std::vector<Tensor> partials, arrivals;
+  static std::vector<Tensor> buffers;
   std::lock_guard lock(mutex);
-  const auto index = static_cast<size_t>(device.index);
-  if (partials.size() <= index) {
-    partials.resize(index + 1);
-    arrivals.resize(index + 1);
+  if (buffers.size() <= static_cast<size_t>(device.index))
+    buffers.resize(static_cast<size_t>(device.index) + 1);
+  Tensor& buffer = buffers[static_cast<size_t>(device.index)];
+  if (!buffer.defined() || buffer.numel() < floats) {
+    if (buffer.defined()) backend(device).synchronize(device.index);  // the old one may be in use
+    buffer = Tensor::empty({floats}, DType::f32, device);
   }
-  const bool grow_partials = !partials[index].defined() || partials[index].numel() < floats;
-  const bool grow_arrivals = !arrivals[index].defined() || arrivals[index].numel() < counters;
-  if ((grow_partials && partials[index].defined()) || (grow_arrivals && arrivals[index].defined()))
-    backend(device).synchronize(device.index);  // the old ones may be in use
-  if (grow_partials) partials[index] = Tensor::empty({floats}, DType::f32, device);
-  if (grow_arrivals) {
-    arrivals[index] = Tensor::empty({counters}, DType::i32, device);
-    GPU_CHECK(gpuMemsetAsync(arrivals[index].data_ptr(), 0,
-                             static_cast<size_t>(counters) * sizeof(int32_t), stream));
-  }
-  return {partials[index].data<float>(), arrivals[index].data<int32_t>()};
+  return buffer.data<float>();
 }
 
 // Splits keys into partitions when sequences x kv heads x head chunks would leave SMs idle.
@@ -226,12 +211,9 @@ void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
   if (split.num_partitions > 1) {
     const int64_t slots = launch.num_seqs * params.num_heads * split.num_partitions;
     const int64_t padded = round_up_to_4(params.head_size);
-    const DecodeWorkspace workspace =
-        decode_workspace(launch.device, slots * (padded + 2), blocks, launch.stream);
-    split.partial_acc = workspace.partials;
+    split.partial_acc = decode_workspace(launch.device, slots * (padded + 2));
     split.partial_max = split.partial_acc + slots * padded;
     split.partial_sum = split.partial_max + slots;
-    split.arrivals = workspace.arrivals;
   }
 
   const size_t shared_bytes = decode_shared_bytes(params.head_size, split.heads_per_block);
@@ -244,6 +226,13 @@ void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
   launch_programmatic(kernel, grid, dim3(kDecodeThreads), shared_bytes, launch.stream,
                       launch.device.index, params, split);
   GPU_CHECK_LAUNCH("attention decode");
+  if (split.num_partitions > 1) {
+    const dim3 combine_grid(static_cast<unsigned int>(params.num_heads),
+                            static_cast<unsigned int>(launch.num_seqs));
+    launch_programmatic(combine_partitions_kernel<T>, combine_grid, dim3(kCombineThreads), 0,
+                        launch.stream, launch.device.index, params, split);
+    GPU_CHECK_LAUNCH("attention decode combine");
+  }
 }
 
 template <typename T, int kHeadSize, bool kExact>

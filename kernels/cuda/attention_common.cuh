@@ -97,17 +97,6 @@ __device__ __forceinline__ int64_t cache_row_offset(const AttentionParams<T>& pa
          params.head_size;
 }
 
-// A value another block of this launch stored before its __threadfence(): read past L1, which
-// may hold a stale line (CUDA; on AMD the fence itself invalidates L1).
-template <typename V>
-__device__ __forceinline__ V load_published(const V* address) {
-#if defined(TESSERA_GPU_HIP)
-  return *address;
-#else
-  return __ldcg(address);
-#endif
-}
-
 // Fills tile[row * stride + d] (f32, kRows rows of `padded` columns) with row_source(row)[d] *
 // factor; rows whose source is null and columns past head_size get zeros, so products with them
 // are exactly zero (never NaN from stale shared memory).

@@ -7,16 +7,15 @@
 // length (ceil(seq_len / num_partitions), rounded up to the tile), so any length is covered by
 // the launched partitions whatever max_seq_len the host used to choose their number (a captured
 // graph stays correct as sequences grow). With one partition the block writes the output; with
-// more it writes its unnormalized accumulator, running max and sum, and the last block of the
-// (sequence, kv head, chunk) to finish merges them (out = sum_p 2^(m_p - M) acc_p / sum_p 2^(m_p -
-// M) l_p): an arrival counter says which block is last, so no second launch is needed. With a
-// sliding window the partitions split only the keys inside it; scores are softcapped (when asked).
+// more it writes its unnormalized accumulator, running max and sum, and the combine kernel merges
+// them (out = sum_p 2^(m_p - M) acc_p / sum_p 2^(m_p - M) l_p). With a sliding window the
+// partitions split only the keys inside it; scores are softcapped (when asked).
 //
-// The step's new K/V rows are not written by a launch of their own either: one block per (kv head,
-// sequence) stores them into the cache, and every block reads the new key and value from the
-// step's rows wherever a key's slot is the new token's (no block of the launch reads that slot
-// from the cache, so no block waits for the store). A new token's slot lies in its own sequence's
-// blocks, as the model runner assigns them.
+// The step's new K/V rows need no launch of their own (when the launch passes them): one block
+// per (kv head, sequence) loads them as it starts and stores them into the cache as it ends, and
+// every block reads the new key and value from the step's rows wherever a key's slot is the new
+// token's, so no block reads that slot from the cache and none waits for the store. A new
+// token's slot lies in its own sequence's blocks, as the model runner assigns them.
 //
 // Per tile of kDecodeTile keys:
 //  1. V rows are gathered into shared memory (f32) while
@@ -42,7 +41,8 @@ constexpr int kTokenLanes = 4;                              // lanes sharing one
 constexpr int kKeysPerPass = kDecodeThreads / kTokenLanes;  // keys scored at once
 constexpr int kMaxPairsPerThread = 4;                       // (head, column group) pairs
 constexpr int kMaxPairsPerBlock = kDecodeThreads * kMaxPairsPerThread;
-constexpr int kMaxPartitions = 256;  // partial results per (sequence, head) at most
+constexpr int kMaxPartitions = 256;  // the combine kernel's limit
+constexpr int kCombineThreads = 128;
 
 // How a decode launch is split: q heads per block (a chunk of a GQA group), chunks per group,
 // partitions per sequence, and the workspace for partial results when num_partitions > 1.
@@ -53,7 +53,6 @@ struct DecodeSplit {
   float* partial_acc;  // [num_seqs, num_heads, num_partitions, padded head] unnormalized
   float* partial_max;  // [num_seqs, num_heads, num_partitions] running max (exp2 domain)
   float* partial_sum;  // [num_seqs, num_heads, num_partitions] running sum
-  int* arrivals;       // [num_seqs, grid x]: blocks done; zero between launches
 };
 
 __host__ __device__ constexpr int decode_value_stride(int padded_head) {
@@ -82,33 +81,25 @@ __global__ void __launch_bounds__(kDecodeThreads)
   if (params.query_start_loc[seq + 1] == token) return;  // no new token for this sequence
   const int tid = static_cast<int>(threadIdx.x);
   const int head_size = kExact ? kHeadSize : params.head_size;
-  const int64_t kv_width = static_cast<int64_t>(params.num_kv_heads) * head_size;
-  // Without the step's rows (the launch wrote the cache first) no slot is the new one.
+
+  // The new K/V rows of this kv head (none when the launch wrote the cache first), and whether
+  // this block stores them: exact heads stage one 16-byte pack per thread now, for the end.
   const bool has_new_rows = params.slot_mapping != nullptr;
   const int64_t new_slot = has_new_rows ? params.slot_mapping[token] : -1;
+  const int64_t kv_width = static_cast<int64_t>(params.num_kv_heads) * head_size;
   const int64_t new_row_offset = token * kv_width + static_cast<int64_t>(kv_head) * head_size;
   const T* new_key_row = has_new_rows ? params.new_key + new_row_offset : nullptr;
   const T* new_value_row = has_new_rows ? params.new_value + new_row_offset : nullptr;
-  if (chunk == 0 && partition == 0 && new_slot >= 0 && new_slot < params.num_slots) {
-    const int64_t cache_offset = new_slot * kv_width + static_cast<int64_t>(kv_head) * head_size;
-    if constexpr (kExact) {
-      constexpr int E = kPackElements<T>;
-      constexpr int kPacks = kHeadSize / E;
-      for (int i = tid; i < 2 * kPacks; i += kDecodeThreads) {
-        const int element = (i % kPacks) * E;
-        const bool value = i >= kPacks;
-        store_pack<E>((value ? params.value_cache : params.key_cache) + cache_offset + element,
-                      load_pack<E>((value ? new_value_row : new_key_row) + element));
-      }
-    } else {
-      for (int i = tid; i < 2 * head_size; i += kDecodeThreads) {
-        const int element = i % head_size;
-        const bool value = i >= head_size;
-        (value ? params.value_cache : params.key_cache)[cache_offset + element] =
-            (value ? new_value_row : new_key_row)[element];
-      }
-    }
-  }
+  const bool writes_cache =
+      chunk == 0 && partition == 0 && new_slot >= 0 && new_slot < params.num_slots;
+  constexpr int E = kPackElements<T>;
+  constexpr int kRowPacks = kExact ? kHeadSize / E : 1;
+  const bool stages = kExact && writes_cache && tid < 2 * kRowPacks;
+  const int staged_element = (tid % kRowPacks) * E;
+  const bool staged_value = tid >= kRowPacks;
+  Pack<T, E> staged{};
+  if (stages) staged = load_pack<E>((staged_value ? new_value_row : new_key_row) + staged_element);
+
   const int group = params.num_heads / params.num_kv_heads;
   const int first_head = kv_head * group + chunk * split.heads_per_block;
   const int heads = min(split.heads_per_block, group - chunk * split.heads_per_block);
@@ -292,6 +283,20 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
   __syncthreads();  // the final softmax state is visible to every thread
 
+  // The new K/V rows into the cache, off the path of everything above.
+  const int64_t cache_offset = new_slot * kv_width + static_cast<int64_t>(kv_head) * head_size;
+  if (stages) {
+    store_pack<E>(
+        (staged_value ? params.value_cache : params.key_cache) + cache_offset + staged_element,
+        staged);
+  } else if (!kExact && writes_cache) {
+    for (int i = tid; i < 2 * head_size; i += kDecodeThreads) {
+      const bool value = i >= head_size;
+      (value ? params.value_cache : params.key_cache)[cache_offset + i % head_size] =
+          (value ? new_value_row : new_key_row)[i % head_size];
+    }
+  }
+
   const bool split_keys = split.num_partitions > 1;
 #pragma unroll
   for (int k = 0; k < kMaxPairsPerThread; ++k) {
@@ -317,75 +322,55 @@ __global__ void __launch_bounds__(kDecodeThreads)
       store_four<kExact>(out_row, column, head_size, scaled(value, sum > 0.0f ? 1.0f / sum : 0.0f));
     }
   }
-  if (!split_keys) return;
-  if (tid < heads) {
+  if (split_keys && tid < heads) {
     const int64_t slot =
         (static_cast<int64_t>(seq) * params.num_heads + first_head + tid) * split.num_partitions +
         partition;
     split.partial_max[slot] = running_max[tid];
     split.partial_sum[slot] = running_sum[tid];
   }
+}
 
-  // The last of the partitions to finish merges them: its partials are published (fence) before
-  // it counts itself, and it reads the others' after seeing them all counted (fence).
-  __shared__ int merges;
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) {
-    int* arrivals = split.arrivals + static_cast<int64_t>(seq) * gridDim.x + blockIdx.x;
-    merges = atomicAdd(arrivals, 1) == split.num_partitions - 1;
-    if (merges) *arrivals = 0;  // every block of this launch has counted: ready for the next
-  }
-  __syncthreads();
-  if (!merges) return;
-  __threadfence();
-
-  // Per head, one warp: the largest running max M and the total sum_p 2^(m_p - M) l_p (empty
-  // partitions of short sequences have l_p = 0 and m_p = -inf: weight 0, never NaN).
+// Merges the partitions of each (sequence, q head). Grid: x = q heads, y = sequences.
+template <typename T>
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_partitions_kernel(AttentionParams<T> params, DecodeSplit split) {
+  __shared__ float weights[kMaxPartitions];
+  __shared__ float scratch[kCombineThreads / GPU_WARP_SIZE];
+  wait_for_prior_grids();
+  allow_next_grid();
+  const int head = static_cast<int>(blockIdx.x);
+  const int seq = static_cast<int>(blockIdx.y);
+  const int token = params.query_start_loc[seq];
+  if (params.query_start_loc[seq + 1] == token) return;
   const int partitions = split.num_partitions;
-  const int warp = tid / GPU_WARP_SIZE;
-  const int lane = tid % GPU_WARP_SIZE;
-  for (int g = warp; g < heads; g += kDecodeThreads / GPU_WARP_SIZE) {
-    const int64_t first_slot =
-        (static_cast<int64_t>(seq) * params.num_heads + first_head + g) * partitions;
-    float largest = -INFINITY;
-    for (int p = lane; p < partitions; p += GPU_WARP_SIZE)
-      largest = fmaxf(largest, load_published(split.partial_max + first_slot + p));
-    largest = group_reduce<MaxReducer, GPU_WARP_SIZE>(largest);
-    float total = 0.0f;
-    for (int p = lane; p < partitions; p += GPU_WARP_SIZE) {
-      const float sum = load_published(split.partial_sum + first_slot + p);
-      if (sum > 0.0f)
-        total =
-            fmaf(exp2f(load_published(split.partial_max + first_slot + p) - largest), sum, total);
-    }
-    total = group_reduce<SumReducer, GPU_WARP_SIZE>(total);
-    if (lane == 0) {
-      running_max[g] = largest;
-      running_sum[g] = total;
-    }
+  const int64_t first_slot = (static_cast<int64_t>(seq) * params.num_heads + head) * partitions;
+  const int tid = static_cast<int>(threadIdx.x);
+
+  float local_max = -INFINITY;
+  for (int p = tid; p < partitions; p += kCombineThreads)
+    local_max = fmaxf(local_max, split.partial_max[first_slot + p]);
+  const float global_max = block_reduce<MaxReducer, kCombineThreads>(local_max, scratch);
+  float local_sum = 0.0f;
+  for (int p = tid; p < partitions; p += kCombineThreads) {
+    const float sum = split.partial_sum[first_slot + p];
+    // Empty partitions (short sequences) have sum 0 and max -inf: weight 0, never NaN.
+    const float weight = sum > 0.0f ? exp2f(split.partial_max[first_slot + p] - global_max) : 0.0f;
+    weights[p] = weight;
+    local_sum += weight * sum;
   }
-  __syncthreads();
-  for (int pair = tid; pair < pairs; pair += kDecodeThreads) {
-    const int g = pair / column_groups;
-    const int column = 4 * (pair % column_groups);
-    const int64_t first_slot =
-        (static_cast<int64_t>(seq) * params.num_heads + first_head + g) * partitions;
-    float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int p = 0; p < partitions; ++p) {
-      const float sum = load_published(split.partial_sum + first_slot + p);
-      if (sum > 0.0f) {
-        add_scaled(value,
-                   exp2f(load_published(split.partial_max + first_slot + p) - running_max[g]),
-                   load_published(reinterpret_cast<const float4*>(
-                       split.partial_acc + (first_slot + p) * padded + column)));
-      }
-    }
-    const float total = running_sum[g];
-    T* out_row =
-        params.out + token * query_width + static_cast<int64_t>(first_head + g) * head_size;
-    store_four<kExact>(out_row, column, head_size,
-                       scaled(value, total > 0.0f ? 1.0f / total : 0.0f));
+  const float total = block_reduce<SumReducer, kCombineThreads>(local_sum, scratch);
+  const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+
+  const int head_size = params.head_size;
+  const int padded = round_up_to_4(head_size);
+  T* out_row = params.out + token * static_cast<int64_t>(params.num_heads) * head_size +
+               static_cast<int64_t>(head) * head_size;
+  for (int d = tid; d < head_size; d += kCombineThreads) {
+    float value = 0.0f;
+    for (int p = 0; p < partitions; ++p)
+      value = fmaf(weights[p], split.partial_acc[(first_slot + p) * padded + d], value);
+    out_row[d] = from_compute<T>(value * inverse);
   }
 }
 
