@@ -63,6 +63,25 @@ RowCase silu_and_mul_of_width(int64_t width, DType dtype, Device device) {
           }};
 }
 
+// rope (NeoX halves) of `heads` q heads and `kv_heads` k heads of `head_size`, as a decode step
+// of a Llama traces it: rows of heads * head_size (q) and kv_heads * head_size (k).
+RowCase rope_of_width(int64_t heads, int64_t kv_heads, int64_t head_size, DType dtype,
+                      Device device) {
+  Tensor cos_sin = random_tensor({128, head_size}, 7, dtype, device);
+  return {fmt::format("rope_{}x{}", heads, head_size),
+          [=](std::span<const Tensor> in) {
+            auto [q, k] = ops::rotary_embedding(in[0], in[1], in[2], cos_sin, head_size, true);
+            return std::vector<Tensor>{q, k};
+          },
+          [=](int64_t tokens) {
+            const auto seed = static_cast<uint32_t>(tokens);
+            return std::vector<Tensor>{
+                token_ids(tokens, 128, device),
+                random_tensor({tokens, heads * head_size}, 400 + seed, dtype, device),
+                random_tensor({tokens, kv_heads * head_size}, 410 + seed, dtype, device)};
+          }};
+}
+
 // Reads of x the vectorizer must leave scalar (an unaligned slice start, a transpose: stride 32)
 // next to a read of y it vectorizes.
 std::vector<RowCase> strided_row_cases(DType dtype, Device device) {
@@ -170,19 +189,28 @@ TEST(CudaCodegen, OneBlockPerRowWithSharedReductions) {
 }
 
 // Kernels that reduce over a row take one block per row; pointwise kernels split long rows
-// (one row of 128256 logits would otherwise be one block on the whole GPU).
+// (one row of 128256 logits would otherwise be one block on the whole GPU), by 16-byte groups
+// per thread where the row has the vector form and by elements where it does not (40001).
 TEST(CudaCodegen, PointwiseKernelsSplitLongRowsOverBlocks) {
-  for (int64_t width : {33, 2048, 40000}) {
+  for (int64_t width : {33, 2048, 40000, 40001}) {
     SCOPED_TRACE(width);
     CompiledPlan norm = fused_plan(rms_norm_of_width(width, DType::bf16, kCPU));
     CompiledPlan silu = fused_plan(silu_and_mul_of_width(width, DType::bf16, kCPU));
     ASSERT_EQ(norm.kernels.size(), 1u);
     ASSERT_EQ(silu.kernels.size(), 1u);
     EXPECT_EQ(cuda_blocks_per_row(build_row_kernel_body(norm.graph, norm.kernels[0])), 1);
-    // 256 threads x 8 elements per block for rows of 1024 elements or more.
+    // 256 threads x 8 elements per block for rows of 1024 elements or more; x 1 without the
+    // vector form.
     EXPECT_EQ(cuda_blocks_per_row(build_row_kernel_body(silu.graph, silu.kernels[0])),
-              width == 40000 ? 20 : 1);
+              width == 40001   ? 157
+              : width == 40000 ? 20
+                               : 1);
   }
+  // A decode step's rope at Llama-3.2-1B's width (q 2048, k 512), which has no vector form: one
+  // element per thread, 8 blocks of 256 per row (one block took a whole batch-1 row).
+  CompiledPlan rope = fused_plan(rope_of_width(32, 8, 64, DType::bf16, kCPU));
+  ASSERT_EQ(rope.kernels.size(), 1u) << rope.explain();
+  EXPECT_EQ(cuda_blocks_per_row(build_row_kernel_body(rope.graph, rope.kernels[0])), 8);
 }
 
 TEST(CudaCodegen, VectorAccessWhereTheRowAllows) {
@@ -261,8 +289,17 @@ TEST(CudaCodegen, VectorAccessWhereTheRowAllows) {
     SCOPED_TRACE(row_case.name);
     CompiledPlan plan = fused_plan(row_case);
     for (const FusedKernel& kernel : plan.kernels) {
-      for (const RowOutput& out : build_row_kernel_body(plan.graph, kernel).outputs)
+      const RowKernelBody body = build_row_kernel_body(plan.graph, kernel);
+      int64_t widest = 0;
+      for (const RowOutput& out : body.outputs) {
         EXPECT_EQ(out.vector.lanes, 0) << out.vector.element;
+        widest = std::max(widest, out.row_elements);
+      }
+      // So a row is split over blocks by elements: one per thread (a decode step's rope would
+      // otherwise run on one block per row, each thread waiting on several elements in turn).
+      const int64_t threads = cuda_block_size(body);
+      EXPECT_EQ(cuda_blocks_per_row(body), std::min<int64_t>((widest + threads - 1) / threads, 256))
+          << widest << " elements";
     }
   }
 }
@@ -478,7 +515,9 @@ TEST(GpuCompiledMode, FusedRowKernelsMatchEager) {
     GTEST_SKIP() << "no CUDA device available (needs a CUDA build and a device)";
   std::string cache = fresh_temp_dir("cuda_cache_gpu_rows");
   for (DType dtype : {DType::f32, DType::bf16}) {
-    for (const RowCase& row_case : row_cases(dtype, gpu)) {
+    std::vector<RowCase> cases = row_cases(dtype, gpu);
+    cases.push_back(rope_of_width(32, 8, 64, dtype, gpu));  // rows split over 8 blocks
+    for (const RowCase& row_case : cases) {
       SCOPED_TRACE(fmt::format("{} {}", row_case.name, dtype_name(dtype)));
       std::shared_ptr<const CompiledPlan> plan;
       CompiledFunction compiled(row_case.function,
@@ -543,8 +582,10 @@ TEST(GpuCompiledMode, VectorAndScalarRowLoopsMatchEager) {
         EXPECT_NE(plan->kernels[0].compiled, nullptr);
         const bool pointwise = row_case.name.starts_with("silu");
         EXPECT_THAT(plan->kernels[0].source,
-                    HasSubstr(fmt::format("#define TSR_ROW_BLOCKS {}\n",
-                                          pointwise && width > 2048 ? 20 : 1)));
+                    HasSubstr(fmt::format("#define TSR_ROW_BLOCKS {}\n", !pointwise       ? 1
+                                                                         : width == 40001 ? 157
+                                                                         : width > 2048   ? 20
+                                                                                          : 1)));
         if (width % 8 == 0) {
           EXPECT_THAT(plan->kernels[0].source,
                       HasSubstr(fmt::format("tsr_stv(out0, row * {} + tsr_first", width)));

@@ -299,11 +299,15 @@ int cuda_block_size(const RowKernelBody& body) {
 int cuda_blocks_per_row(const RowKernelBody& body) {
   if (!body.reductions.empty()) return 1;
   constexpr int64_t kMaxBlocksPerRow = 256;
-  int64_t widest = 0;
-  for (const RowOutput& out : body.outputs) widest = std::max(widest, out.row_elements);
-  const int64_t per_block = static_cast<int64_t>(cuda_block_size(body)) * 8;
-  return static_cast<int>(
-      std::clamp<int64_t>((widest + per_block - 1) / per_block, 1, kMaxBlocksPerRow));
+  int64_t blocks = 1;
+  for (const RowOutput& out : body.outputs) {
+    // A thread writes one 16-byte group per pass in the vector form, else one element: a scalar
+    // element waits on its own loads, and a thread taking several waits for each in turn.
+    const int64_t per_block =
+        static_cast<int64_t>(cuda_block_size(body)) * std::max<int64_t>(out.vector.lanes, 1);
+    blocks = std::max(blocks, (out.row_elements + per_block - 1) / per_block);
+  }
+  return static_cast<int>(std::min(blocks, kMaxBlocksPerRow));
 }
 
 std::string generate_cuda_kernel(const RowKernelBody& body, GpuDialect dialect) {

@@ -25,10 +25,12 @@ std::string generate_cuda_kernel(const RowKernelBody& body, GpuDialect dialect =
 
 // Threads per block of the generated kernel: 256 for rows of 1024 elements or more, else 128.
 int cuda_block_size(const RowKernelBody& body);
-// Blocks per row: 1 when the kernel reduces over its rows; otherwise enough blocks that each
-// thread writes about one 16-byte group of a long row (a pointwise kernel over a few long rows,
-// such as the f32 cast of one row of logits, would leave the GPU idle with one block per row).
-// The launch grid is rows x this.
+// Blocks per row: 1 when the kernel reduces over its rows; otherwise enough blocks (at most 256)
+// that each thread writes about one 16-byte group of a long row, or one element of an output
+// without the vector form (rope's halves): a pointwise kernel over a few long rows, such as the
+// f32 cast of one row of logits or the rope of a decode step's q and k, would leave the GPU idle
+// with one block per row, its threads each waiting on several elements' loads in turn. The launch
+// grid is rows x this.
 int cuda_blocks_per_row(const RowKernelBody& body);
 
 }  // namespace tessera
