@@ -57,6 +57,9 @@ class KVCacheManager {
   // The sequence's blocks in token order (empty for an unknown sequence).
   std::span<const int32_t> block_table(SequenceId sequence) const;
   // Gives `child` the blocks of `parent` (shared: each gains a reference). `child` must be new.
+  // Shared blocks are read-only: before either sequence appends into a shared partial last block,
+  // it needs a copy of its own (the GPU decode kernel writes a new token's slot while other
+  // sequences of the step may read theirs, so no slot may be in two sequences' tables).
   void fork(SequenceId parent, SequenceId child);
   // Drops the sequence's references; blocks no other sequence holds return to the pool, the
   // sequence's last blocks first so that its prefix stays cached longest.

@@ -4,18 +4,21 @@
 # latency), for each batch size, and prints the per-kernel table and the per-class summary
 # (scripts/kernel_times.py). ncu runs each kernel alone with the L2 flushed first and the clocks
 # left as they are, so the sum is what the step's kernels cost without overlap; compare it with
-# the sweep's median step (printed before each table) to see the time between kernels.
+# the sweep's median step (printed before each table) to see the time between kernels. ncu's
+# slower launches can change which path a GEMM shape measures as fastest on its first call: pass
+# `--linear library` (or a skinny variant, see `tessera bench --help`) to fix them.
 #
 # Settings (environment): TESSERA_PROFILE_BATCH_SIZES (1,8,32), TESSERA_PROFILE_MODEL
 # (synthetic:llama-1b), TESSERA_PROFILE_CONTEXT (128); extra arguments go to `tessera bench sweep`
 # (-O key=value to compare configurations).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+say() { echo "gpu_kernel_times: $*"; }
 source scripts/gpu_env.sh
 out=${OUT:-build/kernel-times}
 mkdir -p "$out"
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
-[[ -x $ncu ]] || { echo "gpu_kernel_times: ncu not found" >&2; exit 2; }
+[[ -x $ncu ]] || { say "ncu not found" >&2; exit 2; }
 status=0
 IFS=, read -ra sizes <<<"${TESSERA_PROFILE_BATCH_SIZES:-1,8,32}"
 for batch in "${sizes[@]}"; do

@@ -49,6 +49,8 @@ def main(path):
     if not kernels:
         sys.exit(f"kernel_times: the table in {path} has no gpu__time_duration.sum values")
     total = sum(k[3] for k in kernels)
+    if total <= 0:
+        sys.exit(f"kernel_times: the kernels in {path} add up to no time")
     print(f"{'#':>4} {'kernel':<60} {'grid':>16} {'block':>12} {'us':>8}")
     for index, (name, grid, block, us) in enumerate(kernels):
         print(f"{index:>4} {name:<60} {grid:>16} {block:>12} {us:>8.2f}")

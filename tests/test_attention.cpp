@@ -199,6 +199,8 @@ const std::vector<AttentionCase>& gpu_cases() {
         {16, 4, 128, 16, 800, {{2047, 1}, {4999, 1}, {3100, 1}, {1999, 1}}},
         // MHA decode, head 128: threads share (head, column) pairs
         {4, 4, 128, 16, 50, {{600, 1}, {33, 1}}},
+        // a decode step with a sequence that has no new token (its cache rows stay as they are)
+        {4, 1, 64, 16, 40, {{100, 1}, {60, 0}, {250, 1}}},
         // head 128 prefill over a cached prefix, with a decode in the batch
         {8, 2, 128, 16, 60, {{0, 200}, {300, 70}, {5, 1}}},
         // generic head sizes: 256 (prefill and split decode), 32, and 6

@@ -2,8 +2,9 @@
 // this step's K/V rows are written into the layer's paged cache at slot_mapping (slot -1 skips a
 // token), then each new token attends causally over its sequence through the block table, GQA
 // aware, with f32 math, optionally within a sliding window and with softcapped scores. Kernels:
-// reshape_and_cache (below), decode (attention_decode.cuh: every sequence has one new token) and
-// prefill/mixed (attention_prefill.cuh).
+// reshape_and_cache (below), decode (attention_decode.cuh: every sequence has one new token; it
+// writes the new rows itself, so a decode step has no reshape_and_cache launch) and prefill/mixed
+// (attention_prefill.cuh).
 //
 // The host reads only metadata scalars (num_seqs, max_query_len, max_seq_len,
 // max_blocks_per_seq) and never copies from the device: per-sequence values come from the
@@ -244,7 +245,7 @@ void launch_attention(const AttentionParams<T>& params, const Launch& launch) {
   }
 }
 
-// ---- The kernel entry: checks, then reshape_and_cache and attention on the current stream.
+// ---- The kernel entry: checks, then the cache write and attention on the current stream.
 
 void require_metadata_tensor(const Tensor& tensor, const char* name, int64_t values,
                              Device device) {
@@ -313,7 +314,8 @@ void attention_gpu(const KernelArgs& args) {
   LaunchScope scope(device);
   // A decode step's kernel writes the new K/V rows itself when they are plain [tokens, kv width]
   // rows; everything else writes the cache first.
-  const bool decode = meta.max_query_len == 1 && meta.num_seqs > 0;
+  // (Every token must be some sequence's: the kernel writes each sequence's one token.)
+  const bool decode = meta.max_query_len == 1 && meta.num_seqs > 0 && tokens <= meta.num_seqs;
   const bool write_in_decode = decode && key_rows.is_contiguous() && value_rows.is_contiguous() &&
                                key_rows.dim() == 2 && key_rows.size(1) == kv_heads * head_size &&
                                value_rows.sizes() == key_rows.sizes();
@@ -356,9 +358,12 @@ void attention_gpu(const KernelArgs& args) {
     // The packed kernels move whole 16-byte packs of rows; other layouts take the generic one.
     constexpr int E = kPackElements<T>;
     bool aligned = true;
-    for (const Tensor* tensor : std::initializer_list<const Tensor*>{
-             &query, &out, &cache.key, &cache.value, &key_rows, &value_rows})
+    for (const Tensor* tensor :
+         std::initializer_list<const Tensor*>{&query, &out, &cache.key, &cache.value})
       aligned = aligned && pack_aligned<T, E>(tensor->data_ptr());
+    if (write_in_decode)  // the decode kernel moves the new rows in packs too
+      aligned = aligned && pack_aligned<T, E>(key_rows.data_ptr()) &&
+                pack_aligned<T, E>(value_rows.data_ptr());
     if (aligned && head_size == 64) {
       launch_attention<T, 64, true>(params, launch);
     } else if (aligned && head_size == 128) {

@@ -36,8 +36,8 @@ struct AttentionParams {
   int sliding_window;  // a query at position p sees keys > p - sliding_window; 0: every key
   float softcap_log2;  // the logit softcap times log2(e); 0: none
   // Decode only: this step's K/V rows, which the decode kernel writes into the cache itself (no
-  // reshape_and_cache launch) and reads from here wherever a key's slot is the new one. Null in
-  // the other kernels, whose launches write the cache first.
+  // reshape_and_cache launch) and reads from here wherever a key's slot is the new one. Null
+  // wherever the launch wrote the cache first (prefill, and decode steps whose rows it cannot).
   const T* new_key;             // [tokens, num_kv_heads * head_size]
   const T* new_value;           // same
   const int32_t* slot_mapping;  // [tokens]; -1 (padding) or a slot past num_slots: not written
@@ -80,8 +80,8 @@ __device__ __forceinline__ int padded_head_size(int head_size) {
   }
 }
 
-// Element offset of the cache row of (position, kv_head): the block table maps the position's
-// block to a physical block. Offsets are 64-bit: large caches exceed 2^31 elements.
+// The cache slot of a sequence position: the block table maps the position's block to a physical
+// block. 64-bit: large caches exceed 2^31 elements.
 template <typename T>
 __device__ __forceinline__ int64_t cache_slot(const AttentionParams<T>& params,
                                               const int32_t* block_table, int position) {
@@ -89,6 +89,7 @@ __device__ __forceinline__ int64_t cache_slot(const AttentionParams<T>& params,
   return block * params.block_size + position % params.block_size;
 }
 
+// Element offset of the cache row of (position, kv_head).
 template <typename T>
 __device__ __forceinline__ int64_t cache_row_offset(const AttentionParams<T>& params,
                                                     const int32_t* block_table, int position,

@@ -12,7 +12,8 @@
 // partitions split only the keys inside it; scores are softcapped (when asked).
 //
 // The step's new K/V rows need no launch of their own (when the launch passes them): one block
-// per (kv head, sequence) loads them as it starts and stores them into the cache as it ends, and
+// per (kv head, sequence) stores them into the cache as it ends (exact heads load them as it
+// starts, one 16-byte pack per thread; generic heads copy them at the end), and
 // every block reads the new key and value from the step's rows wherever a key's slot is the new
 // token's, so no block reads that slot from the cache and none waits for the store. A new
 // token's slot lies in its own sequence's blocks, as the model runner assigns them.
@@ -94,6 +95,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
       chunk == 0 && partition == 0 && new_slot >= 0 && new_slot < params.num_slots;
   constexpr int E = kPackElements<T>;
   constexpr int kRowPacks = kExact ? kHeadSize / E : 1;
+  static_assert(2 * kRowPacks <= kDecodeThreads, "a thread stages at most one pack of the rows");
   const bool stages = kExact && writes_cache && tid < 2 * kRowPacks;
   const int staged_element = (tid % kRowPacks) * E;
   const bool staged_value = tid >= kRowPacks;
@@ -127,7 +129,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
   // The K or V row of a key position: the step's own row for the new token's slot.
   auto cached_row = [&](const T* cache, const T* new_row, int position) -> const T* {
     const int64_t slot = cache_slot(params, block_table, position);
-    return slot == new_slot ? new_row : cache + (slot * params.num_kv_heads + kv_head) * head_size;
+    return new_slot >= 0 && slot == new_slot
+               ? new_row
+               : cache + (slot * params.num_kv_heads + kv_head) * head_size;
   };
 
   // q rows of the chunk's heads (as many rows as the largest chunk; unused ones are zeros).

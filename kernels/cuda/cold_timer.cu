@@ -79,15 +79,7 @@ void launch_lead(gpuStream_t stream, int device) {
   GPU_CHECK_LAUNCH("cold timer lead kernel");
 }
 
-// The measuring streams, one per device, and the lock that gives one thread at a time the use of
-// them (a capture on a stream takes whatever else is launched onto it). Recursive: a timed launch
-// may time another on its first call, outside the capture (the gated kernel's two steps run
-// linear, whose own path is measured on its first call).
-std::recursive_mutex& measuring_mutex() {
-  static auto* mutex = new std::recursive_mutex();  // lives until exit: modules unload late
-  return *mutex;
-}
-
+// The measuring streams, one per device, used under ColdTimer::measuring_mutex().
 // Streams by device index, each created on first use and kept until exit (raw pointers: a map of
 // unique_ptr<Stream> crashes Debian's hipcc 5.2 compiler, clang 15, in its device pass).
 Stream& measuring_stream(Device device) {
@@ -115,10 +107,20 @@ ColdTimer::ColdTimer(Device device)
   backend(device).current_stream(device.index).synchronize();
   flush_ = backend(device).allocator(device.index).allocate(flush_bytes_);
   // Zeros, and a last word past the packs for the flush kernel's never-taken store.
-  const gpuStream_t stream =
-      static_cast<gpuStream_t>(backend(device).current_stream(device.index).native_handle());
-  GPU_CHECK(gpuMemsetAsync(flush_, 0, flush_bytes_, stream));
-  GPU_CHECK(gpuStreamSynchronize(stream));
+  try {
+    const gpuStream_t stream =
+        static_cast<gpuStream_t>(backend(device).current_stream(device.index).native_handle());
+    GPU_CHECK(gpuMemsetAsync(flush_, 0, flush_bytes_, stream));
+    GPU_CHECK(gpuStreamSynchronize(stream));
+  } catch (...) {
+    backend(device).allocator(device.index).deallocate(flush_, flush_bytes_);
+    throw;
+  }
+}
+
+std::recursive_mutex& ColdTimer::measuring_mutex() {
+  static auto* mutex = new std::recursive_mutex();  // lives until exit: modules unload late
+  return *mutex;
 }
 
 void ColdTimer::flush(gpuStream_t stream) {
@@ -145,6 +147,7 @@ float ColdTimer::median_graph_ms_after_lead(const std::function<void()>& launch)
   // The caller's stream is idle (the constructor waited for it, and the caller queues nothing
   // while it times), so the measuring stream needs no ordering against it.
   std::lock_guard<std::recursive_mutex> lock(measuring_mutex());
+  UncountedReplays uncounted;
   Stream& stream = measuring_stream(device_);
   StreamGuard current(stream);
   const auto native = static_cast<gpuStream_t>(stream.native_handle());

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <mutex>
 
 #include "kernels/cuda/gpu_vendor.h"
 #include "kernels/device.h"
@@ -30,6 +31,12 @@ class ColdTimer {
   // timer's device, current while `launch` runs (one per device for the process: libraries keep
   // per-stream state), one thread at a time, and returns with that stream idle.
   float median_graph_ms(const std::function<void()>& launch);
+
+  // The lock that gives one thread at a time the measuring streams (a capture on a stream takes
+  // whatever else is launched onto it). Recursive: a timed launch may time another on its first
+  // call, outside the capture (the gated kernel's two steps run linear, whose path is measured on
+  // its first call). Lock order: this before the BLAS context's lock (gemm.cpp).
+  static std::recursive_mutex& measuring_mutex();
 
  private:
   float median_graph_ms_after_lead(const std::function<void()>& launch);

@@ -340,9 +340,10 @@ class GpuEvent final : public Event {
 };
 
 // TESSERA_PROFILE_REPLAY=N opens the profiler's range (cudaProfilerStart/Stop) around the N-th
-// graph replay of the process, so that `ncu --profile-from-start off --graph-profiling node` times
-// the kernels of one replayed step as the graph runs them (scripts/gpu_kernel_times.sh).
-bool profiled_replay() {
+// counted graph replay of the process (the model runner's; the cold timer's are not counted), so
+// that `ncu --profile-from-start off --graph-profiling node` times the kernels of one replayed step
+// as the graph runs them (scripts/gpu_kernel_times.sh). Read when the first device starts.
+int64_t profiled_replay_number() {
   static const int64_t wanted = [] {
     const char* text = std::getenv("TESSERA_PROFILE_REPLAY");
     if (text == nullptr || *text == '\0') return int64_t{0};
@@ -351,11 +352,18 @@ bool profiled_replay() {
     const long long value = std::strtoll(text, &end, 10);
     TESSERA_REQUIRE(errno == 0 && *end == '\0' && value >= 1,
                     "TESSERA_PROFILE_REPLAY='{}' must be a positive replay number (1 is the first "
-                    "graph replay of the process)",
+                    "graph replay of the process); unset it to profile nothing",
                     text);
     return static_cast<int64_t>(value);
   }();
-  if (wanted == 0) return false;
+  return wanted;
+}
+
+thread_local bool replays_counted = true;
+
+bool profiled_replay() {
+  const int64_t wanted = profiled_replay_number();
+  if (wanted == 0 || !replays_counted) return false;
   static std::atomic<int64_t> replays{0};
   return replays.fetch_add(1) + 1 == wanted;
 }
@@ -389,6 +397,7 @@ class GpuGraphExec final : public GraphExec {
 
 struct DeviceState {
   explicit DeviceState(int index) : allocator(index) {
+    (void)profiled_replay_number();  // a bad TESSERA_PROFILE_REPLAY is an error now, not later
     // The runtime's primary context must exist before anything else touches the device: the
     // driver API (NVRTC-compiled modules) uses the context the runtime made current.
     GPU_CHECK(gpuSetDevice(index));
@@ -690,4 +699,13 @@ class GpuBackend final : public DeviceBackend {
 }();
 
 }  // namespace
+
+UncountedReplays::UncountedReplays() : previous_(replays_counted) {
+  replays_counted = false;
+}
+
+UncountedReplays::~UncountedReplays() {
+  replays_counted = previous_;
+}
+
 }  // namespace tessera::gpu

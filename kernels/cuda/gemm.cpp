@@ -475,20 +475,35 @@ bool run_skinny_linear(Device device, const GemmProblem& problem) {
     return false;
   const LtPlanKey key = lt_plan_key("linear", problem);
   LaunchScope scope(device);
-  BlasCall call(device, scope.stream());
-  LtPlan& plan = call.lt_plan(
-      key, [&] { return make_lt_plan("linear", call.lt_handle(), key, problem.bias); });
-  if (!plan.paths_measured) {
+  auto plan_of = [&](BlasCall& call) -> LtPlan& {
+    return call.lt_plan(
+        key, [&] { return make_lt_plan("linear", call.lt_handle(), key, problem.bias); });
+  };
+  bool measured = false;
+  const SkinnyVariant* chosen = nullptr;
+  {
+    BlasCall call(device, scope.stream());
+    const LtPlan& plan = plan_of(call);
+    measured = plan.paths_measured;
+    chosen = plan.skinny;
+  }
+  if (!measured) {
     // Timing synchronizes, which a capture cannot hold: a shape first seen while capturing runs
     // the library until a call outside a capture measures it.
     gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
-    GPU_CHECK(gpuStreamIsCapturing(call.stream(), &capture));
+    GPU_CHECK(gpuStreamIsCapturing(scope.stream(), &capture));
     if (capture != gpuStreamCaptureStatusNone) return false;
-    measure_linear_paths(plan, problem, skinny, call, device);
+    // The measuring lock before the BLAS context's: a gated kernel's timing holds the first while
+    // it runs linear, which takes the second.
+    std::lock_guard<std::recursive_mutex> measuring(ColdTimer::measuring_mutex());
+    BlasCall call(device, scope.stream());
+    LtPlan& plan = plan_of(call);
+    if (!plan.paths_measured) measure_linear_paths(plan, problem, skinny, call, device);
+    chosen = plan.skinny;
   }
-  if (plan.skinny == nullptr) return false;
-  plan.skinny->launch(skinny, call.stream());
-  annotate_launch(plan.skinny->name);
+  if (chosen == nullptr) return false;
+  chosen->launch(skinny, scope.stream());
+  annotate_launch(chosen->name);
   return true;
 }
 

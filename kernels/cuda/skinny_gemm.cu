@@ -237,7 +237,10 @@ __global__ void __launch_bounds__(kSimtMaxSplits<kRows>* kWarp)
     }
   }
 
-  if (!waited) wait_for_prior_grids();  // a warp past the last step still stores or shares
+  if (!waited) {  // a warp past the last step still stores or shares
+    wait_for_prior_grids();
+    allow_next_grid();
+  }
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -347,7 +350,10 @@ __global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp)
     }
   }
 
-  if (!waited) wait_for_prior_grids();  // a warp past the last step still stores or shares
+  if (!waited) {  // a warp past the last step still stores or shares
+    wait_for_prior_grids();
+    allow_next_grid();
+  }
   // C fragment: c0, c1 = weight row g, x rows 2q, 2q + 1 of the tile; c2, c3 = weight row g + 8.
   if (splits == 1) {
 #pragma unroll
