@@ -59,17 +59,7 @@ const SkinnyVariant* measure(const char* op, const SkinnyProblem& skinny, const 
   const float two_steps_ms =
       timer.median_graph_ms([&] { run_activation_and_mul_then_linear(op, kGpuDeviceType, args); });
   timings.push_back(fmt::format("two steps {:.1f} us", 1e3 * two_steps_ms));
-  float best_ms = kSkinnyMargin * two_steps_ms;
-  const SkinnyVariant* best = nullptr;
-  for (const SkinnyVariant& variant : skinny_variants()) {
-    if (!variant.fits(skinny)) continue;
-    const float ms = timer.median_graph_ms([&] { variant.launch(skinny, current_stream(device)); });
-    timings.push_back(fmt::format("{} {:.1f} us", variant.name, 1e3 * ms));
-    if (ms < best_ms) {
-      best_ms = ms;
-      best = &variant;
-    }
-  }
+  const SkinnyVariant* best = fastest_skinny_variant(timer, skinny, two_steps_ms, timings);
   spdlog::debug("{} {} M={} N={} K={}: {}; takes {}", op, dtype_name(skinny.dtype), skinny.m,
                 skinny.n, skinny.k, fmt::join(timings, ", "),
                 best != nullptr ? best->name : "two steps");

@@ -1,5 +1,7 @@
 #include "kernels/cuda/cold_timer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -9,6 +11,7 @@
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cuda/gpu_runtime.h"
+#include "kernels/cuda/profiled_replay.h"
 #include "kernels/cuda/programmatic_launch.cuh"
 
 namespace tessera::gpu {
@@ -180,6 +183,23 @@ float ColdTimer::median_graph_ms_after_lead(const std::function<void()>& launch)
     synchronize_quietly(stream);  // nothing may still write the flush buffer when it is freed
     throw;
   }
+}
+
+const SkinnyVariant* fastest_skinny_variant(ColdTimer& timer, const SkinnyProblem& skinny,
+                                            float replaced_ms, std::vector<std::string>& timings) {
+  float best_ms = kSkinnyMargin * replaced_ms;
+  const SkinnyVariant* best = nullptr;
+  const Device device{kGpuDeviceType, skinny.device};
+  for (const SkinnyVariant& variant : skinny_variants()) {
+    if (!variant.fits(skinny)) continue;
+    const float ms = timer.median_graph_ms([&] { variant.launch(skinny, current_stream(device)); });
+    timings.push_back(fmt::format("{} {:.1f} us", variant.name, 1e3 * ms));
+    if (ms < best_ms) {
+      best_ms = ms;
+      best = &variant;
+    }
+  }
+  return best;
 }
 
 }  // namespace tessera::gpu

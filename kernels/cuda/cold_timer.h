@@ -6,8 +6,11 @@
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "kernels/cuda/gpu_vendor.h"
+#include "kernels/cuda/skinny_gemm.h"
 #include "kernels/device.h"
 
 namespace tessera::gpu {
@@ -47,5 +50,11 @@ class ColdTimer {
   size_t flush_bytes_ = 0;
   void* flush_ = nullptr;
 };
+
+// Times every skinny variant that fits `skinny` (launched on the current stream) with `timer`,
+// appending "<name> <time> us" to `timings`, and returns the fastest one that beats the path it
+// would replace by kSkinnyMargin (`replaced_ms`; INFINITY when there is none), or nullptr.
+const SkinnyVariant* fastest_skinny_variant(ColdTimer& timer, const SkinnyProblem& skinny,
+                                            float replaced_ms, std::vector<std::string>& timings);
 
 }  // namespace tessera::gpu

@@ -6,11 +6,8 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -23,6 +20,7 @@
 #include "kernels/check.h"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/gpu_vendor.h"
+#include "kernels/cuda/profiled_replay.h"
 
 namespace tessera::gpu {
 namespace {
@@ -338,35 +336,6 @@ class GpuEvent final : public Event {
   int device_index_;
   gpuEvent_t event_ = nullptr;
 };
-
-// TESSERA_PROFILE_REPLAY=N opens the profiler's range (cudaProfilerStart/Stop) around the N-th
-// counted graph replay of the process (the model runner's; the cold timer's are not counted), so
-// that `ncu --profile-from-start off --graph-profiling node` times the kernels of one replayed step
-// as the graph runs them (scripts/gpu_kernel_times.sh). Read when the first device starts.
-int64_t profiled_replay_number() {
-  static const int64_t wanted = [] {
-    const char* text = std::getenv("TESSERA_PROFILE_REPLAY");
-    if (text == nullptr || *text == '\0') return int64_t{0};
-    char* end = nullptr;
-    errno = 0;
-    const long long value = std::strtoll(text, &end, 10);
-    TESSERA_REQUIRE(errno == 0 && *end == '\0' && value >= 1,
-                    "TESSERA_PROFILE_REPLAY='{}' must be a positive replay number (1 is the first "
-                    "graph replay of the process); unset it to profile nothing",
-                    text);
-    return static_cast<int64_t>(value);
-  }();
-  return wanted;
-}
-
-thread_local bool replays_counted = true;
-
-bool profiled_replay() {
-  const int64_t wanted = profiled_replay_number();
-  if (wanted == 0 || !replays_counted) return false;
-  static std::atomic<int64_t> replays{0};
-  return replays.fetch_add(1) + 1 == wanted;
-}
 
 class GpuGraphExec final : public GraphExec {
  public:
@@ -699,13 +668,5 @@ class GpuBackend final : public DeviceBackend {
 }();
 
 }  // namespace
-
-UncountedReplays::UncountedReplays() : previous_(replays_counted) {
-  replays_counted = false;
-}
-
-UncountedReplays::~UncountedReplays() {
-  replays_counted = previous_;
-}
 
 }  // namespace tessera::gpu

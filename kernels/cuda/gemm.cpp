@@ -416,25 +416,16 @@ void measure_linear_paths(LtPlan& plan, const GemmProblem& problem, const Skinny
                           const BlasCall& call, Device device) {
   plan.paths_measured = true;
   ColdTimer timer(device);
-  float best_ms = INFINITY;
+  float library_ms = INFINITY;
   std::vector<std::string> timings;
   // Timed as a decode step runs them: replayed from a graph, behind a short kernel that the
   // skinny kernels (launched programmatically) overlap and the library's does not.
   if (plan.has_algorithm) {
-    const float library_ms = timer.median_graph_ms(
+    library_ms = timer.median_graph_ms(
         [&] { enqueue_lt(plan, problem, call.on_stream(device, current_stream(device))); });
     timings.push_back(fmt::format("cublaslt {:.1f} us", 1e3 * library_ms));
-    best_ms = kSkinnyMargin * library_ms;
   }
-  for (const SkinnyVariant& variant : skinny_variants()) {
-    if (!variant.fits(skinny)) continue;
-    const float ms = timer.median_graph_ms([&] { variant.launch(skinny, current_stream(device)); });
-    timings.push_back(fmt::format("{} {:.1f} us", variant.name, 1e3 * ms));
-    if (ms < best_ms) {
-      best_ms = ms;
-      plan.skinny = &variant;
-    }
-  }
+  plan.skinny = fastest_skinny_variant(timer, skinny, library_ms, timings);
   spdlog::debug("linear {} M={} N={} K={}{}: {}; takes {}", dtype_name(skinny.dtype), skinny.m,
                 skinny.n, skinny.k, skinny.bias != nullptr ? " with bias" : "",
                 fmt::join(timings, ", "), plan.skinny != nullptr ? plan.skinny->name : "cublaslt");

@@ -75,19 +75,6 @@ inline int gpu_index(Device device) {
 }
 
 // Everything a kernel launch needs: the device made current and its current stream.
-// While one lives, this thread's graph replays are not counted by TESSERA_PROFILE_REPLAY (the
-// cold timer's replays, which would otherwise shift which step is profiled).
-class UncountedReplays {
- public:
-  UncountedReplays();
-  ~UncountedReplays();
-  UncountedReplays(const UncountedReplays&) = delete;
-  UncountedReplays& operator=(const UncountedReplays&) = delete;
-
- private:
-  bool previous_;
-};
-
 class LaunchScope {
  public:
   explicit LaunchScope(Device device)
