@@ -13,10 +13,10 @@
 //
 // The step's new K/V rows need no launch of their own (when the launch passes them): one block
 // per (kv head, sequence) stores them into the cache as it ends (exact heads load them as it
-// starts, one 16-byte pack per thread; generic heads copy them at the end), and
-// every block reads the new key and value from the step's rows wherever a key's slot is the new
-// token's, so no block reads that slot from the cache and none waits for the store. A new
-// token's slot lies in its own sequence's blocks, as the model runner assigns them.
+// starts, one 16-byte pack per thread; generic heads copy them at the end), and every block
+// reads the new key and value from the step's rows wherever a key's slot is the new token's, so
+// no block reads that slot from the cache and none waits for the store. A new token's slot lies
+// in its own sequence's blocks only, as the model runner assigns them.
 //
 // Per tile of kDecodeTile keys:
 //  1. V rows are gathered into shared memory (f32) while
