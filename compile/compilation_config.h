@@ -15,6 +15,10 @@ struct PassConfig {
   // <activation>_and_mul_linear; compile/passes/linear_prologue.cpp). Off by default: on the H100
   // its kernels do not yet beat the generated activation kernel plus the GEMM (README).
   bool enable_linear_prologue_fusion = false;
+  // On CUDA devices, each skinny GEMM starts pulling the next GEMM's weight into the L2 cache as
+  // it ends, so it streams in while the small kernels between them run
+  // (compile/passes/weight_prefetch.cpp).
+  bool enable_weight_prefetch = true;
 };
 
 struct CompilationConfig {

@@ -39,6 +39,9 @@ struct Step {
   int node = -1;    // view/library/splitting: the graph node
   int kernel = -1;  // fused: index into CompiledPlan::kernels
   int piece = 0;    // which piece (splitting steps sit between pieces)
+  // library: a constant weight that the next GEMM step reads, for this step's kernel to start
+  // pulling into the device's cache as it ends (compile/passes/weight_prefetch.cpp); -1: none.
+  int prefetch = -1;
 };
 
 // Where each materialized value (and each graph input: its static slot) lives in the arena:

@@ -89,6 +89,9 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
         plan->max_sizes[name] = options.max_dynamic_size;
   timed("materialize", [&] { materialize_views(*plan); });
   dump(config, "04_materialize.txt", steps_text(*plan));
+  // Only CUDA kernels read the prefetch hint (kernels/cuda/l2_prefetch.cuh).
+  if (device.type == DeviceType::cuda)
+    timed("prefetch", [&] { plan_weight_prefetch(*plan, config.pass_config); });
   timed("memory_plan", [&] { plan_memory(*plan); });
   dump(config, "05_memory_plan.txt",
        fmt::format("arena {} bytes ({} without reuse), {} buffers\n", plan->memory.arena_bytes,

@@ -37,7 +37,8 @@ void BoundStep::launch(Stream& stream) const {
       const Attributes& attributes = step->node->attributes;
       ProfiledLaunch profiled(op.name, kernel_class_of(op),
                               [&] { return launch_detail(op, inputs, outputs, attributes); });
-      step->library_kernel(KernelArgs{inputs, attributes, outputs});
+      step->library_kernel(
+          KernelArgs{inputs, attributes, outputs, prefetch.defined() ? &prefetch : nullptr});
       return;
     }
   }

@@ -20,6 +20,7 @@ struct ResolvedStep {
   const Node* node = nullptr;           // view, copy, library, splitting
   const FusedKernel* kernel = nullptr;  // fused
   KernelFn library_kernel = nullptr;    // library, splitting: the op's kernel; copy: "copy"
+  int prefetch = -1;                    // library: Step::prefetch
 };
 
 // A resolved step's tensors for one token count. Nothing here changes between calls of that
@@ -29,6 +30,7 @@ struct BoundStep {
   std::vector<Tensor> inputs;  // library, splitting: as the kernel takes them; copy: the source
   mutable std::vector<Tensor> outputs;  // arena slots (kernels take them as a mutable span)
   std::vector<void*> buffers;           // fused: inputs then outputs
+  Tensor prefetch;                      // library: the next GEMM's weight (Step::prefetch)
   int64_t rows = 0;                     // fused
   double fused_bytes = 0;               // fused: what its buffers hold (the step profiler's)
   bool empty = false;                   // no output elements: nothing to launch

@@ -43,6 +43,7 @@ ResolvedStep PiecewiseBackend::resolve(const Step& step) const {
     return resolved;
   }
   resolved.node = &plan_->graph.nodes().at(static_cast<size_t>(step.node));
+  resolved.prefetch = step.prefetch;
   if (step.kind == StepKind::view) return resolved;
   const std::string& op = step.kind == StepKind::copy ? "copy" : resolved.node->op->name;
   resolved.library_kernel = find_kernel(op, device_.type);
@@ -127,6 +128,11 @@ BoundStep PiecewiseBackend::bind_step(const ResolvedStep& step, std::vector<Tens
     }
   }
   bound.inputs = std::move(arguments);
+  if (step.prefetch >= 0) {
+    bound.prefetch = values[step.prefetch];
+    TESSERA_CHECK(bound.prefetch.defined(), "{}: prefetched value {} is not bound", node.op->name,
+                  step.prefetch);
+  }
   return bound;
 }
 

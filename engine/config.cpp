@@ -169,6 +169,10 @@ const Fields& fields() {
                 c.compilation.pass_config.enable_linear_prologue_fusion =
                     scalar_as<bool>(n, w, "true or false");
               }};
+    f["compilation.pass_config.enable_weight_prefetch"] = Field{
+        "true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
+          c.compilation.pass_config.enable_weight_prefetch = scalar_as<bool>(n, w, "true or false");
+        }};
     f["compilation.cache_dir"] = make_field(compilation, &C::cache_dir, "a directory");
     f["compilation.dump_dir"] = make_field(compilation, &C::dump_dir, "a directory");
     f["compilation.recompile_limit"] = make_field<C, int64_t>(

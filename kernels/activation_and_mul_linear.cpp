@@ -40,7 +40,8 @@ void run_activation_and_mul_then_linear(const char* op, DeviceType device, const
   std::vector<Tensor> linear_inputs(args.inputs.begin(), args.inputs.end());
   linear_inputs[0] = args.outputs[1];
   const Attributes none;
-  run_kernel("linear", device, KernelArgs{linear_inputs, none, args.outputs.subspan(0, 1)});
+  run_kernel("linear", device,
+             KernelArgs{linear_inputs, none, args.outputs.subspan(0, 1), args.prefetch});
 }
 
 namespace {

@@ -16,6 +16,9 @@ struct KernelArgs {
   std::span<const Tensor> inputs;
   const Attributes& attributes;
   std::span<Tensor> outputs;
+  // A weight the next GEMM reads, which a GEMM kernel may start pulling into the device's cache
+  // as it ends (compile/passes/weight_prefetch.cpp); nullptr: none. Only a hint.
+  const Tensor* prefetch = nullptr;
 };
 
 using KernelFn = void (*)(const KernelArgs& args);

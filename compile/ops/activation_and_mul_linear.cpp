@@ -21,6 +21,7 @@ OpDef activation_and_mul_linear_op(const std::string& activation,
   op.kind = OpKind::library;
   op.input_names = {"x", "weight", "bias"};
   op.optional_inputs = {"bias"};
+  op.streamed_weight = 1;
   op.attributes = std::move(attributes);
   op.doc = "linear(" + activation +
            "(x[..., :d]) * x[..., d:], weight [N, d], bias [N]) -> ([..., N], the activation "

@@ -52,6 +52,7 @@ OpDef linear_op() {
   op.kind = OpKind::library;
   op.input_names = {"x", "weight", "bias"};
   op.optional_inputs = {"bias"};
+  op.streamed_weight = 1;
   op.doc = "x [..., K] @ weight[N, K]^T + bias [N] -> [..., N]";
   op.meta = [](const MetaArgs& args) {
     require_float(args, 0);

@@ -101,6 +101,9 @@ struct OpDef {
   // Rewrites attributes to one canonical form (negative dims wrapped), so kernels see and graphs
   // hash one spelling.
   std::function<void(std::span<const TensorMeta>, Attributes&)> canonicalize;
+  // The input a GEMM streams from memory once per call (linear's weight), or -1: the
+  // weight-prefetch pass has the step before pull it into the device's cache.
+  int streamed_weight = -1;
   bool custom = false;  // enabled/disabled by the compilation config's custom_ops
   bool strided_inputs =
       false;  // its kernels read any strides; otherwise inputs are made contiguous

@@ -25,6 +25,9 @@ void fuse(CompiledPlan& plan, bool enable_fusion);
 // Turns view steps into copy steps where a reader needs contiguous memory the view may not have,
 // or where the view itself would have to copy; needs plan.max_sizes.
 void materialize_views(CompiledPlan& plan);
+// Marks each GEMM step (an op with a streamed weight) with the constant weight of the next GEMM
+// step, for its kernel to prefetch into the device's cache (Step::prefetch).
+void plan_weight_prefetch(CompiledPlan& plan, const PassConfig& config);
 // Arena offsets for every materialized value and every graph input, by liveness, at the largest
 // sizes.
 void plan_memory(CompiledPlan& plan);

@@ -35,6 +35,7 @@
 #include "kernels/cuda/cold_timer.h"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/gpu_vendor.h"
+#include "kernels/cuda/l2_prefetch.h"
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/kernel_checks.h"
 #include "kernels/kernel_registry.h"
@@ -447,16 +448,17 @@ SkinnyProblem skinny_problem(Device device, const GemmProblem& problem) {
 }
 
 // Runs linear `problem` (bias in problem.bias, never accumulated) on a skinny kernel when its
-// path is one: forced, or measured on its first call. Returns false when the library should run
-// it.
-bool run_skinny_linear(Device device, const GemmProblem& problem) {
+// path is one: forced, or measured on its first call; the kernel ends by asking for `prefetch`.
+// Returns false when the library should run it.
+bool run_skinny_linear(Device device, const GemmProblem& problem, const L2Prefetch& prefetch) {
   const std::string* forced = forced_linear_path();
   if (forced != nullptr && *forced == kLinearPathLibrary) return false;
-  const SkinnyProblem skinny = skinny_problem(device, problem);
+  SkinnyProblem skinny = skinny_problem(device, problem);
   if (forced != nullptr) {
     const SkinnyVariant* variant = find_skinny_variant(forced->c_str());
     if (variant == nullptr || !variant->fits(skinny)) return false;
     LaunchScope scope(device);
+    skinny.prefetch = prefetch;
     variant->launch(skinny, scope.stream());
     annotate_launch(variant->name);
     return true;
@@ -493,6 +495,7 @@ bool run_skinny_linear(Device device, const GemmProblem& problem) {
     chosen = plan.skinny;
   }
   if (chosen == nullptr) return false;
+  skinny.prefetch = prefetch;  // measured without: the paths' own times
   chosen->launch(skinny, scope.stream());
   annotate_launch(chosen->name);
   return true;
@@ -595,11 +598,13 @@ void linear_entry(const KernelArgs& args) {
   problem.out = out.data_ptr();
   problem.b_transposed = true;
   problem.dtype = x.dtype();
+  const L2Prefetch prefetch = l2_prefetch_of(args.prefetch, out.device().index);
   if (rows <= kSkinnyMaxRows && (bias == nullptr || bias->dtype() == out.dtype())) {
     GemmProblem skinny = problem;
     skinny.bias = bias != nullptr ? bias->data_ptr() : nullptr;
-    if (run_skinny_linear(out.device(), skinny)) return;
+    if (run_skinny_linear(out.device(), skinny, prefetch)) return;
   }
+  // The library's path runs without the prefetch (l2_prefetch.h says why).
   if (bias != nullptr && lt_bias_epilogue_allowed(bias->dtype(), out.dtype())) {
     problem.bias = bias->data_ptr();
     if (run_lt_gemm("linear", out.device(), problem)) return;

@@ -28,6 +28,7 @@
 #include "kernels/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
+#include "kernels/cuda/l2_prefetch.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/cuda/skinny_gemm.h"
@@ -51,6 +52,8 @@ struct SkinnyArgs {
   int m;
   int n;
   int64_t k;
+  L2Prefetch prefetch;  // the next GEMM's weight, asked for by the last blocks as they end
+  int prefetch_blocks;  // how many of the last blocks ask for it
 };
 
 // ---- 16-byte loads and their values as f32.
@@ -150,6 +153,17 @@ __device__ __forceinline__ void store_result(const SkinnyArgs& args, int row, in
   static_cast<T*>(args.out)[static_cast<int64_t>(token) * args.n + row] = from_compute<T>(value);
 }
 
+// The block's share of the next GEMM's weight (SkinnyArgs::prefetch), issued by the lanes of its
+// first warp once that warp has loaded its last weights. Only the last `prefetch_blocks` blocks
+// (about the last wave) take part: a block of an earlier wave would pull it in while later waves
+// still stream this weight, which would evict it before it is read.
+__device__ __forceinline__ void prefetch_next_weight(const SkinnyArgs& args, int lane) {
+  const int64_t blocks = static_cast<int64_t>(gridDim.x) * gridDim.y;
+  const int64_t part =
+      static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x - (blocks - args.prefetch_blocks);
+  if (part >= 0) prefetch_to_l2(args.prefetch, part, args.prefetch_blocks, lane, kWarp);
+}
+
 struct SumReducer {
   using Acc = float;
   __device__ static float combine(float a, float b) { return a + b; }
@@ -237,6 +251,7 @@ __global__ void __launch_bounds__(kSimtMaxSplits<kRows>* kWarp)
     }
   }
 
+  if (warp == 0) prefetch_next_weight(args, lane);
   if (!waited) {  // a warp past the last step still stores or shares
     wait_for_prior_grids();
     allow_next_grid();
@@ -350,6 +365,7 @@ __global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp)
     }
   }
 
+  if (warp == 0) prefetch_next_weight(args, lane);
   if (!waited) {  // a warp past the last step still stores or shares
     wait_for_prior_grids();
     allow_next_grid();
@@ -433,14 +449,18 @@ int choose_splits(int64_t blocks, int64_t steps, int unroll, int max_splits, int
   return splits;
 }
 
-SkinnyArgs skinny_args(const SkinnyProblem& problem) {
-  return SkinnyArgs{problem.x,
-                    problem.weight,
-                    problem.bias,
-                    problem.out,
-                    static_cast<int>(problem.m),
-                    static_cast<int>(problem.n),
-                    problem.k};
+// `blocks`: the launch's grid size.
+SkinnyArgs skinny_args(const SkinnyProblem& problem, int64_t blocks) {
+  return SkinnyArgs{
+      problem.x,
+      problem.weight,
+      problem.bias,
+      problem.out,
+      static_cast<int>(problem.m),
+      static_cast<int>(problem.n),
+      problem.k,
+      problem.prefetch,
+      static_cast<int>(std::min<int64_t>(blocks, device_limits(problem.device).sm_count))};
 }
 
 template <typename T, int kRows, int kTokens>
@@ -457,7 +477,7 @@ void launch_simt(const SkinnyProblem& problem, gpuStream_t stream) {
         skinny_simt_kernel<T, kRows, kTokens, Input>,
         dim3(static_cast<unsigned int>(token_groups), static_cast<unsigned int>(row_tiles)),
         dim3(static_cast<unsigned int>(splits * kWarp)), shared, stream, problem.device,
-        skinny_args(problem), input);
+        skinny_args(problem, row_tiles * token_groups), input);
   });
   GPU_CHECK_LAUNCH("skinny_simt");
 }
@@ -506,7 +526,7 @@ void launch_mma(const SkinnyProblem& problem, gpuStream_t stream) {
         skinny_mma_kernel<T, kTiles, Input>,
         dim3(static_cast<unsigned int>(token_groups), static_cast<unsigned int>(row_tiles)),
         dim3(static_cast<unsigned int>(splits * 32)), shared, stream, problem.device,
-        skinny_args(problem), input);
+        skinny_args(problem, row_tiles * token_groups), input);
   });
   GPU_CHECK_LAUNCH("skinny_mma");
 }

@@ -20,6 +20,7 @@
 
 #include "kernels/attributes.h"
 #include "kernels/cuda/gpu_vendor.h"
+#include "kernels/cuda/l2_prefetch.h"
 #include "kernels/dtype.h"
 #include "kernels/tensor.h"
 
@@ -43,6 +44,7 @@ struct SkinnyProblem {
   SkinnyActivation activation = SkinnyActivation::none;
   void* activated = nullptr;  // [m, k], contiguous: the computed x (with an activation)
   Attributes attributes;      // the activation's (gelu's approximate)
+  L2Prefetch prefetch;        // the next GEMM's weight: each block asks for its share as it ends
 };
 
 struct SkinnyVariant {

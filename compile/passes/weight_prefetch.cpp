@@ -1,0 +1,41 @@
+// Weight prefetch: at decode a GEMM's time is its weight's one pass through memory, and between
+// two GEMMs run small kernels (norms, rope, attention) that leave the memory idle. This pass marks
+// each GEMM step with the constant weight of the next GEMM step (Step::prefetch); a skinny GEMM
+// kernel starts pulling the first bytes of that weight into the L2 cache as it ends
+// (kernels/cuda/l2_prefetch.h), so they stream in behind the small kernels and the next GEMM
+// finds them there. Only a hint: a kernel that does not prefetch (the library's) runs as before.
+// The compiler runs it for CUDA plans, after the steps are final (materialize); `tessera
+// explain` shows each step's prefetch.
+#include "compile/passes/passes.h"
+
+namespace tessera {
+namespace {
+
+// The weight value a GEMM step streams, when it is a constant (there before any step runs), or -1.
+int streamed_constant(const CompiledPlan& plan, const Step& step) {
+  if (step.kind != StepKind::library) return -1;
+  const Node& node = plan.graph.nodes()[step.node];
+  const int input = node.op->streamed_weight;
+  if (input < 0 || static_cast<size_t>(input) >= node.inputs.size()) return -1;
+  const int weight = node.inputs[input];
+  const Node& producer = plan.graph.nodes()[plan.graph.value(weight).producer];
+  return producer.kind == NodeKind::constant ? weight : -1;
+}
+
+}  // namespace
+
+void plan_weight_prefetch(CompiledPlan& plan, const PassConfig& config) {
+  for (Step& step : plan.steps) step.prefetch = -1;
+  if (!config.enable_weight_prefetch) return;
+  Step* previous = nullptr;  // the last GEMM step, waiting for the next one's weight
+  int previous_weight = -1;
+  for (Step& step : plan.steps) {
+    const int weight = streamed_constant(plan, step);
+    if (weight < 0) continue;
+    if (previous != nullptr && weight != previous_weight) previous->prefetch = weight;
+    previous = &step;
+    previous_weight = weight;
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,33 @@
+// Pulling the next GEMM's weight into L2 (compile/passes/weight_prefetch.cpp): at decode a GEMM's
+// time is its weight's one pass through memory, and the small kernels between two GEMMs (norms,
+// rope, attention) leave the memory idle. A skinny GEMM kernel (skinny_gemm.h) that ends by asking
+// for the first bytes of the next weight lets them stream in behind those kernels. A hint: the
+// hardware may drop it, and nothing waits for it.
+//
+// The library's GEMMs (cuBLASLt, at larger batches) do not prefetch: a launch of its own after
+// them, the one way to add it, made a decode step 9% slower at batch 32 on the H100 (README).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/tensor.h"
+
+namespace tessera::gpu {
+
+// Bytes [0, bytes) at `data`: 16-byte aligned, a multiple of 16 bytes; bytes == 0: nothing.
+struct L2Prefetch {
+  const void* data = nullptr;
+  int64_t bytes = 0;
+};
+
+// At most this share of L2 is prefetched per GEMM. More is evicted before it is read, by the
+// weight streaming past it: on the H100 (50 MiB) a sixth (8 MiB) made batch 1 and 8 2% faster, a
+// third (16 MiB) gained nothing, a half made them 5 to 9% slower (README).
+inline constexpr size_t kL2PrefetchShare = 6;
+
+// What to prefetch of `weight` (nullptr: nothing) on `device`: its first bytes, at most
+// L2 / kL2PrefetchShare; nothing where the device has no bulk prefetch (compute capability below
+// 9.0, or ROCm) or the data is not 16-byte aligned.
+L2Prefetch l2_prefetch_of(const Tensor* weight, int device);
+
+}  // namespace tessera::gpu
