@@ -13,6 +13,9 @@
 // against the two steps it replaces (the activation kernel, then linear on its measured path) and
 // against the op's measured choice.
 //
+// Last, the weight prefetch: a qkv-shaped GEMM, a few small kernels, an o-shaped GEMM, with the
+// first asking for the second's weight (kernels/cuda/l2_prefetch.h) or not.
+//
 //   skinny_gemm_lab [--device cuda:N] [--quick] [--skip-timing]
 #include <fmt/format.h>
 
@@ -298,6 +301,64 @@ void time_gated(LabTimer& timer, LabRandom& random, const Ceilings& ceilings, DT
   }
 }
 
+// ---- The weight prefetch (kernels/cuda/l2_prefetch.h): two GEMMs of a decode layer with
+// small kernels between them, as a step runs them.
+
+// A GEMM, then `window` launches of a small kernel that leaves memory idle (silu_and_mul on one
+// [M, 4096] row block, standing in for rope and attention), then the next GEMM; the first asks
+// for the second's weight or not. Weight copies rotate, so each pair streams from memory.
+void time_prefetch(LabTimer& timer, LabRandom& random, DType dtype) {
+  const Weight& first = kWeights[0];  // qkv, whose kernel ends by asking for o's weight
+  const Weight& second = kWeights[1];
+  fmt::print(
+      "\nweight prefetch: {} linear, W small kernels, {} linear ({}); us per pair, the first "
+      "asking for the second's weight (with) or not (without), measured paths\n",
+      first.name, second.name, dtype_name(dtype));
+  fmt::print("{:>4} {:>3} {:>9} {:>9} {:>8}\n", "M", "W", "without", "with", "saved");
+  const size_t element = element_size(dtype);
+  const double pair_bytes =
+      static_cast<double>((first.n * first.k + second.n * second.k) * element);
+  const double l2 = static_cast<double>(gpu::device_limits(random.device().index).l2_bytes);
+  const int copies = static_cast<int>(std::clamp(std::ceil(3 * l2 / pair_bytes), 1.0, 64.0));
+  std::vector<Tensor> firsts, seconds;
+  for (int c = 0; c < copies; ++c) {
+    firsts.push_back(random.uniform({first.n, first.k}, dtype));
+    seconds.push_back(random.uniform({second.n, second.k}, dtype));
+  }
+  const int calls = copies * static_cast<int>(std::ceil(20.0 / copies));
+  for (int64_t m : {int64_t{1}, int64_t{8}}) {
+    const Tensor x = random.uniform({m, first.k}, dtype);
+    const Tensor gated = random.uniform({m, 2 * second.k}, dtype);
+    Tensor first_out = Tensor::empty({m, first.n}, dtype, random.device());
+    Tensor activated = Tensor::empty({m, second.k}, dtype, random.device());
+    Tensor second_out = Tensor::empty({m, second.n}, dtype, random.device());
+    for (int window : {0, 3}) {
+      double us[2] = {0, 0};
+      for (bool prefetch : {false, true}) {
+        us[prefetch] = timer.median_graph_us(
+            [&](int call) {
+              const Tensor& next = seconds[call % copies];
+              std::vector<Tensor> first_inputs{x, firsts[call % copies]};
+              run_kernel("linear", x.device().type,
+                         KernelArgs{first_inputs, Attributes{}, std::span(&first_out, 1),
+                                    prefetch ? &next : nullptr});
+              std::vector<Tensor> small{gated};
+              for (int w = 0; w < window; ++w)
+                run_kernel("silu_and_mul", x.device().type,
+                           KernelArgs{small, Attributes{}, std::span(&activated, 1)});
+              std::vector<Tensor> second_inputs{activated, next};
+              run_kernel("linear", x.device().type,
+                         KernelArgs{second_inputs, Attributes{}, std::span(&second_out, 1)});
+            },
+            calls);
+      }
+      fmt::print("{:>4} {:>3} {:>9.2f} {:>9.2f} {:>7.1f}%\n", m, window, us[0], us[1],
+                 100.0 * (us[0] - us[1]) / us[0]);
+    }
+  }
+  backend(random.device()).allocator(random.device().index).empty_cache();
+}
+
 int run_lab(const LabArgs& args) {
   LabRandom random(args.device);
   LabTimer timer(args.device, args.quick ? 5 : 11);
@@ -328,6 +389,7 @@ int run_lab(const LabArgs& args) {
       }
   print_rows(rows, paths, ceilings);
   for (DType dtype : kDtypes) time_gated(timer, random, ceilings, dtype);
+  time_prefetch(timer, random, DType::bf16);
   return passed ? 0 : 1;
 }
 
