@@ -355,6 +355,25 @@ void time_prefetch(LabTimer& timer, LabRandom& random, DType dtype) {
       fmt::print("{:>4} {:>3} {:>9.2f} {:>9.2f} {:>7.1f}%\n", m, window, us[0], us[1],
                  100.0 * (us[0] - us[1]) / us[0]);
     }
+    // What a prefetch could win at most: the second GEMM alone, streaming from memory (rotating
+    // copies) against reading one copy that stays in L2.
+    std::vector<Tensor> second_inputs{activated, seconds[0]};
+    const double cold_us = timer.median_graph_us(
+        [&](int call) {
+          second_inputs[1] = seconds[call % copies];
+          run_kernel("linear", x.device().type,
+                     KernelArgs{second_inputs, Attributes{}, std::span(&second_out, 1)});
+        },
+        calls);
+    second_inputs[1] = seconds[0];
+    const double hot_us = timer.median_graph_us(
+        [&](int) {
+          run_kernel("linear", x.device().type,
+                     KernelArgs{second_inputs, Attributes{}, std::span(&second_out, 1)});
+        },
+        calls);
+    fmt::print("{:>4} {} alone: {:.2f} us from memory, {:.2f} us with its weight in L2\n", m,
+               second.name, cold_us, hot_us);
   }
   backend(random.device()).allocator(random.device().index).empty_cache();
 }

@@ -3,7 +3,8 @@
 # the batch-size sweep of Tessera against PyTorch on the same weights, with plots, in one call.
 # Stages, each under its own timeout and all inside one deadline (the device tool stops a command
 # at 600 s), each printing what it does:
-#   build    configure with CUDA for sm_90 (scripts/gpu_env.sh), build the tessera binary only
+#   build    configure with CUDA for sm_90 (scripts/gpu_env.sh), build the tessera binary and the
+#            CUDA module it loads at run time (nothing else)
 #   model    save the Llama-3.2-1B shape with seeded random weights in bf16 to $model_dir
 #            (bench/compare_torch.py --make-model; kept when already there)
 #   tessera  build/tessera bench sweep on that folder (synthetic:llama-1b when there is none)
@@ -88,7 +89,7 @@ command -v nvidia-smi >/dev/null &&
 if wants build; then
   build_and_configure() {
     configure_cuda_build "$build_dir" /dev/null &&
-      cmake --build "$build_dir" -j"$jobs" --target tessera
+      cmake --build "$build_dir" -j"$jobs" --target tessera tessera-cuda
   }
   export -f configure_cuda_build build_and_configure
   export build_dir jobs
