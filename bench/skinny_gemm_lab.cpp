@@ -372,8 +372,11 @@ void time_prefetch(LabTimer& timer, LabRandom& random, DType dtype) {
                      KernelArgs{second_inputs, Attributes{}, std::span(&second_out, 1)});
         },
         calls);
-    fmt::print("{:>4} {} alone: {:.2f} us from memory, {:.2f} us with its weight in L2\n", m,
-               second.name, cold_us, hot_us);
+    fmt::print(
+        "{:>4} {} alone: {:.2f} us from memory, {:.2f} us with its weight in L2; paths: {} {}, "
+        "{} {} (only skinny kernels prefetch)\n",
+        m, second.name, cold_us, hot_us, first.name, measured_choice(x, firsts[0], first_out),
+        second.name, measured_choice(activated, seconds[0], second_out));
   }
   backend(random.device()).allocator(random.device().index).empty_cache();
 }

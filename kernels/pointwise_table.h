@@ -13,12 +13,7 @@
 #include <vector>
 
 #include "kernels/attributes.h"
-
-#if defined(__CUDACC__) || defined(__HIP__)  // nvcc, or clang compiling HIP
-#define TESSERA_HOST_DEVICE __host__ __device__
-#else
-#define TESSERA_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace tessera::scalar {
 #define TSR_SCALAR TESSERA_HOST_DEVICE inline

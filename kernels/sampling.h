@@ -31,13 +31,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/host_device.h"
 #include "kernels/mix64.h"
-
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define TESSERA_HOST_DEVICE __host__ __device__
-#else
-#define TESSERA_HOST_DEVICE
-#endif
 
 namespace tessera {
 

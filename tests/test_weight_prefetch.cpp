@@ -6,12 +6,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "compile/compiled_function.h"
 #include "compile/compiler.h"
 #include "compile/ops/dispatch.h"
 #include "compile/ops/ops.h"
 #include "compile/passes/passes.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/l2_prefetch.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/linear_path.h"
 #include "support/compile_options.h"
@@ -53,20 +56,23 @@ std::vector<std::pair<size_t, int>> linear_steps(const CompiledPlan& plan) {
   return found;
 }
 
-// Two blocks of (norm-like pointwise work, linear, linear), a matmul of two computed values
-// between them (no constant weight: never prefetched) and the first weight used again at the end
-// (a tied weight: the step before it prefetches it like any other).
+// Linears with pointwise work between them; a matmul of two computed values (no streamed weight:
+// not a GEMM step for the pass); a linear whose weight is computed (never prefetched: the linear
+// before it gets no mark, and it prefetches the next constant itself); a weight used twice
+// (second: the step before each use prefetches it like any other).
 struct Layers {
   Tensor first = random_tensor({48, 32}, 1);
   Tensor second = random_tensor({32, 48}, 2);
   Tensor third = random_tensor({48, 32}, 3);
+  Tensor fourth = random_tensor({32, 48}, 12);
   Function function = [this](std::span<const Tensor> in) {
     Tensor h = ops::linear(ops::add(in[0], in[0]), first);    // [t, 48]
     h = ops::linear(h, second);                               // [t, 32]
     Tensor square = ops::matmul(h, ops::transpose(h, 0, 1));  // [t, t]
     h = ops::linear(ops::mul(h, h), third);                   // [t, 48]
-    h = ops::linear(ops::add(h, h), second);                  // [t, 32]
-    return std::vector<Tensor>{ops::linear(h, first), square};
+    h = ops::linear(ops::add(h, h), fourth);                  // [t, 32]
+    h = ops::linear(h, ops::add(third, third));               // a computed weight [48, 32]: [t, 48]
+    return std::vector<Tensor>{ops::linear(h, second), square};
   };
 };
 
@@ -83,16 +89,23 @@ TEST(WeightPrefetch, EachGemmPrefetchesTheNextGemmsWeight) {
   PassConfig config;
   plan_weight_prefetch(plan, config);
   const std::vector<std::pair<size_t, int>> linears = linear_steps(plan);
-  ASSERT_EQ(linears.size(), 5u) << plan.explain();
-  for (size_t i = 0; i + 1 < linears.size(); ++i)
-    EXPECT_EQ(plan.steps[linears[i].first].prefetch, linears[i + 1].second) << "linear " << i;
+  ASSERT_EQ(linears.size(), 6u) << plan.explain();
+  auto is_constant = [&](int value) {
+    return plan.graph.nodes()[plan.graph.value(value).producer].kind == NodeKind::constant;
+  };
+  ASSERT_FALSE(is_constant(linears[4].second)) << "the fifth linear's weight is computed";
+  for (size_t i = 0; i + 1 < linears.size(); ++i) {
+    const int want = is_constant(linears[i + 1].second) ? linears[i + 1].second : -1;
+    EXPECT_EQ(plan.steps[linears[i].first].prefetch, want) << "linear " << i;
+  }
+  EXPECT_EQ(plan.steps[linears[3].first].prefetch, -1);  // before the computed weight
+  EXPECT_EQ(plan.steps[linears[4].first].prefetch, linears[5].second);
   EXPECT_EQ(plan.steps[linears.back().first].prefetch, -1);  // nothing after the last GEMM
   size_t marked = 0;
   for (const Step& step : plan.steps) {
     if (step.prefetch < 0) continue;
     ++marked;
-    const Node& producer = plan.graph.nodes()[plan.graph.value(step.prefetch).producer];
-    EXPECT_EQ(producer.kind, NodeKind::constant);  // the matmul's computed operand never is
+    EXPECT_TRUE(is_constant(step.prefetch));
   }
   EXPECT_EQ(marked, 4u);
   EXPECT_THAT(plan.explain(), HasSubstr("(prefetches"));
@@ -118,6 +131,27 @@ TEST(WeightPrefetch, TheSameWeightTwiceInARowIsNotPrefetched) {
   for (const Step& step : plan.steps) EXPECT_EQ(step.prefetch, -1);  // it is in cache already
 }
 
+// The parts the kernels split a prefetch into: 16-byte aligned and sized, contiguous, covering
+// the bytes exactly, for even and uneven splits and more parts than 16-byte units.
+TEST(WeightPrefetch, RangesCoverTheBytesInAlignedContiguousParts) {
+  for (int64_t bytes : {int64_t{16}, int64_t{4096}, int64_t{295936}, int64_t{8} << 20}) {
+    for (int64_t parts : {int64_t{1}, int64_t{3}, int64_t{132}, int64_t{1000}}) {
+      int64_t covered = 0;
+      for (int64_t part = 0; part < parts; ++part) {
+        const gpu::L2PrefetchRange range = gpu::l2_prefetch_range(bytes, part, parts);
+        SCOPED_TRACE(fmt::format("{} bytes, part {} of {}", bytes, part, parts));
+        EXPECT_EQ(range.begin % 16, 0);
+        EXPECT_EQ(range.end % 16, 0);
+        EXPECT_EQ(range.begin, covered);  // each part starts where the one before ended
+        EXPECT_LE(range.begin, range.end);
+        EXPECT_LE(range.end, bytes);
+        covered = range.end;
+      }
+      EXPECT_EQ(covered, bytes) << bytes << " bytes in " << parts << " parts";
+    }
+  }
+}
+
 // ---- GPU
 
 TEST(GpuWeightPrefetch, GemmsAskedToPrefetchGiveTheSameBits) {
@@ -126,7 +160,8 @@ TEST(GpuWeightPrefetch, GemmsAskedToPrefetchGiveTheSameBits) {
     GTEST_SKIP() << "no GPU device available (needs a CUDA or HIP build and a device)";
   const int64_t k = 512, n = 96;
   Tensor weight = random_tensor({n, k}, 7, DType::bf16, gpu);
-  Tensor next = random_tensor({3 * n, k}, 8, DType::bf16, gpu);
+  // 295936 bytes: not a whole number of 4 KB requests.
+  Tensor next = random_tensor({3 * n + 1, k}, 8, DType::bf16, gpu);
   // A weight one element into its buffer: not 16-byte aligned, so the kernels must skip it.
   Tensor buffer = random_tensor({n * k + 1}, 9, DType::bf16, gpu);
   Tensor unaligned = buffer.slice(0, 1, n * k + 1).view({n, k});
@@ -159,7 +194,7 @@ TEST(GpuWeightPrefetch, CompiledCudaPlansCarryTheMarksAndMatchThePlanWithout) {
   if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda)
     GTEST_SKIP() << "no CUDA device available (needs a CUDA build and a device)";
   Layers layers;
-  for (Tensor* weight : {&layers.first, &layers.second, &layers.third})
+  for (Tensor* weight : {&layers.first, &layers.second, &layers.third, &layers.fourth})
     *weight = ops::cast(*weight, DType::bf16).to(gpu);
   Compiled with = compile(layers.function, true, "prefetch_gpu_on");
   Compiled without = compile(layers.function, false, "prefetch_gpu_off");

@@ -6,17 +6,20 @@
 // finds them there. Only a hint: a kernel that does not prefetch (the library's) runs as before.
 // The compiler runs it for CUDA plans, after the steps are final (materialize); `tessera
 // explain` shows each step's prefetch.
+#include <optional>
+
 #include "compile/passes/passes.h"
 
 namespace tessera {
 namespace {
 
-// The weight value a GEMM step streams, when it is a constant (there before any step runs), or -1.
-int streamed_constant(const CompiledPlan& plan, const Step& step) {
-  if (step.kind != StepKind::library) return -1;
+// The weight value a GEMM step streams: a constant (there before any step runs), -1 for a GEMM
+// whose weight is computed, or nullopt for a step that is no GEMM.
+std::optional<int> streamed_weight(const CompiledPlan& plan, const Step& step) {
+  if (step.kind != StepKind::library) return std::nullopt;
   const Node& node = plan.graph.nodes()[step.node];
   const int input = node.op->streamed_weight;
-  if (input < 0 || static_cast<size_t>(input) >= node.inputs.size()) return -1;
+  if (input < 0 || static_cast<size_t>(input) >= node.inputs.size()) return std::nullopt;
   const int weight = node.inputs[input];
   const Node& producer = plan.graph.nodes()[plan.graph.value(weight).producer];
   return producer.kind == NodeKind::constant ? weight : -1;
@@ -30,11 +33,14 @@ void plan_weight_prefetch(CompiledPlan& plan, const PassConfig& config) {
   Step* previous = nullptr;  // the last GEMM step, waiting for the next one's weight
   int previous_weight = -1;
   for (Step& step : plan.steps) {
-    const int weight = streamed_constant(plan, step);
-    if (weight < 0) continue;
-    if (previous != nullptr && weight != previous_weight) previous->prefetch = weight;
+    const std::optional<int> weight = streamed_weight(plan, step);
+    if (!weight) continue;
+    // The next GEMM's weight when it is a constant: a computed one may not exist yet, and a GEMM
+    // with a computed weight prefetches the constant of the GEMM after it like any other.
+    if (previous != nullptr && *weight >= 0 && *weight != previous_weight)
+      previous->prefetch = *weight;
     previous = &step;
-    previous_weight = weight;
+    previous_weight = *weight;
   }
 }
 

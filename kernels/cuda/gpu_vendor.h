@@ -79,8 +79,12 @@
 #define gpuGraphDestroy hipGraphDestroy
 #define gpuGraphExecDestroy hipGraphExecDestroy
 #define gpuGraphLaunch hipGraphLaunch
-#define gpuProfilerStart hipProfilerStart
-#define gpuProfilerStop hipProfilerStop
+// ROCm deprecates these for roctracer (not in Debian); rocprof still honours them.
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wdeprecated-declarations"
+inline hipError_t gpuProfilerStart() { return hipProfilerStart(); }
+inline hipError_t gpuProfilerStop() { return hipProfilerStop(); }
+#pragma clang diagnostic pop
 #define gpuLaunchHostFunc hipLaunchHostFunc
 #define gpuStreamIsCapturing hipStreamIsCapturing
 #define gpuStreamCaptureStatus hipStreamCaptureStatus

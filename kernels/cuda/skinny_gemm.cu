@@ -153,15 +153,17 @@ __device__ __forceinline__ void store_result(const SkinnyArgs& args, int row, in
   static_cast<T*>(args.out)[static_cast<int64_t>(token) * args.n + row] = from_compute<T>(value);
 }
 
-// The block's share of the next GEMM's weight (SkinnyArgs::prefetch), issued by the lanes of its
-// first warp once that warp has loaded its last weights. Only the last `prefetch_blocks` blocks
-// (about the last wave) take part: a block of an earlier wave would pull it in while later waves
-// still stream this weight, which would evict it before it is read.
-__device__ __forceinline__ void prefetch_next_weight(const SkinnyArgs& args, int lane) {
+// The block's share of the next GEMM's weight (SkinnyArgs::prefetch), asked for by each warp
+// once it has loaded its last weights. Only the last `prefetch_blocks` blocks (the last
+// sm_count, scheduled last) take part: blocks scheduled earlier would pull it in while later
+// ones still stream this weight, which measured slower (README).
+__device__ __forceinline__ void prefetch_next_weight(const SkinnyArgs& args) {
   const int64_t blocks = static_cast<int64_t>(gridDim.x) * gridDim.y;
   const int64_t part =
       static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x - (blocks - args.prefetch_blocks);
-  if (part >= 0) prefetch_to_l2(args.prefetch, part, args.prefetch_blocks, lane, kWarp);
+  if (part >= 0)
+    prefetch_to_l2(args.prefetch, part, args.prefetch_blocks, static_cast<int>(threadIdx.x),
+                   static_cast<int>(blockDim.x));
 }
 
 struct SumReducer {
@@ -251,7 +253,7 @@ __global__ void __launch_bounds__(kSimtMaxSplits<kRows>* kWarp)
     }
   }
 
-  if (warp == 0) prefetch_next_weight(args, lane);
+  prefetch_next_weight(args);
   if (!waited) {  // a warp past the last step still stores or shares
     wait_for_prior_grids();
     allow_next_grid();
@@ -365,7 +367,7 @@ __global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp)
     }
   }
 
-  if (warp == 0) prefetch_next_weight(args, lane);
+  prefetch_next_weight(args);
   if (!waited) {  // a warp past the last step still stores or shares
     wait_for_prior_grids();
     allow_next_grid();

@@ -44,7 +44,7 @@ struct SkinnyProblem {
   SkinnyActivation activation = SkinnyActivation::none;
   void* activated = nullptr;  // [m, k], contiguous: the computed x (with an activation)
   Attributes attributes;      // the activation's (gelu's approximate)
-  L2Prefetch prefetch;        // the next GEMM's weight: each block asks for its share as it ends
+  L2Prefetch prefetch;        // the next GEMM's weight: the last blocks ask for it as they end
 };
 
 struct SkinnyVariant {
