@@ -39,7 +39,7 @@ TESSERA_HOST_DEVICE inline L2PrefetchRange l2_prefetch_range(int64_t bytes, int6
 // At most this share of L2 is prefetched per GEMM. More is evicted before it is read, by the
 // weight streaming past it: on the H100 (50 MiB) a sixth (8 MiB) made batch 1 and 8 2% faster and a
 // third (16 MiB) gained nothing; a half, in a first version where every block prefetched, made
-// them 5 to 9% slower (README).
+// batch 1 5% slower (README).
 inline constexpr size_t kL2PrefetchShare = 6;
 
 // What to prefetch of `weight` (nullptr: nothing) on `device`: its first bytes, at most
