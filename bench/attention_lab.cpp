@@ -3,11 +3,14 @@
 //   1. measures the ceilings: device-to-device copy bandwidth (1 GiB, read + write) and a bf16
 //      8192^3 GEMM through the matmul kernel (cuBLAS);
 //   2. checks decode (split into partitions and not) and prefill against the float64 reference of
-//      tests/support/reference.h, over the keys and values the op wrote to the cache;
-//   3. times decode for batches 1, 8, 32, 128 at contexts 1k and 4k: GB/s over the bytes it must
-//      move (K/V read once per kv head, q read, out written) against the copy ceiling; a call's
-//      blocks are scattered over a cache of at least 512 MiB, and consecutive calls use
-//      different blocks, so the timing reads HBM, not L2;
+//      tests/support/reference.h, over the keys and values the op wrote to the cache; decode on
+//      both of its kernels (tensor cores, kernels/cuda/attention_decode_mma.cuh, and CUDA cores,
+//      attention_decode.cuh, chosen with $TESSERA_DECODE_ATTENTION);
+//   3. times decode on both kernels, for batches 1, 8, 32, 128 at contexts 1k and 4k, and at the
+//      Llama-3.2-1B shape (head 64) at context 128: GB/s over the bytes it must move (K/V read
+//      once per kv head, q read, out written) against the copy ceiling; a call's blocks are
+//      scattered over a cache of at least 512 MiB, and consecutive calls use different blocks,
+//      so the timing reads HBM, not L2;
 //   4. times prefill (1 x 2048 and 8 x 512 new tokens, no cached prefix): TFLOP/s over the causal
 //      FLOPs (4 * head_size * heads per visible (query, key) pair) against the GEMM ceiling.
 // Times are medians of event-timed samples after warm-up; a sample runs the op enough times back
@@ -21,10 +24,12 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench/lab_harness.h"
@@ -241,6 +246,16 @@ CheckResult check(Lab& lab, Problem& problem) {
   return result;
 }
 
+// Runs `body` with decode on `kernel` ("auto": tensor cores where they fit; "cuda_cores").
+template <typename Body>
+auto with_decode_kernel(const char* kernel, Body&& body) {
+  setenv("TESSERA_DECODE_ATTENTION", kernel, 1);
+  struct Restore {
+    ~Restore() { unsetenv("TESSERA_DECODE_ATTENTION"); }
+  } restore;
+  return body();
+}
+
 bool run_checks(Lab& lab) {
   struct Named {
     const char* name;
@@ -254,40 +269,56 @@ bool run_checks(Lab& lab) {
       {"decode, 80 sequences, no split", {}, many_decodes},
       {"prefill over cached prefixes", {}, {{300, 200}, {0, 130}, {40, 1}}},
       {"decode, f32", {kHeads, kKvHeads, kHeadSize, DType::f32}, {{900, 1}, {33, 1}}},
+      {"decode, head 64 (1B shape), split", {kHeads, kKvHeads, 64, kDType}, {{127, 1}, {40, 1}}},
+      {"decode, GQA 16:1, head 64, f16", {16, 1, 64, DType::f16}, {{300, 1}, {0, 1}}},
       {"prefill, head 64, f16", {16, 4, 64, DType::f16}, {{100, 90}, {0, 70}}},
   };
   bool all_passed = true;
-  fmt::print("float64 checks (relative RMS error):\n");
+  fmt::print("float64 checks (relative RMS error; decode on tensor cores, then CUDA cores):\n");
   for (const Named& named : checks) {
-    Problem problem = lab.make_problem(named.shape, named.sequences, 0);
-    const CheckResult result = check(lab, problem);
-    fmt::print("  {:<40} {:<5} {:.2e}  {}\n", named.name, dtype_name(named.shape.dtype),
-               result.relative_rms, result.passed ? "ok" : "FAIL");
-    all_passed = all_passed && result.passed;
+    for (const char* kernel : {"auto", "cuda_cores"}) {
+      const bool decode = std::all_of(named.sequences.begin(), named.sequences.end(),
+                                      [](const Sequence& s) { return s.new_tokens == 1; });
+      if (!decode && std::string_view(kernel) != "auto") continue;
+      Problem problem = lab.make_problem(named.shape, named.sequences, 0);
+      const CheckResult result = with_decode_kernel(kernel, [&] { return check(lab, problem); });
+      fmt::print("  {:<40} {:<5} {:<11} {:.2e}  {}\n", named.name, dtype_name(named.shape.dtype),
+                 decode ? kernel : "", result.relative_rms, result.passed ? "ok" : "FAIL");
+      all_passed = all_passed && result.passed;
+    }
   }
   fmt::print("\n");
   return all_passed;
 }
 
-void time_decode(Lab& lab) {
-  fmt::print("decode: {} q heads, {} kv heads, head {}, {}, block {}\n", kHeads, kKvHeads,
-             kHeadSize, dtype_name(kDType), kBlockSize);
-  fmt::print("{:>6} {:>8} {:>10} {:>9} {:>8}\n", "batch", "context", "time us", "GB/s", "copy%");
-  const double element = static_cast<double>(element_size(kDType));
-  for (int64_t context : {1024, 4096}) {
+void time_decode(Lab& lab, const Shape4& shape, std::initializer_list<int64_t> contexts) {
+  fmt::print(
+      "decode: {} q heads, {} kv heads, head {}, {}, block {}; tensor cores (the default) "
+      "and CUDA cores\n",
+      shape.heads, shape.kv_heads, shape.head_size, dtype_name(shape.dtype), kBlockSize);
+  fmt::print("{:>6} {:>8} {:>10} {:>9} {:>8} {:>10} {:>9} {:>8}\n", "batch", "context", "tensor us",
+             "GB/s", "copy%", "cuda us", "GB/s", "copy%");
+  const double element = static_cast<double>(element_size(shape.dtype));
+  for (int64_t context : contexts) {
     for (int64_t batch : {1, 8, 32, 128}) {
       Problem problem = lab.make_problem(
-          {}, std::vector<Sequence>(static_cast<size_t>(batch), Sequence{context - 1, 1}),
+          shape, std::vector<Sequence>(static_cast<size_t>(batch), Sequence{context - 1, 1}),
           kColdCacheBytes);
-      const double us = lab.time_us([&](int call) {
-        lab.run(problem, static_cast<size_t>(call) % problem.instances.size());
-      });
       // K and V read once per kv head, q read, out written.
-      const double bytes = element * (2.0 * batch * context * kKvHeads * kHeadSize +
-                                      2.0 * batch * kHeads * kHeadSize);
-      const Achieved rates = achieved(lab.ceilings(), bytes, 0, us);
-      fmt::print("{:>6} {:>8} {:>10.1f} {:>9.0f} {:>7.0f}%\n", batch, context, us, rates.gb_per_s,
-                 rates.copy_percent);
+      const double bytes = element * (2.0 * batch * context * shape.kv_heads * shape.head_size +
+                                      2.0 * batch * shape.heads * shape.head_size);
+      std::string line = fmt::format("{:>6} {:>8}", batch, context);
+      for (const char* kernel : {"auto", "cuda_cores"}) {
+        const double us = with_decode_kernel(kernel, [&] {
+          return lab.time_us([&](int call) {
+            lab.run(problem, static_cast<size_t>(call) % problem.instances.size());
+          });
+        });
+        const Achieved rates = achieved(lab.ceilings(), bytes, 0, us);
+        line +=
+            fmt::format(" {:>10.1f} {:>9.0f} {:>7.0f}%", us, rates.gb_per_s, rates.copy_percent);
+      }
+      fmt::print("{}\n", line);
       problem = Problem{};
       lab.gpu().allocator(lab.device().index).empty_cache();
     }
@@ -320,7 +351,8 @@ int run_lab(const LabArgs& args) {
   if (!args.skip_timing) lab.measure_ceilings();
   const bool passed = run_checks(lab);
   if (!args.skip_timing) {
-    time_decode(lab);
+    time_decode(lab, Shape4{}, {1024, 4096});
+    time_decode(lab, Shape4{kHeads, kKvHeads, 64, kDType}, {128});
     time_prefill(lab);
   }
   if (!passed) fmt::print("some checks FAILED\n");

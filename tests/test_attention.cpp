@@ -190,7 +190,8 @@ const std::vector<AttentionCase>& cases() {
 }
 
 // Cases too slow for the CPU kernel, or aimed at GPU kernel paths (decode split into partitions,
-// head chunks of large GQA groups, generic head sizes).
+// decode on tensor cores for GQA groups up to 16 and on CUDA cores beyond, head chunks of large
+// GQA groups, generic head sizes).
 const std::vector<AttentionCase>& gpu_cases() {
   static const std::vector<AttentionCase> all = [] {
     std::vector<AttentionCase> list = {
@@ -211,6 +212,12 @@ const std::vector<AttentionCase>& gpu_cases() {
         // GQA groups larger than one block's heads: 16 heads of 256, 32 heads of 128 per kv head
         {16, 1, 256, 16, 20, {{50, 1}, {10, 1}}},
         {32, 1, 128, 16, 20, {{40, 1}}},
+        // decode on tensor cores: a group of 16 (both halves of the fragment's rows), and a
+        // group of 3 (rows past it are zeros) with partial 32-key tiles
+        {16, 1, 64, 16, 60, {{100, 1}, {0, 1}, {700, 1}}},
+        {3, 1, 128, 16, 40, {{129, 1}, {31, 1}}},
+        // a group of 17: decode on CUDA cores for bf16 and f16 as well
+        {17, 1, 64, 16, 20, {{90, 1}}},
     };
     // 70 decodes of varied lengths, head 128, GQA 4:1: enough blocks that keys are not split
     AttentionCase many{16, 4, 128, 16, 800, {}};

@@ -10,6 +10,8 @@
 // max_blocks_per_seq) and never copies from the device: per-sequence values come from the
 // metadata's device tensors, so the launches are stream-ordered and can be captured in a graph.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <map>
 #include <mutex>
@@ -18,6 +20,7 @@
 #include "kernels/attention_metadata.h"
 #include "kernels/check.h"
 #include "kernels/cuda/attention_decode.cuh"
+#include "kernels/cuda/attention_decode_mma.cuh"
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/attention_prefill_mma.cuh"
 #include "kernels/cuda/device_utils.cuh"
@@ -128,7 +131,7 @@ bool launch_prefill_on_tensor_cores(const AttentionParams<T>& params, const Laun
   (void)launch;
   return false;
 #else
-  if constexpr (kExact && kHasMmaPrefill<T>) {
+  if constexpr (kExact && kHasMmaAttention<T>) {
     if (device_limits(launch.device.index).compute_major < 8) return false;
     constexpr size_t kSharedBytes = mma_prefill_shared_bytes<T, kHeadSize>();
     auto* kernel = mma_prefill_attention_kernel<T, kHeadSize>;
@@ -196,15 +199,56 @@ int decode_partitions(int64_t blocks, int64_t max_seq_len, int sm_count) {
   return static_cast<int>(std::max<int64_t>(partitions, 1));
 }
 
+#if !defined(TESSERA_GPU_HIP)
+// $TESSERA_DECODE_ATTENTION: `auto` (unset: decode on tensor cores wherever that kernel fits)
+// or `cuda_cores` (the CUDA-core kernel everywhere, so that bench/attention_lab can time and check
+// both on one GPU). Read at each launch: the lab switches it between calls.
+bool tensor_core_decode_allowed() {
+  const char* value = std::getenv("TESSERA_DECODE_ATTENTION");
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return true;
+  TESSERA_REQUIRE(std::strcmp(value, "cuda_cores") == 0,
+                  "TESSERA_DECODE_ATTENTION={} is not a decode kernel choice: use auto (the "
+                  "default: tensor cores where they fit) or cuda_cores",
+                  value);
+  return false;
+}
+#endif
+
+// Whether decode runs on tensor cores (attention_decode_mma.cuh): bf16/f16 with an exact head
+// size, GQA groups of at most kDecodeMmaMaxGroup, sm_80+.
+template <typename T, int kHeadSize, bool kExact>
+bool decode_on_tensor_cores(int group, const Launch& launch) {
+#if defined(TESSERA_GPU_HIP)
+  (void)group;
+  (void)launch;
+  return false;
+#else
+  if constexpr (kExact && kHasMmaAttention<T>) {
+    return group <= kDecodeMmaMaxGroup && device_limits(launch.device.index).compute_major >= 8 &&
+           tensor_core_decode_allowed();
+  } else {
+    (void)group;
+    (void)launch;
+    return false;
+  }
+#endif
+}
+
 template <typename T, int kHeadSize, bool kExact>
 void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
   const int group = params.num_heads / params.num_kv_heads;
-  const int column_groups = round_up_to_4(params.head_size) / 4;
-  // A block's (head, column group) pairs fit its threads' accumulators.
-  const int max_heads = std::max(1, kMaxPairsPerBlock / column_groups);
+  const bool tensor_cores = decode_on_tensor_cores<T, kHeadSize, kExact>(group, launch);
   DecodeSplit split{};
-  split.head_chunks = static_cast<int>(ceil_div(group, max_heads));
-  split.heads_per_block = static_cast<int>(ceil_div(group, split.head_chunks));
+  if (tensor_cores) {  // a warp takes the whole group
+    split.head_chunks = 1;
+    split.heads_per_block = group;
+  } else {
+    // A block's (head, column group) pairs fit its threads' accumulators.
+    const int column_groups = round_up_to_4(params.head_size) / 4;
+    const int max_heads = std::max(1, kMaxPairsPerBlock / column_groups);
+    split.head_chunks = static_cast<int>(ceil_div(group, max_heads));
+    split.heads_per_block = static_cast<int>(ceil_div(group, split.head_chunks));
+  }
   const int64_t blocks = launch.num_seqs * params.num_kv_heads * split.head_chunks;
   split.num_partitions =
       decode_partitions(blocks, launch.max_seq_len, device_limits(launch.device.index).sm_count);
@@ -217,16 +261,30 @@ void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
     split.partial_sum = split.partial_max + slots;
   }
 
-  const size_t shared_bytes = decode_shared_bytes(params.head_size, split.heads_per_block);
-  auto* kernel = decode_attention_kernel<T, kHeadSize, kExact>;
-  reserve_shared_memory(reinterpret_cast<const void*>(kernel), shared_bytes, launch.device.index,
-                        params.head_size);
   const dim3 grid(static_cast<unsigned int>(params.num_kv_heads * split.head_chunks),
                   static_cast<unsigned int>(launch.num_seqs),
                   static_cast<unsigned int>(split.num_partitions));
-  launch_programmatic(kernel, grid, dim3(kDecodeThreads), shared_bytes, launch.stream,
-                      launch.device.index, params, split);
-  GPU_CHECK_LAUNCH("attention decode");
+  if (tensor_cores) {
+#if !defined(TESSERA_GPU_HIP)
+    if constexpr (kExact && kHasMmaAttention<T>) {
+      constexpr size_t kSharedBytes = decode_mma_shared_bytes<T, kHeadSize>();
+      auto* kernel = decode_attention_mma_kernel<T, kHeadSize>;
+      reserve_shared_memory(reinterpret_cast<const void*>(kernel), kSharedBytes,
+                            launch.device.index, params.head_size);
+      launch_programmatic(kernel, grid, dim3(kDecodeMmaThreads), kSharedBytes, launch.stream,
+                          launch.device.index, params, split);
+      GPU_CHECK_LAUNCH("attention decode (tensor cores)");
+    }
+#endif
+  } else {
+    const size_t shared_bytes = decode_shared_bytes(params.head_size, split.heads_per_block);
+    auto* kernel = decode_attention_kernel<T, kHeadSize, kExact>;
+    reserve_shared_memory(reinterpret_cast<const void*>(kernel), shared_bytes, launch.device.index,
+                          params.head_size);
+    launch_programmatic(kernel, grid, dim3(kDecodeThreads), shared_bytes, launch.stream,
+                        launch.device.index, params, split);
+    GPU_CHECK_LAUNCH("attention decode");
+  }
   if (split.num_partitions > 1) {
     const dim3 combine_grid(static_cast<unsigned int>(params.num_heads),
                             static_cast<unsigned int>(launch.num_seqs));

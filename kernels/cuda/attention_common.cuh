@@ -55,6 +55,28 @@ __device__ __forceinline__ bool before_window(int key, int position, int sliding
   return sliding_window > 0 && key <= position - sliding_window;
 }
 
+// The step's new K/V rows of (token, kv head), when the launch passes them (the decode kernels
+// store them into the cache themselves and read them from there): the new token's slot (-1
+// without them) and the rows.
+template <typename T>
+struct NewRows {
+  int64_t slot = -1;
+  const T* key = nullptr;
+  const T* value = nullptr;
+};
+
+template <typename T>
+__device__ __forceinline__ NewRows<T> step_rows(const AttentionParams<T>& params, int token,
+                                                int kv_head, int head_size) {
+  NewRows<T> rows;
+  if (params.slot_mapping == nullptr) return rows;
+  rows.slot = params.slot_mapping[token];
+  const int64_t offset = (static_cast<int64_t>(token) * params.num_kv_heads + kv_head) * head_size;
+  rows.key = params.new_key + offset;
+  rows.value = params.new_value + offset;
+  return rows;
+}
+
 // The first key a query at `position` sees.
 __device__ __forceinline__ int window_first_key(int position, int sliding_window) {
   return sliding_window > 0 ? max(0, position - sliding_window + 1) : 0;

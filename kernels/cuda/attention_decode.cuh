@@ -67,6 +67,22 @@ inline size_t decode_shared_bytes(int head_size, int heads_per_block) {
                           static_cast<size_t>(kDecodeTile) * decode_value_stride(padded));
 }
 
+// The keys [begin, end) that partition `partition` of `partitions` covers in a sequence of
+// `seq_len` keys: the keys inside its window, split into whole kDecodeTile tiles (partitions past
+// the last key are empty).
+struct KeyRange {
+  int begin;
+  int end;
+};
+__device__ __forceinline__ KeyRange partition_keys(int seq_len, int sliding_window, int partition,
+                                                   int partitions) {
+  const int first_key = window_first_key(seq_len - 1, sliding_window);
+  const int per_partition = (seq_len - first_key + partitions - 1) / partitions;
+  const int partition_size = (per_partition + kDecodeTile - 1) / kDecodeTile * kDecodeTile;
+  const int begin = first_key + partition * partition_size;
+  return {begin, min(seq_len, begin + partition_size)};
+}
+
 // Grid: x = kv heads x head chunks, y = sequences, z = partitions.
 template <typename T, int kHeadSize, bool kExact>
 __global__ void __launch_bounds__(kDecodeThreads)
@@ -85,12 +101,11 @@ __global__ void __launch_bounds__(kDecodeThreads)
 
   // The new K/V rows of this kv head (none when the launch wrote the cache first), and whether
   // this block stores them: exact heads stage one 16-byte pack per thread now, for the end.
-  const bool has_new_rows = params.slot_mapping != nullptr;
-  const int64_t new_slot = has_new_rows ? params.slot_mapping[token] : -1;
+  const NewRows<T> new_rows = step_rows(params, token, kv_head, head_size);
+  const int64_t new_slot = new_rows.slot;
+  const T* new_key_row = new_rows.key;
+  const T* new_value_row = new_rows.value;
   const int64_t kv_width = static_cast<int64_t>(params.num_kv_heads) * head_size;
-  const int64_t new_row_offset = token * kv_width + static_cast<int64_t>(kv_head) * head_size;
-  const T* new_key_row = has_new_rows ? params.new_key + new_row_offset : nullptr;
-  const T* new_value_row = has_new_rows ? params.new_value + new_row_offset : nullptr;
   const bool writes_cache =
       chunk == 0 && partition == 0 && new_slot >= 0 && new_slot < params.num_slots;
   constexpr int E = kPackElements<T>;
@@ -105,13 +120,10 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int group = params.num_heads / params.num_kv_heads;
   const int first_head = kv_head * group + chunk * split.heads_per_block;
   const int heads = min(split.heads_per_block, group - chunk * split.heads_per_block);
-  const int seq_len = params.seq_lens[seq];
-  const int first_key = window_first_key(seq_len - 1, params.sliding_window);
-  const int span = seq_len - first_key;
-  const int per_partition = (span + split.num_partitions - 1) / split.num_partitions;
-  const int partition_size = (per_partition + kDecodeTile - 1) / kDecodeTile * kDecodeTile;
-  const int begin = first_key + partition * partition_size;
-  const int end = min(seq_len, begin + partition_size);
+  const KeyRange keys =
+      partition_keys(params.seq_lens[seq], params.sliding_window, partition, split.num_partitions);
+  const int begin = keys.begin;
+  const int end = keys.end;
 
   const int padded = padded_head_size<kHeadSize, kExact>(head_size);
   const int value_stride = decode_value_stride(padded);

@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_mma_tile.cuh"
 #include "kernels/cuda/mma.cuh"
 
 namespace tessera::gpu::attention {
@@ -46,61 +47,6 @@ inline constexpr int kMmaRowStride = kHeadSize + 8;
 template <typename T, int kHeadSize>
 constexpr size_t mma_prefill_shared_bytes() {
   return 2 * 2 * static_cast<size_t>(kMmaKeyTile) * kMmaRowStride<kHeadSize> * sizeof(T);
-}
-
-template <typename T>
-inline constexpr bool kHasMmaPrefill =
-    std::is_same_v<T, gpu_bfloat16> || std::is_same_v<T, gpu_half>;
-
-__device__ __forceinline__ uint32_t shared_address(const void* pointer) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
-// 16 bytes global -> shared without passing through registers; zero-fills when !valid.
-__device__ __forceinline__ void copy_async_16(void* shared_target, const void* global_source,
-                                              bool valid) {
-  asm volatile(
-      "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared_target)),
-      "l"(global_source), "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void copy_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-
-// Waits until at most `kPending` committed groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void copy_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
-// Four 8x8 b16 matrices; lanes 8m .. 8m + 7 give the row addresses of matrix m.
-__device__ __forceinline__ void load_matrices(uint32_t (&fragment)[4], const void* row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
-               : "r"(shared_address(row)));
-}
-
-__device__ __forceinline__ void load_matrices_transposed(uint32_t (&fragment)[4], const void* row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
-               : "r"(shared_address(row)));
-}
-
-// Two values rounded to T in one 32-bit register, `low` in the low half (the mma's order).
-template <typename T>
-__device__ __forceinline__ uint32_t pack_pair(float low, float high) {
-  const T pair[2] = {from_compute<T>(low), from_compute<T>(high)};
-  uint32_t bits;
-  memcpy(&bits, pair, sizeof(bits));
-  return bits;
-}
-
-// Two consecutive elements of a row as one 32-bit register; zero when there is no row.
-template <typename T>
-__device__ __forceinline__ uint32_t load_pair(const T* row, int column) {
-  if (row == nullptr) return 0;
-  return *reinterpret_cast<const uint32_t*>(row + column);
 }
 
 // Grid: x = query tiles (of the longest query), y = q heads, z = sequences.
@@ -179,14 +125,7 @@ __global__ void __launch_bounds__(kMmaThreads)
                                static_cast<int64_t>(head) * kHeadSize
                          : nullptr;
   uint32_t q_fragments[kSteps][4];
-#pragma unroll
-  for (int step = 0; step < kSteps; ++step) {
-    const int column = step * 16 + 2 * quad_lane;
-    q_fragments[step][0] = load_pair(query_low, column);
-    q_fragments[step][1] = load_pair(query_high, column);
-    q_fragments[step][2] = load_pair(query_low, column + 8);
-    q_fragments[step][3] = load_pair(query_high, column + 8);
-  }
+  load_query_fragments(query_low, query_high, quad_lane, q_fragments);
   // Positions of the two rows; rows past the query repeat the last row (finite, not stored).
   const int position_low = first_position + min(row_low, rows - 1);
   const int position_high = first_position + min(row_low + 8, rows - 1);
@@ -212,27 +151,12 @@ __global__ void __launch_bounds__(kMmaThreads)
 
     // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
     float scores[kMmaKeyGroups][4];
-#pragma unroll
-    for (int n = 0; n < kMmaKeyGroups; ++n)
-      scores[n][0] = scores[n][1] = scores[n][2] = scores[n][3] = 0.0f;
-#pragma unroll
-    for (int step = 0; step < kSteps; ++step) {
-#pragma unroll
-      for (int n = 0; n < kMmaKeyGroups; n += 2) {
-        // Matrices: keys of n (columns 0-7 of the step, then 8-15), then keys of n + 1.
-        uint32_t b[4];
-        load_matrices(b, k_tile + ((n + lane / 16) * 8 + lane % 8) * kStride + step * 16 +
-                             (lane / 8) % 2 * 8);
-        mma_16x8x16<T>(scores[n], q_fragments[step], b[0], b[1]);
-        mma_16x8x16<T>(scores[n + 1], q_fragments[step], b[2], b[3]);
-      }
-    }
+    score_tile<T, kSteps, kMmaKeyGroups, kStride>(q_fragments, k_tile, lane, scores);
 
     // Scale into the exp2 domain, softcap, mask keys after each row's position (and before its
     // window), update the softmax.
     const bool diagonal = key_begin + kMmaKeyTile - 1 > first_position;
     const bool windowed = params.sliding_window > 0;
-    float tile_max_low = -INFINITY, tile_max_high = -INFINITY;
 #pragma unroll
     for (int n = 0; n < kMmaKeyGroups; ++n) {
 #pragma unroll
@@ -245,65 +169,14 @@ __global__ void __launch_bounds__(kMmaThreads)
           score = -INFINITY;
         scores[n][e] = score;
       }
-      tile_max_low = fmaxf(tile_max_low, fmaxf(scores[n][0], scores[n][1]));
-      tile_max_high = fmaxf(tile_max_high, fmaxf(scores[n][2], scores[n][3]));
     }
-    tile_max_low = fmaxf(tile_max_low, GPU_SHFL_XOR(tile_max_low, 1));
-    tile_max_low = fmaxf(tile_max_low, GPU_SHFL_XOR(tile_max_low, 2));
-    tile_max_high = fmaxf(tile_max_high, GPU_SHFL_XOR(tile_max_high, 1));
-    tile_max_high = fmaxf(tile_max_high, GPU_SHFL_XOR(tile_max_high, 2));
-    // Finite without a window: every row sees key 0 in the first tile. With one, a row may see
-    // none of a tile (softmax_base).
-    const float new_max_low = softmax_base(fmaxf(max_low, tile_max_low));
-    const float new_max_high = softmax_base(fmaxf(max_high, tile_max_high));
-    const float correction_low = exp2f(max_low - new_max_low);  // 0 on the first tile
-    const float correction_high = exp2f(max_high - new_max_high);
-    max_low = fmaxf(max_low, tile_max_low);
-    max_high = fmaxf(max_high, tile_max_high);
-    float tile_sum_low = 0.0f, tile_sum_high = 0.0f;
-#pragma unroll
-    for (int n = 0; n < kMmaKeyGroups; ++n) {
-      scores[n][0] = exp2f(scores[n][0] - new_max_low);
-      scores[n][1] = exp2f(scores[n][1] - new_max_low);
-      scores[n][2] = exp2f(scores[n][2] - new_max_high);
-      scores[n][3] = exp2f(scores[n][3] - new_max_high);
-      tile_sum_low += scores[n][0] + scores[n][1];
-      tile_sum_high += scores[n][2] + scores[n][3];
-    }
-    sum_low = sum_low * correction_low + tile_sum_low;
-    sum_high = sum_high * correction_high + tile_sum_high;
-#pragma unroll
-    for (int n = 0; n < kOutGroups; ++n) {
-      out[n][0] *= correction_low;
-      out[n][1] *= correction_low;
-      out[n][2] *= correction_high;
-      out[n][3] *= correction_high;
-    }
-
-    // O += P V, 16 keys per step; P's A fragment is two adjacent S accumulators.
-#pragma unroll
-    for (int step = 0; step < kMmaKeyTile / 16; ++step) {
-      const uint32_t p[4] = {pack_pair<T>(scores[2 * step][0], scores[2 * step][1]),
-                             pack_pair<T>(scores[2 * step][2], scores[2 * step][3]),
-                             pack_pair<T>(scores[2 * step + 1][0], scores[2 * step + 1][1]),
-                             pack_pair<T>(scores[2 * step + 1][2], scores[2 * step + 1][3])};
-#pragma unroll
-      for (int n = 0; n < kOutGroups; n += 2) {
-        // Matrices (transposed): keys 0-7 of the step for columns of n, keys 8-15, then n + 1.
-        uint32_t b[4];
-        load_matrices_transposed(b, v_tile + (step * 16 + (lane / 8) % 2 * 8 + lane % 8) * kStride +
-                                        (n + lane / 16) * 8);
-        mma_16x8x16<T>(out[n], p, b[0], b[1]);
-        mma_16x8x16<T>(out[n + 1], p, b[2], b[3]);
-      }
-    }
+    softmax_tile(scores, max_low, max_high, sum_low, sum_high, out);
+    accumulate_values<T, kMmaKeyGroups, kOutGroups, kStride>(scores, v_tile, lane, out);
     __syncthreads();  // the buffer is read; the next iteration's copies may overwrite it
   }
 
-  sum_low += GPU_SHFL_XOR(sum_low, 1);
-  sum_low += GPU_SHFL_XOR(sum_low, 2);
-  sum_high += GPU_SHFL_XOR(sum_high, 1);
-  sum_high += GPU_SHFL_XOR(sum_high, 2);
+  sum_low = quad_sum(sum_low);
+  sum_high = quad_sum(sum_high);
   const float inverse_low = 1.0f / sum_low;  // >= 1: the row's max contributes exp2(0)
   const float inverse_high = 1.0f / sum_high;
   T* out_low = query_low == nullptr

@@ -1,5 +1,6 @@
-// The tensor-core instruction the hand-written kernels share: mma.sync m16n8k16 with bf16 or f16
-// operands and f32 accumulation (CUDA sm_80+; HIP builds have none of it).
+// What the hand-written tensor-core kernels share (CUDA sm_80+; HIP builds have none of it):
+// mma.sync m16n8k16 with bf16 or f16 operands and f32 accumulation, the ldmatrix loads of its
+// fragments from shared memory, and cp.async copies into shared memory.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16/.f16): lane = 4 * group + quad_lane;
 //   A (16x16): regs {row g, k 2q..2q+1}, {row g+8, same k}, {row g, k 2q+8..}, {row g+8, k 2q+8..}
@@ -15,6 +16,41 @@
 #include <type_traits>
 
 namespace tessera::gpu {
+
+__device__ __forceinline__ uint32_t shared_address(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+// 16 bytes global -> shared without passing through registers; zero-fills when !valid.
+__device__ __forceinline__ void copy_async_16(void* shared_target, const void* global_source,
+                                              bool valid) {
+  asm volatile(
+      "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared_target)),
+      "l"(global_source), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void copy_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+
+// Waits until at most `kPending` committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void copy_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Four 8x8 b16 matrices; lanes 8m .. 8m + 7 give the row addresses of matrix m.
+__device__ __forceinline__ void load_matrices(uint32_t (&fragment)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
+               : "r"(shared_address(row)));
+}
+
+__device__ __forceinline__ void load_matrices_transposed(uint32_t (&fragment)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
+               : "r"(shared_address(row)));
+}
 
 // acc (16x8 f32) += a (16x16) @ b (16x8); T is gpu_bfloat16 or gpu_half.
 template <typename T>

@@ -1,0 +1,220 @@
+// The decode attention kernel on tensor cores (CUDA sm_80+; bf16 and f16, head size 64 or 128,
+// GQA groups of at most 16 q heads): the same grid semantics, partitions, new-row handling and
+// partial results as the CUDA-core decode kernel of attention_decode.cuh, which the other cases
+// keep.
+//
+// Why: at decode each sequence has one query row per q head, so the CUDA-core kernel scores and
+// sums with scalar FMAs and shared-memory broadcasts, about 2,400 instructions per warp for a
+// 64-key tile of a 4-head group (ncu at batch 32, context 128: 21 us, 0.35 issued per scheduler
+// cycle, occupancy limited by 115 registers). Here one warp handles one (kv head, sequence,
+// partition): the q heads of the kv head's group are the 16 rows of the mma A fragment (rows
+// past the group are zeros), and each 32-key tile costs 2 x kHeadSize / 16 x 4 mma, as in the
+// prefill kernel (attention_prefill_mma.cuh):
+//   - K and V tiles are gathered through the block table into shared memory with cp.async,
+//     double-buffered; each lane finds the cache row of one key of the tile and the warp
+//     shares them with shuffles (one block-table lookup per key); the step's new token's key
+//     and value come from the step's rows, never from the cache (attention_decode.cuh says why);
+//   - S = Q K^T from ldmatrix'd K, the online softmax on the accumulators, O += P V from
+//     ldmatrix.trans'd V;
+//   - partition 0's warp stores the step's new K/V rows into the cache as it ends.
+#pragma once
+
+#include "kernels/cuda/gpu_vendor.h"
+
+#if !defined(TESSERA_GPU_HIP)
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_decode.cuh"
+#include "kernels/cuda/attention_mma_tile.cuh"
+#include "kernels/cuda/mma.cuh"
+
+namespace tessera::gpu::attention {
+
+constexpr int kDecodeMmaThreads = 32;   // one warp
+constexpr int kDecodeMmaKeyTile = 32;   // keys per tile (a lane finds one key's row)
+constexpr int kDecodeMmaMaxGroup = 16;  // q heads per kv head: the A fragment's rows
+
+template <int kHeadSize>
+inline constexpr int kDecodeMmaStride = kHeadSize + 8;  // padded: ldmatrix rows on distinct banks
+
+// Two buffers of a K tile and a V tile.
+template <typename T, int kHeadSize>
+constexpr size_t decode_mma_shared_bytes() {
+  return 2 * 2 * static_cast<size_t>(kDecodeMmaKeyTile) * kDecodeMmaStride<kHeadSize> * sizeof(T);
+}
+
+// Grid: x = kv heads, y = sequences, z = partitions.
+template <typename T, int kHeadSize>
+__global__ void __launch_bounds__(kDecodeMmaThreads)
+    decode_attention_mma_kernel(AttentionParams<T> params, DecodeSplit split) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // the host dispatches here only on sm_80+
+#else
+  static_assert(kHeadSize % 16 == 0 && sizeof(T) == 2);
+  constexpr int kStride = kDecodeMmaStride<kHeadSize>;
+  constexpr int kTileElements = kDecodeMmaKeyTile * kStride;
+  constexpr int kSteps = kHeadSize / 16;             // k steps of S = Q K^T
+  constexpr int kKeyGroups = kDecodeMmaKeyTile / 8;  // n tiles of S
+  constexpr int kOutGroups = kHeadSize / 8;          // n tiles of O
+  constexpr int kChunksPerRow = kHeadSize / 8;       // 16-byte chunks of a K/V row
+  constexpr int kRowsPerPass = kDecodeMmaThreads / kChunksPerRow;
+  extern __shared__ uint4 decode_mma_shared[];
+  T* tiles = reinterpret_cast<T*>(decode_mma_shared);  // [buffer][K, V][key][kStride]
+
+  wait_for_prior_grids();
+  allow_next_grid();
+  const int kv_head = static_cast<int>(blockIdx.x);
+  const int seq = static_cast<int>(blockIdx.y);
+  const int partition = static_cast<int>(blockIdx.z);
+  const int token = params.query_start_loc[seq];
+  if (params.query_start_loc[seq + 1] == token) return;  // no new token for this sequence
+  const int lane = static_cast<int>(threadIdx.x);
+  const int group = lane / 4;      // the fragment row (and B column) of this lane
+  const int quad_lane = lane % 4;  // the fragment column pair of this lane
+
+  const int64_t kv_width = static_cast<int64_t>(params.num_kv_heads) * kHeadSize;
+  const NewRows<T> new_rows = step_rows(params, token, kv_head, kHeadSize);
+
+  const int heads = params.num_heads / params.num_kv_heads;  // <= kDecodeMmaMaxGroup
+  const int first_head = kv_head * heads;
+  // Partitions as the CUDA-core kernel splits them.
+  const KeyRange keys =
+      partition_keys(params.seq_lens[seq], params.sliding_window, partition, split.num_partitions);
+  const int begin = keys.begin;
+  const int end = keys.end;
+  const int32_t* block_table =
+      params.block_tables + static_cast<int64_t>(seq) * params.max_blocks_per_seq;
+
+  // Starts the gather of the tile from key `tile_begin` into `buffer`. Lane l finds the row of
+  // key tile_begin + l: its element offset in the cache, -1 for the step's own row, -2 past the
+  // keys; each lane then copies chunks of kRowsPerPass rows per pass.
+  auto load_tile_async = [&](int tile_begin, int buffer) {
+    T* k_tile = tiles + buffer * 2 * kTileElements;
+    T* v_tile = k_tile + kTileElements;
+    int64_t my_offset = -2;
+    if (tile_begin + lane < end) {
+      const int64_t slot = cache_slot(params, block_table, tile_begin + lane);
+      my_offset = new_rows.slot >= 0 && slot == new_rows.slot
+                      ? -1
+                      : (slot * params.num_kv_heads + kv_head) * kHeadSize;
+    }
+    const int column = lane % kChunksPerRow * 8;
+#pragma unroll
+    for (int pass = 0; pass < kDecodeMmaKeyTile / kRowsPerPass; ++pass) {
+      const int row = pass * kRowsPerPass + lane / kChunksPerRow;
+      const int64_t offset = __shfl_sync(0xffffffffu, my_offset, row);
+      const bool valid = offset != -2;
+      const T* key_source = offset >= 0    ? params.key_cache + offset + column
+                            : offset == -1 ? new_rows.key + column
+                                           : params.key_cache;
+      const T* value_source = offset >= 0    ? params.value_cache + offset + column
+                              : offset == -1 ? new_rows.value + column
+                                             : params.value_cache;
+      copy_async_16(k_tile + row * kStride + column, key_source, valid);
+      copy_async_16(v_tile + row * kStride + column, value_source, valid);
+    }
+    copy_async_commit();
+  };
+  if (begin < end) load_tile_async(begin, 0);
+
+  // The group's q heads as A fragment rows (group and group + 8); rows past the group are zeros.
+  const int64_t query_width = static_cast<int64_t>(params.num_heads) * kHeadSize;
+  const T* query_row = params.query + token * query_width;
+  const T* query_low =
+      group < heads ? query_row + static_cast<int64_t>(first_head + group) * kHeadSize : nullptr;
+  const T* query_high = group + 8 < heads
+                            ? query_row + static_cast<int64_t>(first_head + group + 8) * kHeadSize
+                            : nullptr;
+  uint32_t q_fragments[kSteps][4];
+  load_query_fragments(query_low, query_high, quad_lane, q_fragments);
+
+  float out[kOutGroups][4];
+#pragma unroll
+  for (int n = 0; n < kOutGroups; ++n) out[n][0] = out[n][1] = out[n][2] = out[n][3] = 0.0f;
+  float max_low = -INFINITY, max_high = -INFINITY;
+  float sum_low = 0.0f, sum_high = 0.0f;  // this lane's columns; summed over the quad at the end
+
+  for (int tile_begin = begin, buffer = 0; tile_begin < end;
+       tile_begin += kDecodeMmaKeyTile, buffer ^= 1) {
+    if (tile_begin + kDecodeMmaKeyTile < end) {
+      load_tile_async(tile_begin + kDecodeMmaKeyTile, buffer ^ 1);
+      copy_async_wait<1>();  // this tile's group is complete; the next one may be in flight
+    } else {
+      copy_async_wait<0>();
+    }
+    __syncwarp();  // every lane's copies of this tile are visible
+    const T* k_tile = tiles + buffer * 2 * kTileElements;
+    const T* v_tile = k_tile + kTileElements;
+
+    // S = Q K^T for the group's rows and the tile's keys; scaled into the exp2 domain,
+    // softcapped, keys past the partition masked; the softmax; O += P V.
+    float scores[kKeyGroups][4];
+    score_tile<T, kSteps, kKeyGroups, kStride>(q_fragments, k_tile, lane, scores);
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = tile_begin + n * 8 + 2 * quad_lane + (e & 1);
+        scores[n][e] = key < end
+                           ? softcap_score(scores[n][e] * params.scale_log2, params.softcap_log2)
+                           : -INFINITY;
+      }
+    }
+    softmax_tile(scores, max_low, max_high, sum_low, sum_high, out);
+    accumulate_values<T, kKeyGroups, kOutGroups, kStride>(scores, v_tile, lane, out);
+    __syncwarp();  // the buffer is read; the next iteration's copies may overwrite it
+  }
+
+  // The new K/V rows into the cache, after this warp's last read of them.
+  if (partition == 0 && new_rows.slot >= 0 && new_rows.slot < params.num_slots) {
+    const int64_t cache_offset =
+        new_rows.slot * kv_width + static_cast<int64_t>(kv_head) * kHeadSize;
+    for (int chunk = lane; chunk < 2 * kChunksPerRow; chunk += kDecodeMmaThreads) {
+      const bool value = chunk >= kChunksPerRow;
+      const int column = chunk % kChunksPerRow * 8;
+      *reinterpret_cast<uint4*>((value ? params.value_cache : params.key_cache) + cache_offset +
+                                column) =
+          *reinterpret_cast<const uint4*>((value ? new_rows.value : new_rows.key) + column);
+    }
+  }
+
+  sum_low = quad_sum(sum_low);
+  sum_high = quad_sum(sum_high);
+  const bool split_keys = split.num_partitions > 1;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int g = group + 8 * half;
+    if (g >= heads) continue;
+    const int head = first_head + g;
+    const float sum = half == 0 ? sum_low : sum_high;
+    if (split_keys) {
+      // Unnormalized, with the running max and sum (an empty partition: 0, -inf, 0).
+      const int64_t slot =
+          (static_cast<int64_t>(seq) * params.num_heads + head) * split.num_partitions + partition;
+      float* acc = split.partial_acc + slot * kHeadSize;
+#pragma unroll
+      for (int n = 0; n < kOutGroups; ++n)
+        *reinterpret_cast<float2*>(acc + n * 8 + 2 * quad_lane) =
+            make_float2(out[n][2 * half], out[n][2 * half + 1]);
+      if (quad_lane == 0) {
+        split.partial_max[slot] = half == 0 ? max_low : max_high;
+        split.partial_sum[slot] = sum;
+      }
+    } else {
+      const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;
+      T* out_row = params.out + token * query_width + static_cast<int64_t>(head) * kHeadSize;
+#pragma unroll
+      for (int n = 0; n < kOutGroups; ++n)
+        *reinterpret_cast<uint32_t*>(out_row + n * 8 + 2 * quad_lane) =
+            pack_pair<T>(out[n][2 * half] * inverse, out[n][2 * half + 1] * inverse);
+    }
+  }
+#endif
+}
+
+}  // namespace tessera::gpu::attention
+
+#endif  // !TESSERA_GPU_HIP
