@@ -246,13 +246,26 @@ CheckResult check(Lab& lab, Problem& problem) {
   return result;
 }
 
-// Runs `body` with decode on `kernel` ("auto": tensor cores where they fit; "cuda_cores").
+// Runs `body` with decode on `kernel` ("auto": tensor cores where they fit; "cuda_cores"), then
+// puts back the caller's $TESSERA_DECODE_ATTENTION.
 template <typename Body>
 auto with_decode_kernel(const char* kernel, Body&& body) {
-  setenv("TESSERA_DECODE_ATTENTION", kernel, 1);
   struct Restore {
-    ~Restore() { unsetenv("TESSERA_DECODE_ATTENTION"); }
+    ~Restore() {
+      if (had) {
+        setenv("TESSERA_DECODE_ATTENTION", previous.c_str(), 1);
+      } else {
+        unsetenv("TESSERA_DECODE_ATTENTION");
+      }
+    }
+    bool had = false;
+    std::string previous;
   } restore;
+  if (const char* value = std::getenv("TESSERA_DECODE_ATTENTION"); value != nullptr) {
+    restore.had = true;
+    restore.previous = value;
+  }
+  setenv("TESSERA_DECODE_ATTENTION", kernel, 1);
   return body();
 }
 

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <random>
+#include <string>
 #include <tuple>
 
 #include "compile/ops/ops.h"
@@ -218,6 +221,9 @@ const std::vector<AttentionCase>& gpu_cases() {
         {3, 1, 128, 16, 40, {{129, 1}, {31, 1}}},
         // a group of 17: decode on CUDA cores for bf16 and f16 as well
         {17, 1, 64, 16, 20, {{90, 1}}},
+        // groups of 12 and 10: some lanes have a second q row (rows 8 .. group - 1), some not
+        {12, 1, 128, 16, 40, {{200, 1}, {5, 1}}},
+        {20, 2, 64, 16, 40, {{150, 1}, {0, 1}, {333, 1}}},
     };
     // 70 decodes of varied lengths, head 128, GQA 4:1: enough blocks that keys are not split
     AttentionCase many{16, 4, 128, 16, 800, {}};
@@ -297,8 +303,64 @@ TEST(GpuAttention, SlidingWindowAndSoftcapMatchFloat64Reference) {
       {16, 4, 128, 16, 800, {{2047, 1}, {4999, 1}, {3100, 1}, {1999, 1}}, 4096, 0},
       {8, 2, 128, 16, 60, {{0, 200}, {300, 70}, {5, 1}}, 33, 0.5},
       {4, 2, 256, 16, 30, {{0, 70}, {90, 3}}, 9, 0.5},
+      // decode on tensor cores with a full group of 16, head 128, two kv heads, window and cap
+      {32, 2, 128, 16, 100, {{700, 1}, {90, 1}, {1, 1}}, 37, 0.5},
   };
   check_device(gpu, long_cases);
+}
+
+// Sets an environment variable for a scope, then puts back what was there.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) {
+    if (const char* previous = std::getenv(name)) previous_ = previous;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnvironment() {
+    if (previous_) {
+      setenv(name_, previous_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> previous_;
+};
+
+// bf16 and f16 decode takes tensor cores by default; the CUDA-core kernel, which they take beyond
+// groups of 16, is forced here over the decode cases that split keys, skip a sequence, and use
+// windows and softcaps.
+TEST(GpuAttention, CudaCoreDecodeMatchesFloat64Reference) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU device is available";
+  ScopedEnvironment cuda_cores("TESSERA_DECODE_ATTENTION", "cuda_cores");
+  check_device(gpu,
+               {
+                   {16, 4, 128, 16, 800, {{2047, 1}, {4999, 1}, {3100, 1}, {1999, 1}}},
+                   {16, 4, 128, 16, 800, {{2047, 1}, {4999, 1}, {3100, 1}, {1999, 1}}, 700, 0.5},
+                   {4, 1, 64, 16, 40, {{100, 1}, {60, 0}, {250, 1}}, 17, 0.2},
+               });
+}
+
+// A decode kernel setting that is not a choice is an error naming it, on every decode path (f32
+// takes the CUDA-core kernel whatever the setting).
+TEST(GpuAttention, ABadDecodeKernelSettingIsAnErrorNamingIt) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU device is available";
+  ScopedEnvironment typo("TESSERA_DECODE_ATTENTION", "cuda_core");
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    try {
+      run_case({4, 1, 64, 16, 40, {{100, 1}}}, dtype, gpu, 7);
+      FAIL() << "expected an error for TESSERA_DECODE_ATTENTION=cuda_core in " << dtype_name(dtype);
+    } catch (const Error& error) {
+      EXPECT_THAT(error.what(), ::testing::HasSubstr("TESSERA_DECODE_ATTENTION='cuda_core'"));
+      EXPECT_THAT(error.what(), ::testing::HasSubstr("cuda_cores"));
+    }
+  }
 }
 
 TEST(GpuAttention, MatchesFloat64Reference) {

@@ -199,33 +199,36 @@ int decode_partitions(int64_t blocks, int64_t max_seq_len, int sm_count) {
   return static_cast<int>(std::max<int64_t>(partitions, 1));
 }
 
-#if !defined(TESSERA_GPU_HIP)
 // $TESSERA_DECODE_ATTENTION: `auto` (unset: decode on tensor cores wherever that kernel fits)
 // or `cuda_cores` (the CUDA-core kernel everywhere, so that bench/attention_lab can time and check
-// both on one GPU). Read at each launch: the lab switches it between calls.
+// both on one GPU). Read at each decode launch, on every path, so that a bad value is an error
+// wherever decode runs; the lab switches it between calls. A captured graph keeps the kernel its
+// capture launched.
 bool tensor_core_decode_allowed() {
   const char* value = std::getenv("TESSERA_DECODE_ATTENTION");
   if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return true;
   TESSERA_REQUIRE(std::strcmp(value, "cuda_cores") == 0,
-                  "TESSERA_DECODE_ATTENTION={} is not a decode kernel choice: use auto (the "
+                  "TESSERA_DECODE_ATTENTION='{}' is not a decode kernel choice: use auto (the "
                   "default: tensor cores where they fit) or cuda_cores",
                   value);
   return false;
 }
-#endif
 
 // Whether decode runs on tensor cores (attention_decode_mma.cuh): bf16/f16 with an exact head
-// size, GQA groups of at most kDecodeMmaMaxGroup, sm_80+.
+// size, GQA groups of at most kDecodeMmaMaxGroup, sm_80+, unless $TESSERA_DECODE_ATTENTION says
+// cuda_cores.
 template <typename T, int kHeadSize, bool kExact>
 bool decode_on_tensor_cores(int group, const Launch& launch) {
+  const bool allowed = tensor_core_decode_allowed();  // checks the setting on every path
 #if defined(TESSERA_GPU_HIP)
+  (void)allowed;
   (void)group;
   (void)launch;
   return false;
 #else
   if constexpr (kExact && kHasMmaAttention<T>) {
-    return group <= kDecodeMmaMaxGroup && device_limits(launch.device.index).compute_major >= 8 &&
-           tensor_core_decode_allowed();
+    return allowed && group <= kDecodeMmaMaxGroup &&
+           device_limits(launch.device.index).compute_major >= 8;
   } else {
     (void)group;
     (void)launch;

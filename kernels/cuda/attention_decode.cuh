@@ -1,4 +1,8 @@
-// The decode attention kernels (every sequence has at most one new token), flash-decoding style.
+// The decode attention kernels (every sequence has at most one new token), flash-decoding style,
+// on CUDA cores: f32, head sizes other than 64 and 128, GQA groups over 16, and HIP. bf16/f16
+// with heads of 64 or 128 take the tensor-core kernel of attention_decode_mma.cuh, which splits
+// keys into the same partitions (partition_keys) and leaves the same partial results for the
+// combine kernel below.
 //
 // A block handles one (kv head, sequence, partition) for a chunk of the kv head's GQA group of q
 // heads, so each K/V row is read from memory once per group, not once per q head. A sequence's
