@@ -33,8 +33,18 @@ bool known_variant(const std::string& name) {
   return false;
 }
 
+// N for "library:N" with N in 1..kLibraryAlgorithms, otherwise 0.
+int library_algorithm_of(const std::string& path) {
+  const std::string prefix = std::string(kLinearPathLibrary) + ":";
+  if (!path.starts_with(prefix) || path.size() != prefix.size() + 1) return 0;
+  const int n = path.back() - '0';
+  return n >= 1 && n <= kLibraryAlgorithms ? n : 0;
+}
+
 std::vector<std::string> all_path_names() {
-  std::vector<std::string> names{kLinearPathMeasured, kLinearPathLibrary};
+  std::vector<std::string> names{
+      kLinearPathMeasured, kLinearPathLibrary,
+      fmt::format("{}:1 .. {}:{}", kLinearPathLibrary, kLinearPathLibrary, kLibraryAlgorithms)};
   VariantTable& table = variant_table();
   std::lock_guard lock(table.mutex);
   for (const auto& [type, variants] : table.names)
@@ -45,9 +55,10 @@ std::vector<std::string> all_path_names() {
 }  // namespace
 
 ForceLinearPath::ForceLinearPath(const std::string& path) : previous_(forced), path_(path) {
-  TESSERA_REQUIRE(
-      path_ == kLinearPathMeasured || path_ == kLinearPathLibrary || known_variant(path_),
-      "linear path '{}' is not known; valid choices: {}", path_, fmt::join(all_path_names(), ", "));
+  TESSERA_REQUIRE(path_ == kLinearPathMeasured || path_ == kLinearPathLibrary ||
+                      library_algorithm_of(path_) > 0 || known_variant(path_),
+                  "linear path '{}' is not known; valid choices: {}", path_,
+                  fmt::join(all_path_names(), ", "));
   forced = path_ == kLinearPathMeasured ? nullptr : &path_;
 }
 
@@ -57,6 +68,14 @@ ForceLinearPath::~ForceLinearPath() {
 
 const std::string* forced_linear_path() {
   return forced;
+}
+
+bool library_path_forced() {
+  return forced != nullptr && (*forced == kLinearPathLibrary || library_algorithm_of(*forced) > 0);
+}
+
+int forced_library_algorithm() {
+  return forced != nullptr ? library_algorithm_of(*forced) : 0;
 }
 
 std::vector<std::string> linear_variants(DeviceType type) {

@@ -1,5 +1,6 @@
 // Which implementation a GPU linear layer runs. By default each problem (shape, dtype, alignment)
-// takes, on its first call, the fastest of the library GEMM (cuBLASLt) and the skinny kernels
+// takes, on its first call, the fastest of the library GEMM (cuBLASLt, each of the first
+// kLibraryAlgorithms algorithms its heuristic offers) and the skinny kernels
 // that can run it (kernels/cuda/skinny_gemm.h: weight-streaming GEMV and tensor-core skinny GEMM
 // for up to 256 rows), timed on its own operands, and keeps it (kernels/cuda/gemm.cpp's per-shape
 // plan cache). Labs, tests and benchmarks can force one path for the thread.
@@ -15,10 +16,14 @@ namespace tessera {
 // The path names besides the variants: measured per shape (the default), or the library only.
 inline constexpr const char* kLinearPathMeasured = "measured";
 inline constexpr const char* kLinearPathLibrary = "library";
+// The library's algorithms a measured problem times: the first ones of its heuristic, which
+// "library:N" (N from 1) forces one of.
+inline constexpr int kLibraryAlgorithms = 8;
 
-// Forces `path` (measured, library, or a variant of linear_variants()) for this thread while the
-// guard lives; guards nest. A variant that cannot run a problem (too many rows, a dtype or
-// alignment it lacks) leaves that problem to the library. Unknown names throw, listing the valid
+// Forces `path` (measured, library, library:N, or a variant of linear_variants()) for this thread
+// while the guard lives; guards nest. A variant that cannot run a problem (too many rows, a dtype
+// or alignment it lacks) leaves that problem to the library; library:N runs the library's N-th
+// heuristic algorithm, or its last where it offers fewer. Unknown names throw, listing the valid
 // ones.
 class ForceLinearPath {
  public:
@@ -34,6 +39,10 @@ class ForceLinearPath {
 
 // The forced path of this thread, or nullptr when each problem takes its measured choice.
 const std::string* forced_linear_path();
+// Whether this thread's forced path is the library's (library or library:N).
+bool library_path_forced();
+// N when this thread's forced path is library:N, otherwise 0.
+int forced_library_algorithm();
 
 // The skinny variants built for `type` devices, in registration order (empty where none are).
 std::vector<std::string> linear_variants(DeviceType type);

@@ -31,6 +31,9 @@ struct AttentionCase {
   std::vector<Sequence> sequences;
   int64_t sliding_window = 0;  // keys at positions > p - window; 0: all
   double logit_softcap = 0;    // scores -> tanh(scores / cap) * cap; 0: none
+  // The longest sequence the launch is told of, as a decode graph captured for longer sequences
+  // passes it (0: the longest here). Decode splits keys into partitions by it.
+  int64_t launch_max_seq_len = 0;
 };
 
 std::vector<float> random_values(size_t count, std::mt19937& rng) {
@@ -76,6 +79,7 @@ double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t see
     for (int64_t p = s.cached; p < total; ++p)
       meta.slot_mapping.push_back(table[p / c.block_size] * c.block_size + p % c.block_size);
   }
+  meta.max_seq_len = std::max(meta.max_seq_len, c.launch_max_seq_len);
   meta.num_tokens = meta.query_start_loc.back();
   meta.block_tables.assign(static_cast<size_t>(meta.num_seqs * meta.max_blocks_per_seq), -1);
   for (size_t s = 0; s < tables.size(); ++s)
@@ -224,6 +228,11 @@ const std::vector<AttentionCase>& gpu_cases() {
         // groups of 12 and 10: some lanes have a second q row (rows 8 .. group - 1), some not
         {12, 1, 128, 16, 40, {{200, 1}, {5, 1}}},
         {20, 2, 64, 16, 40, {{150, 1}, {0, 1}, {333, 1}}},
+        // decodes launched as by a graph captured for 8192 keys: as many partitions as the
+        // longest needs, over sequences of 1 to 5001 keys (short ones leave partitions with one
+        // tile or none); the 1B shape (32 q and 8 kv heads of 64) and head 128
+        {32, 8, 64, 16, 420, {{127, 1}, {5000, 1}, {600, 1}, {0, 1}, {300, 1}}, 0, 0, 8192},
+        {16, 4, 128, 16, 420, {{127, 1}, {5000, 1}, {200, 1}, {0, 1}, {300, 0}}, 0, 0, 8192},
     };
     // 70 decodes of varied lengths, head 128, GQA 4:1: enough blocks that keys are not split
     AttentionCase many{16, 4, 128, 16, 800, {}};
@@ -305,6 +314,9 @@ TEST(GpuAttention, SlidingWindowAndSoftcapMatchFloat64Reference) {
       {4, 2, 256, 16, 30, {{0, 70}, {90, 3}}, 9, 0.5},
       // decode on tensor cores with a full group of 16, head 128, two kv heads, window and cap
       {32, 2, 128, 16, 100, {{700, 1}, {90, 1}, {1, 1}}, 37, 0.5},
+      // partitions for a graph's 8192 keys; windows that span one partition or several
+      {32, 8, 64, 16, 420, {{127, 1}, {5000, 1}, {600, 1}, {0, 1}}, 700, 0.5, 8192},
+      {32, 8, 64, 16, 420, {{127, 1}, {5000, 1}, {600, 1}, {0, 1}}, 100, 0, 8192},
   };
   check_device(gpu, long_cases);
 }
@@ -343,6 +355,7 @@ TEST(GpuAttention, CudaCoreDecodeMatchesFloat64Reference) {
                    {16, 4, 128, 16, 800, {{2047, 1}, {4999, 1}, {3100, 1}, {1999, 1}}},
                    {16, 4, 128, 16, 800, {{2047, 1}, {4999, 1}, {3100, 1}, {1999, 1}}, 700, 0.5},
                    {4, 1, 64, 16, 40, {{100, 1}, {60, 0}, {250, 1}}, 17, 0.2},
+                   {32, 8, 64, 16, 420, {{127, 1}, {5000, 1}, {600, 1}, {0, 1}}, 0, 0, 8192},
                });
 }
 

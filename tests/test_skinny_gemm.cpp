@@ -4,6 +4,10 @@
 // (not fall back to the library) on some of the cases, as the step profiler's annotation shows.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,8 +61,9 @@ Tensor cpu_linear(const Tensor& x, const Tensor& weight, const Tensor* bias) {
 }
 
 // Runs every case in `dtype` under `path`, checks each against the CPU kernel; returns how many
-// cases ran on `path` itself.
-int check_path(Device gpu, const std::string& path, DType dtype) {
+// cases ran on `path` itself, and adds the paths they ran on to `took_paths` (when given).
+int check_path(Device gpu, const std::string& path, DType dtype,
+               std::set<std::string>* took_paths = nullptr) {
   ForceLinearPath forced(path);
   int ran = 0;
   uint32_t seed = 1;
@@ -70,6 +75,7 @@ int check_path(Device gpu, const std::string& path, DType dtype) {
       Tensor out = Tensor::empty({c.m, c.n}, dtype, gpu);
       const std::string took = gpu_linear(x, weight, with_bias ? &bias : nullptr, out);
       ran += took == path;
+      if (took_paths != nullptr) took_paths->insert(took);
       const Tensor want = cpu_linear(x, weight, with_bias ? &bias : nullptr);
       EXPECT_LE(testing::relative_error(out.to(kCPU), want), tolerance(dtype))
           << path << " " << dtype_name(dtype) << " m=" << c.m << " n=" << c.n << " k=" << c.k
@@ -97,6 +103,46 @@ TEST(GpuSkinnyGemm, LibraryAndMeasuredChoiceMatchTheCpuKernel) {
   if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU";
   for (const char* path : {kLinearPathLibrary, kLinearPathMeasured})
     for (DType dtype : {DType::bf16, DType::f32}) check_path(gpu, path, dtype);
+}
+
+// library:N runs the library's N-th heuristic algorithm (its last where it offers fewer), and
+// every one is right; some of these shapes offer several (the measured path times them all, and
+// a test of it can only see that its choice is right, above).
+TEST(GpuSkinnyGemm, EveryLibraryAlgorithmMatchesTheCpuKernel) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU";
+  std::set<std::string> took;
+  for (int n = 1; n <= kLibraryAlgorithms; ++n)
+    for (DType dtype : {DType::bf16, DType::f32})
+      check_path(gpu, fmt::format("{}:{}", kLinearPathLibrary, n), dtype, &took);
+  EXPECT_TRUE(took.contains("cublaslt:1") && took.contains("cublaslt:2"))
+      << "ran on: " << fmt::format("{}", fmt::join(took, ", "));
+  // GemmEx ("cublas") runs what Lt has no algorithm for; nothing else may.
+  for (const std::string& path : took)
+    EXPECT_TRUE(path.starts_with("cublaslt:") || path == "cublas") << path;
+}
+
+TEST(LinearPath, LibraryAlgorithmsAreNamedFromOne) {
+  EXPECT_FALSE(library_path_forced());
+  EXPECT_EQ(forced_library_algorithm(), 0);
+  {
+    ForceLinearPath third("library:3");
+    EXPECT_TRUE(library_path_forced());
+    EXPECT_EQ(forced_library_algorithm(), 3);
+    ForceLinearPath library(kLinearPathLibrary);
+    EXPECT_TRUE(library_path_forced());
+    EXPECT_EQ(forced_library_algorithm(), 0);
+  }
+  EXPECT_FALSE(library_path_forced());
+  for (const char* bad : {"library:0", "library:9", "library:", "library:12", "library:x"}) {
+    try {
+      ForceLinearPath forced(bad);
+      FAIL() << bad << " was accepted";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("library:1 .. library:8"), std::string::npos)
+          << error.what();
+    }
+  }
 }
 
 TEST(LinearPath, UnknownNamesAreErrorsListingTheChoices) {

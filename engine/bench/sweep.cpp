@@ -491,6 +491,8 @@ SweepOptions resolve_sweep_options(SweepOptions options, bool device_given, bool
              std::vector<std::string>{"none", "piecewise", "full", "full_and_piecewise"});
   if (gpu) {
     std::vector<std::string> paths{kLinearPathMeasured, kLinearPathLibrary};
+    for (int n = 1; n <= kLibraryAlgorithms; ++n)
+      paths.push_back(fmt::format("{}:{}", kLinearPathLibrary, n));
     for (const std::string& variant : linear_variants(device.type)) paths.push_back(variant);
     check_list("--linear", std::vector<std::string>{options.linear_path}, paths);
   } else {

@@ -71,7 +71,7 @@ const SkinnyVariant* measure(const char* op, const SkinnyProblem& skinny, const 
 const SkinnyVariant* choose(const char* op, const SkinnyProblem& skinny, const KernelArgs& args,
                             Device device, gpuStream_t stream) {
   if (const std::string* forced = forced_linear_path()) {
-    if (*forced == kLinearPathLibrary) return nullptr;
+    if (library_path_forced()) return nullptr;
     const SkinnyVariant* variant = find_skinny_variant(forced->c_str());
     return variant != nullptr && variant->fits(skinny) ? variant : nullptr;
   }

@@ -62,6 +62,8 @@ namespace {
 // allocating during graph capture.
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int kMaxDevices = 64;
+// Lt algorithms a linear at skinny sizes times (the heuristic's first ones).
+constexpr int kLtCandidates = kLibraryAlgorithms;
 // The alignment cuBLASLt assumes for its matrices unless told less.
 constexpr uint64_t kMaxAlignmentBytes = 256;
 
@@ -119,7 +121,11 @@ struct LtPlan {
   LtLayout layout_b;
   LtLayout layout_c;  // C and D: the GEMM runs in place on the output
   bool has_algorithm = false;
-  gpublasLtMatmulAlgo_t algorithm{};
+  gpublasLtMatmulAlgo_t algorithm{};  // the heuristic's first, or the fastest of `candidates`
+  // The heuristic's first kLtCandidates algorithms, best guess first. linear at skinny sizes
+  // times them all (their order is a model's guess: at decode shapes it is often not the
+  // fastest), other GEMMs run the first.
+  std::vector<gpublasLtMatmulAlgo_t> candidates;
   // linear at skinny sizes: whether the paths were timed, and the skinny variant that won
   // (nullptr: the library).
   bool paths_measured = false;
@@ -355,18 +361,21 @@ std::unique_ptr<LtPlan> make_lt_plan(const char* op, gpublasLtHandle_t handle, c
       preference.get(), GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c)));
 #endif
 
-  gpublasLtMatmulHeuristicResult_t result{};
+  gpublasLtMatmulHeuristicResult_t results[kLtCandidates]{};
   int found = 0;
   const gpublasStatus_t status = gpublasLtMatmulAlgoGetHeuristic(
       handle, matmul, plan->layout_a.get(), plan->layout_b.get(), plan->layout_c.get(),
-      plan->layout_c.get(), preference.get(), 1, &result, &found);
+      plan->layout_c.get(), preference.get(), kLtCandidates, results, &found);
   // NOT_SUPPORTED means no algorithm for this configuration; anything else is an error.
   if (status != GPUBLAS_STATUS_SUCCESS && status != GPUBLAS_STATUS_NOT_SUPPORTED)
     throw_blas_error("gpublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__, status);
-  plan->has_algorithm =
-      status == GPUBLAS_STATUS_SUCCESS && found > 0 && result.state == GPUBLAS_STATUS_SUCCESS;
+  if (status == GPUBLAS_STATUS_SUCCESS) {
+    for (int i = 0; i < std::min(found, kLtCandidates); ++i)
+      if (results[i].state == GPUBLAS_STATUS_SUCCESS) plan->candidates.push_back(results[i].algo);
+  }
+  plan->has_algorithm = !plan->candidates.empty();
   if (plan->has_algorithm) {
-    plan->algorithm = result.algo;
+    plan->algorithm = plan->candidates.front();
   } else {
     spdlog::debug(
         "{}: {} BLASLt has no algorithm for {} M={} N={} K={} batches={}{} (alignments {}/{}/{}); "
@@ -378,8 +387,10 @@ std::unique_ptr<LtPlan> make_lt_plan(const char* op, gpublasLtHandle_t handle, c
   return plan;
 }
 
-// Enqueues the GEMM through BLASLt with `plan`, which has an algorithm.
-void enqueue_lt(const LtPlan& plan, const GemmProblem& problem, const BlasCall& call) {
+// Enqueues the GEMM through BLASLt with `plan` and one of its algorithms (by default the one it
+// runs).
+void enqueue_lt(const LtPlan& plan, const GemmProblem& problem, const BlasCall& call,
+                const gpublasLtMatmulAlgo_t* algorithm = nullptr) {
   if (problem.bias != nullptr) {
     GPUBLAS_CHECK(gpublasLtMatmulDescSetAttribute(plan.matmul.get(),
                                                   GPUBLASLT_MATMUL_DESC_BIAS_POINTER, &problem.bias,
@@ -390,7 +401,8 @@ void enqueue_lt(const LtPlan& plan, const GemmProblem& problem, const BlasCall& 
   GPUBLAS_CHECK(gpublasLtMatmul(call.lt_handle(), plan.matmul.get(), &alpha, problem.b,
                                 plan.layout_a.get(), problem.a, plan.layout_b.get(), &beta,
                                 problem.out, plan.layout_c.get(), problem.out, plan.layout_c.get(),
-                                &plan.algorithm, call.workspace(), kWorkspaceBytes, call.stream()));
+                                algorithm != nullptr ? algorithm : &plan.algorithm,
+                                call.workspace(), kWorkspaceBytes, call.stream()));
 }
 
 // Enqueues the GEMM through BLASLt with the shape's cached plan. Returns false, having enqueued
@@ -404,6 +416,12 @@ bool run_lt_gemm(const char* op, Device device, const GemmProblem& problem) {
   const LtPlan& plan =
       call.lt_plan(key, [&] { return make_lt_plan(op, call.lt_handle(), key, problem.bias); });
   if (!plan.has_algorithm) return false;
+  if (const int forced = forced_library_algorithm(); forced > 0) {  // library:N
+    const size_t index = std::min(static_cast<size_t>(forced), plan.candidates.size()) - 1;
+    enqueue_lt(plan, problem, call, &plan.candidates[index]);
+    annotate_launch(fmt::format("cublaslt:{}", index + 1));
+    return true;
+  }
   enqueue_lt(plan, problem, call);
   annotate_launch("cublaslt");
   return true;
@@ -411,8 +429,9 @@ bool run_lt_gemm(const char* op, Device device, const GemmProblem& problem) {
 
 // ---- linear at skinny sizes.
 
-// Times the Lt algorithm (when the plan has one) and every skinny variant fitting `skinny`, and
-// keeps the fastest in the plan.
+// Times the plan's Lt algorithms and every skinny variant fitting `skinny`, and keeps the fastest
+// of each in the plan: the algorithm the library path runs, and the skinny variant when it beats
+// that.
 void measure_linear_paths(LtPlan& plan, const GemmProblem& problem, const SkinnyProblem& skinny,
                           const BlasCall& call, Device device) {
   plan.paths_measured = true;
@@ -420,11 +439,28 @@ void measure_linear_paths(LtPlan& plan, const GemmProblem& problem, const Skinny
   float library_ms = INFINITY;
   std::vector<std::string> timings;
   // Timed as a decode step runs them: replayed from a graph, behind a short kernel that the
-  // skinny kernels (launched programmatically) overlap and the library's does not.
+  // skinny kernels (launched programmatically) overlap and the library's does not. An algorithm
+  // other than the heuristic's first must beat it by kSkinnyMargin too: single cold runs vary by
+  // a few percent.
+  float first_ms = INFINITY;
+  size_t fastest = 0;
+  for (size_t i = 0; i < plan.candidates.size(); ++i) {
+    const float ms = timer.median_graph_ms([&] {
+      enqueue_lt(plan, problem, call.on_stream(device, current_stream(device)),
+                 &plan.candidates[i]);
+    });
+    if (i == 0) first_ms = ms;
+    if (i == 0 || (ms < library_ms && ms < kSkinnyMargin * first_ms)) {
+      library_ms = ms;
+      fastest = i;
+    }
+  }
   if (plan.has_algorithm) {
-    library_ms = timer.median_graph_ms(
-        [&] { enqueue_lt(plan, problem, call.on_stream(device, current_stream(device))); });
-    timings.push_back(fmt::format("cublaslt {:.1f} us", 1e3 * library_ms));
+    plan.algorithm = plan.candidates[fastest];
+    timings.push_back(
+        fmt::format("cublaslt {:.1f} us (algorithm {} of {}; the heuristic's first "
+                    "{:.1f} us)",
+                    1e3 * library_ms, fastest + 1, plan.candidates.size(), 1e3 * first_ms));
   }
   plan.skinny = fastest_skinny_variant(timer, skinny, library_ms, timings);
   spdlog::debug("linear {} M={} N={} K={}{}: {}; takes {}", dtype_name(skinny.dtype), skinny.m,
@@ -452,7 +488,7 @@ SkinnyProblem skinny_problem(Device device, const GemmProblem& problem) {
 // Returns false when the library should run it.
 bool run_skinny_linear(Device device, const GemmProblem& problem, const L2Prefetch& prefetch) {
   const std::string* forced = forced_linear_path();
-  if (forced != nullptr && *forced == kLinearPathLibrary) return false;
+  if (library_path_forced()) return false;
   SkinnyProblem skinny = skinny_problem(device, problem);
   if (forced != nullptr) {
     const SkinnyVariant* variant = find_skinny_variant(forced->c_str());
