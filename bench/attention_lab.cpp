@@ -304,11 +304,18 @@ bool run_checks(Lab& lab) {
   return all_passed;
 }
 
-void time_decode(Lab& lab, const Shape4& shape, std::initializer_list<int64_t> contexts) {
+// Times decode over `contexts`. `graph_max_seq_len` > 0 launches it as a decode graph captured
+// for that many keys does (the launch's max_seq_len, which sets the partitions), whatever the
+// context.
+void time_decode(Lab& lab, const Shape4& shape, std::initializer_list<int64_t> contexts,
+                 int64_t graph_max_seq_len = 0) {
   fmt::print(
-      "decode: {} q heads, {} kv heads, head {}, {}, block {}; tensor cores (the default) "
+      "decode: {} q heads, {} kv heads, head {}, {}, block {}{}; tensor cores (the default) "
       "and CUDA cores\n",
-      shape.heads, shape.kv_heads, shape.head_size, dtype_name(shape.dtype), kBlockSize);
+      shape.heads, shape.kv_heads, shape.head_size, dtype_name(shape.dtype), kBlockSize,
+      graph_max_seq_len > 0
+          ? fmt::format(", launched as a graph captured for {} keys", graph_max_seq_len)
+          : "");
   fmt::print("{:>6} {:>8} {:>10} {:>9} {:>8} {:>10} {:>9} {:>8}\n", "batch", "context", "tensor us",
              "GB/s", "copy%", "cuda us", "GB/s", "copy%");
   const double element = static_cast<double>(element_size(shape.dtype));
@@ -317,6 +324,8 @@ void time_decode(Lab& lab, const Shape4& shape, std::initializer_list<int64_t> c
       Problem problem = lab.make_problem(
           shape, std::vector<Sequence>(static_cast<size_t>(batch), Sequence{context - 1, 1}),
           kColdCacheBytes);
+      if (graph_max_seq_len > 0)
+        for (AttentionMetadata& meta : problem.instances) meta.max_seq_len = graph_max_seq_len;
       // K and V read once per kv head, q read, out written.
       const double bytes = element * (2.0 * batch * context * shape.kv_heads * shape.head_size +
                                       2.0 * batch * shape.heads * shape.head_size);
@@ -366,6 +375,8 @@ int run_lab(const LabArgs& args) {
   if (!args.skip_timing) {
     time_decode(lab, Shape4{}, {1024, 4096});
     time_decode(lab, Shape4{kHeads, kKvHeads, 64, kDType}, {128});
+    // As `tessera serve` runs it: its decode graphs are captured for the model's length.
+    time_decode(lab, Shape4{kHeads, kKvHeads, 64, kDType}, {128, 1024}, 131072);
     time_prefill(lab);
   }
   if (!passed) fmt::print("some checks FAILED\n");

@@ -432,11 +432,11 @@ std::string SymBool::str() const {
   return fmt::format("{} {} {}", lhs_.str(), compare_text(op_), rhs_.str());
 }
 
-SymBool operator==(const SymInt& a, const SymIntAt& b) {
-  return SymBool(a, SymCompare::eq, b.value, b.where);
+SymBool operator==(const SymIntAt& a, const SymIntAt& b) {
+  return SymBool(a.value, SymCompare::eq, b.value, b.where);
 }
-SymBool operator!=(const SymInt& a, const SymIntAt& b) {
-  return SymBool(a, SymCompare::ne, b.value, b.where);
+SymBool operator!=(const SymIntAt& a, const SymIntAt& b) {
+  return SymBool(a.value, SymCompare::ne, b.value, b.where);
 }
 SymBool operator<(const SymInt& a, const SymIntAt& b) {
   return SymBool(a, SymCompare::lt, b.value, b.where);

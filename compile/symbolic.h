@@ -100,8 +100,10 @@ class SymBool {
   std::source_location where_;
 };
 
-SymBool operator==(const SymInt& a, const SymIntAt& b);
-SymBool operator!=(const SymInt& a, const SymIntAt& b);
+// == and != take SymIntAt on both sides: with the same parameter types, C++20's reversed
+// candidate ties with the written one instead of competing with it.
+SymBool operator==(const SymIntAt& a, const SymIntAt& b);
+SymBool operator!=(const SymIntAt& a, const SymIntAt& b);
 SymBool operator<(const SymInt& a, const SymIntAt& b);
 SymBool operator<=(const SymInt& a, const SymIntAt& b);
 SymBool operator>(const SymInt& a, const SymIntAt& b);

@@ -34,6 +34,7 @@ bool known_variant(const std::string& name) {
 }
 
 // N for "library:N" with N in 1..kLibraryAlgorithms, otherwise 0.
+static_assert(kLibraryAlgorithms <= 9, "library:N is parsed as one digit");
 int library_algorithm_of(const std::string& path) {
   const std::string prefix = std::string(kLinearPathLibrary) + ":";
   if (!path.starts_with(prefix) || path.size() != prefix.size() + 1) return 0;

@@ -23,8 +23,8 @@ inline constexpr int kLibraryAlgorithms = 8;
 // Forces `path` (measured, library, library:N, or a variant of linear_variants()) for this thread
 // while the guard lives; guards nest. A variant that cannot run a problem (too many rows, a dtype
 // or alignment it lacks) leaves that problem to the library; library:N runs the library's N-th
-// heuristic algorithm, or its last where it offers fewer. Unknown names throw, listing the valid
-// ones.
+// heuristic algorithm, or its last where it offers fewer (for every cuBLASLt GEMM of the thread,
+// matmul too). Unknown names throw, listing the valid ones.
 class ForceLinearPath {
  public:
   explicit ForceLinearPath(const std::string& path);
