@@ -42,12 +42,25 @@ int library_algorithm_of(const std::string& path) {
   return n >= 1 && n <= kLibraryAlgorithms ? n : 0;
 }
 
-std::vector<std::string> all_path_names() {
+// The paths every device has: measured, library and library:N.
+bool builtin_path(const std::string& path) {
+  return path == kLinearPathMeasured || path == kLinearPathLibrary ||
+         library_algorithm_of(path) > 0;
+}
+
+// The builtin paths as an error lists them (library:N as one range), then `variants`.
+std::vector<std::string> path_names_with(const std::vector<std::string>& variants) {
   std::vector<std::string> names{
       kLinearPathMeasured, kLinearPathLibrary,
       fmt::format("{}:1 .. {}:{}", kLinearPathLibrary, kLinearPathLibrary, kLibraryAlgorithms)};
+  names.insert(names.end(), variants.begin(), variants.end());
+  return names;
+}
+
+std::vector<std::string> all_variants() {
   VariantTable& table = variant_table();
   std::lock_guard lock(table.mutex);
+  std::vector<std::string> names;
   for (const auto& [type, variants] : table.names)
     names.insert(names.end(), variants.begin(), variants.end());
   return names;
@@ -56,10 +69,9 @@ std::vector<std::string> all_path_names() {
 }  // namespace
 
 ForceLinearPath::ForceLinearPath(const std::string& path) : previous_(forced), path_(path) {
-  TESSERA_REQUIRE(path_ == kLinearPathMeasured || path_ == kLinearPathLibrary ||
-                      library_algorithm_of(path_) > 0 || known_variant(path_),
+  TESSERA_REQUIRE(builtin_path(path_) || known_variant(path_),
                   "linear path '{}' is not known; valid choices: {}", path_,
-                  fmt::join(all_path_names(), ", "));
+                  fmt::join(path_names_with(all_variants()), ", "));
   forced = path_ == kLinearPathMeasured ? nullptr : &path_;
 }
 
@@ -77,6 +89,15 @@ bool library_path_forced() {
 
 int forced_library_algorithm() {
   return forced != nullptr ? library_algorithm_of(*forced) : 0;
+}
+
+bool is_linear_path(const std::string& path, DeviceType type) {
+  const std::vector<std::string> variants = linear_variants(type);
+  return builtin_path(path) || std::find(variants.begin(), variants.end(), path) != variants.end();
+}
+
+std::vector<std::string> linear_path_names(DeviceType type) {
+  return path_names_with(linear_variants(type));
 }
 
 std::vector<std::string> linear_variants(DeviceType type) {

@@ -44,6 +44,12 @@ bool library_path_forced();
 // N when this thread's forced path is library:N, otherwise 0.
 int forced_library_algorithm();
 
+// Whether `path` names a linear path of `type` devices: measured, library, library:N or one of
+// linear_variants(type).
+bool is_linear_path(const std::string& path, DeviceType type);
+// Those paths as an error lists them (library:N as one range).
+std::vector<std::string> linear_path_names(DeviceType type);
+
 // The skinny variants built for `type` devices, in registration order (empty where none are).
 std::vector<std::string> linear_variants(DeviceType type);
 // Called once per variant by the kernel file that defines it.

@@ -145,6 +145,22 @@ TEST(LinearPath, LibraryAlgorithmsAreNamedFromOne) {
   }
 }
 
+// What `tessera bench sweep --linear` checks a name against: the builtin paths everywhere, a
+// skinny variant only on the device type that registered it.
+TEST(LinearPath, NamesAreCheckedPerDeviceType) {
+  for (const char* path : {kLinearPathMeasured, kLinearPathLibrary, "library:1", "library:8"})
+    EXPECT_TRUE(is_linear_path(path, DeviceType::cpu)) << path;
+  for (const char* path : {"library:9", "library:", "fastest", ""})
+    EXPECT_FALSE(is_linear_path(path, DeviceType::cpu)) << path;
+  EXPECT_EQ(linear_path_names(DeviceType::cpu),
+            (std::vector<std::string>{"measured", "library", "library:1 .. library:8"}));
+  // A GPU module's variants count on its device type only (the CPU has none).
+  for (const std::string& variant : linear_variants(DeviceType::cuda)) {
+    EXPECT_TRUE(is_linear_path(variant, DeviceType::cuda)) << variant;
+    EXPECT_FALSE(is_linear_path(variant, DeviceType::cpu)) << variant;
+  }
+}
+
 TEST(LinearPath, UnknownNamesAreErrorsListingTheChoices) {
   try {
     ForceLinearPath forced("fastest");

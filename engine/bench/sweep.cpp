@@ -490,11 +490,9 @@ SweepOptions resolve_sweep_options(SweepOptions options, bool device_given, bool
   check_list("--cudagraph-modes", options.cudagraph_modes,
              std::vector<std::string>{"none", "piecewise", "full", "full_and_piecewise"});
   if (gpu) {
-    std::vector<std::string> paths{kLinearPathMeasured, kLinearPathLibrary};
-    for (int n = 1; n <= kLibraryAlgorithms; ++n)
-      paths.push_back(fmt::format("{}:{}", kLinearPathLibrary, n));
-    for (const std::string& variant : linear_variants(device.type)) paths.push_back(variant);
-    check_list("--linear", std::vector<std::string>{options.linear_path}, paths);
+    TESSERA_REQUIRE(is_linear_path(options.linear_path, device.type),
+                    "--linear: '{}' is not one of {}", options.linear_path,
+                    fmt::join(linear_path_names(device.type), ", "));
   } else {
     TESSERA_REQUIRE(options.linear_path == kLinearPathMeasured,
                     "--linear {}: the CPU has one linear path; --linear chooses among the GPU's "
