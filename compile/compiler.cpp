@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "compile/codegen/codegen_target.h"
+#include "compile/codegen/kernel_cache.h"
+#include "compile/codegen/measured_choice_files.h"
 #include "compile/passes/passes.h"
 #include "compile/piecewise_backend.h"
 #include "kernels/check.h"
@@ -96,10 +98,12 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
   dump(config, "05_memory_plan.txt",
        fmt::format("arena {} bytes ({} without reuse), {} buffers\n", plan->memory.arena_bytes,
                    plan->memory.unplanned_bytes, plan->memory.slots.size()));
+  const std::string cache_dir = resolve_cache_dir(config.cache_dir);
+  // The kernels' measured choices (which GEMM path each shape takes) persist beside the kernels.
+  use_measured_choice_files(cache_dir);
   timed("codegen", [&] {
     if (plan->kernels.empty()) return;
-    std::unique_ptr<CodegenTarget> target =
-        make_codegen_target(device, resolve_cache_dir(config.cache_dir));
+    std::unique_ptr<CodegenTarget> target = make_codegen_target(device, cache_dir);
     for (FusedKernel& kernel : plan->kernels) {
       RowKernelBody body = build_row_kernel_body(plan->graph, kernel);
       kernel.source = target->render(body, kernel.name);

@@ -3,7 +3,8 @@
 // kLibraryAlgorithms algorithms its heuristic offers) and the skinny kernels
 // that can run it (kernels/cuda/skinny_gemm.h: weight-streaming GEMV and tensor-core skinny GEMM
 // for up to 256 rows), timed on its own operands, and keeps it (kernels/cuda/gemm.cpp's per-shape
-// plan cache). Labs, tests and benchmarks can force one path for the thread.
+// plan cache, and kernels/measured_choices.h across processes). Labs, tests and benchmarks can
+// force one path for the thread.
 #pragma once
 
 #include <string>

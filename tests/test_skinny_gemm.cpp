@@ -7,14 +7,22 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
+
+#include "compile/codegen/cache_entry.h"
+#include "compile/codegen/measured_choice_files.h"
 
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/linear_path.h"
+#include "kernels/measured_choices.h"
 #include "kernels/profiler.h"
 #include "support/test_tensors.h"
 
@@ -120,6 +128,116 @@ TEST(GpuSkinnyGemm, EveryLibraryAlgorithmMatchesTheCpuKernel) {
   // GemmEx ("cublas") runs what Lt has no algorithm for; nothing else may.
   for (const std::string& path : took)
     EXPECT_TRUE(path.starts_with("cublaslt:") || path == "cublas") << path;
+}
+
+// Captures what spdlog's default logger writes, at debug level, while it lives.
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1024)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+    level_ = spdlog::default_logger()->level();
+    spdlog::default_logger()->set_level(spdlog::level::debug);
+  }
+  ~LogCapture() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::find(sinks.begin(), sinks.end(), sink_));
+    spdlog::default_logger()->set_level(level_);
+  }
+  bool contains(const std::string& text) const {
+    for (const std::string& line : sink_->last_formatted())
+      if (line.find(text) != std::string::npos) return true;
+    return false;
+  }
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+  spdlog::level::level_enum level_;
+};
+
+// The one store file under `cache_dir` (this process has one GPU module and measures on one
+// device), as its lines.
+std::vector<std::string> store_lines(const std::string& cache_dir, std::string* path) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(cache_dir + "/measured"))
+    if (entry.path().extension() == ".choices") files.push_back(entry.path().string());
+  EXPECT_EQ(files.size(), 1u);
+  if (files.empty()) return {};
+  *path = files[0];
+  const std::optional<std::string> payload = read_cache_entry(files[0]);
+  EXPECT_TRUE(payload.has_value()) << files[0];
+  std::vector<std::string> lines;
+  for (size_t start = 0; payload && start < payload->size();) {
+    const size_t end = std::min(payload->find('\n', start), payload->size());
+    lines.push_back(payload->substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+// The stored choice of the line whose problem starts with `problem`, or "".
+std::string stored_choice_of(const std::vector<std::string>& lines, const std::string& problem) {
+  for (const std::string& line : lines)
+    if (line.starts_with(problem)) return line.substr(line.find('\t') + 1);
+  return "";
+}
+
+// A linear's measured path is stored in the cache directory (kernels/measured_choices.h); a
+// stored path is taken back without timing; one that cannot run the problem is measured again
+// and replaced.
+TEST(GpuSkinnyGemm, MeasuredPathsAreStoredAndTakenBack) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU";
+  const std::string dir = testing::fresh_temp_dir("skinny_measured_paths");
+  use_measured_choice_files(dir);
+  const int64_t n = 56, k = 776;
+  auto run = [&](int64_t m, uint32_t seed) {
+    const Tensor x = testing::random_tensor({m, k}, seed, DType::bf16, gpu);
+    const Tensor weight = testing::random_tensor({n, k}, seed + 1, DType::bf16, gpu);
+    Tensor out = Tensor::empty({m, n}, DType::bf16, gpu);
+    const std::string took = gpu_linear(x, weight, nullptr, out);
+    EXPECT_LE(testing::relative_error(out.to(kCPU), cpu_linear(x, weight, nullptr)),
+              tolerance(DType::bf16))
+        << "m=" << m << " ran on " << took;
+    return took;
+  };
+  auto problem = [&](int64_t m) {
+    return fmt::format("linear bf16 b_transposed 1 m {} n {} k {} ", m, n, k);
+  };
+
+  // Measured, and stored as "<path> algorithm <N>".
+  const std::string took = run(5, 11);
+  std::string path;
+  std::vector<std::string> lines = store_lines(dir, &path);
+  const std::string stored = stored_choice_of(lines, problem(5));
+  EXPECT_TRUE(stored.starts_with(took + " algorithm ")) << stored << " / ran on " << took;
+
+  // Seeded choices for two more shapes (the same operands' layout: only m differs): one that
+  // runs, one that cannot (simt_r16 takes at most 4 rows).
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  std::string seeded_6 = lines.back(), seeded_7 = lines.back();
+  for (const std::string& line : lines)
+    if (line.starts_with(problem(5))) seeded_6 = seeded_7 = line.substr(0, line.find('\t'));
+  seeded_6.replace(0, problem(5).size(), problem(6));
+  seeded_7.replace(0, problem(5).size(), problem(7));
+  text += seeded_6 + "\tsimt_r2 algorithm 1\n" + seeded_7 + "\tsimt_r16 algorithm 1\n";
+  write_cache_entry(path, text);
+  use_measured_choice_files(testing::fresh_temp_dir("skinny_measured_paths_elsewhere"));
+  use_measured_choice_files(dir);  // read afresh, as a new process would
+  {
+    LogCapture log;
+    EXPECT_EQ(run(6, 21), "simt_r2");
+    EXPECT_FALSE(log.contains("M=6 N=56 K=776")) << "the stored path was timed again";
+    run(7, 31);
+    EXPECT_TRUE(log.contains("'simt_r16 algorithm 1' is not a choice for linear bf16 M=7"));
+    EXPECT_TRUE(log.contains("M=7 N=56 K=776")) << "the unusable stored path was not measured";
+  }
+  lines = store_lines(dir, &path);
+  const std::string replaced = stored_choice_of(lines, problem(7));
+  EXPECT_FALSE(replaced.empty());
+  EXPECT_FALSE(replaced.starts_with("simt_r16")) << replaced;
+  EXPECT_EQ(stored_choice_of(lines, problem(6)), "simt_r2 algorithm 1");
+  set_measured_choice_store(nullptr);
 }
 
 TEST(LinearPath, LibraryAlgorithmsAreNamedFromOne) {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -22,8 +23,10 @@
 #include "kernels/check.h"
 #include "kernels/cuda/cold_timer.h"
 #include "kernels/cuda/gpu_runtime.h"
+#include "kernels/cuda/measured_device.h"
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/linear_path.h"
+#include "kernels/measured_choices.h"
 #include "kernels/profiler.h"
 
 namespace tessera::gpu {
@@ -48,6 +51,21 @@ bool capturing(gpuStream_t stream) {
   gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
   GPU_CHECK(gpuStreamIsCapturing(stream, &capture));
   return capture != gpuStreamCaptureStatusNone;
+}
+
+// The stored choice that runs the activation and the linear one after the other.
+constexpr char kTwoSteps[] = "two_steps";
+
+// The problem as the measured-choice store keys it (kernels/measured_choices.h): what ChoiceKey
+// holds, and the operands' alignments that the variants' fit depends on.
+std::string stored_problem(const char* op, const SkinnyProblem& skinny) {
+  auto alignment = [](const void* pointer) {
+    return reinterpret_cast<uintptr_t>(pointer) % 16 == 0 ? 16 : 0;
+  };
+  return fmt::format("{} {} m {} n {} k {} bias {} attributes {} align {} {} {}", op,
+                     dtype_name(skinny.dtype), skinny.m, skinny.n, skinny.k,
+                     skinny.bias != nullptr ? 1 : 0, skinny.attributes.str(), alignment(skinny.x),
+                     alignment(skinny.weight), alignment(skinny.activated));
 }
 
 // Times the candidates as graph replays, as in a decode step, where a launch costs a node's
@@ -84,6 +102,18 @@ const SkinnyVariant* choose(const char* op, const SkinnyProblem& skinny, const K
     auto found = all.by_problem.find(key);
     if (found != all.by_problem.end()) return found->second;
   }
+  // A choice an earlier process measured needs no timing: a capture may take it too.
+  const std::string problem = stored_problem(op, skinny);
+  if (const std::optional<std::string> stored =
+          find_measured_choice(measured_device(device.index), problem)) {
+    const SkinnyVariant* variant = find_skinny_variant(stored->c_str());
+    if (*stored == kTwoSteps || (variant != nullptr && variant->fits(skinny))) {
+      std::lock_guard<std::mutex> lock(all.mutex);
+      return all.by_problem.emplace(key, variant).first->second;
+    }
+    spdlog::warn("measured choices: '{}' is not a choice for {}; measuring again", *stored,
+                 problem);
+  }
   // Timing synchronizes, which a capture cannot hold: a shape first seen while capturing takes
   // the two steps until a call outside a capture measures it.
   if (capturing(stream)) return nullptr;
@@ -91,6 +121,8 @@ const SkinnyVariant* choose(const char* op, const SkinnyProblem& skinny, const K
                    [&](const SkinnyVariant& variant) { return variant.fits(skinny); }))
     return nullptr;  // nothing to time against the two steps
   const SkinnyVariant* best = measure(op, skinny, args, device);
+  record_measured_choice(measured_device(device.index), problem,
+                         best != nullptr ? best->name : kTwoSteps);
   std::lock_guard<std::mutex> lock(all.mutex);
   all.by_problem.emplace(key, best);
   return best;

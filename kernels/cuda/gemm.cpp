@@ -16,15 +16,20 @@
 // algorithm and every skinny variant that fits on the problem's own operands, each after an L2
 // flush (in a decode step the weight comes from memory, not from L2) and replayed from a graph
 // behind a short kernel, as a step runs them (cold_timer.h), and keeps the fastest (a skinny kernel
-// only when 3% faster than the library); kernels/linear_path.h can force a path.
+// only when 3% faster than the library); kernels/linear_path.h can force a path. The choice is
+// also stored (kernels/measured_choices.h), so a later process on the same device and build takes
+// it without timing.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
@@ -36,10 +41,12 @@
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/gpu_vendor.h"
 #include "kernels/cuda/l2_prefetch.h"
+#include "kernels/cuda/measured_device.h"
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/kernel_checks.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/linear_path.h"
+#include "kernels/measured_choices.h"
 #include "kernels/profiler.h"
 
 namespace tessera::gpu {
@@ -122,6 +129,7 @@ struct LtPlan {
   LtLayout layout_c;  // C and D: the GEMM runs in place on the output
   bool has_algorithm = false;
   gpublasLtMatmulAlgo_t algorithm{};  // the heuristic's first, or the fastest of `candidates`
+  size_t algorithm_index = 0;         // its index in `candidates`
   // The heuristic's first kLtCandidates algorithms, best guess first. linear at skinny sizes
   // times them all (their order is a model's guess: at decode shapes it is often not the
   // fastest), other GEMMs run the first.
@@ -457,6 +465,7 @@ void measure_linear_paths(LtPlan& plan, const GemmProblem& problem, const Skinny
   }
   if (plan.has_algorithm) {
     plan.algorithm = plan.candidates[fastest];
+    plan.algorithm_index = fastest;
     timings.push_back(
         fmt::format("cublaslt {:.1f} us (algorithm {} of {}; the heuristic's first "
                     "{:.1f} us)",
@@ -466,6 +475,61 @@ void measure_linear_paths(LtPlan& plan, const GemmProblem& problem, const Skinny
   spdlog::debug("linear {} M={} N={} K={}{}: {}; takes {}", dtype_name(skinny.dtype), skinny.m,
                 skinny.n, skinny.k, skinny.bias != nullptr ? " with bias" : "",
                 fmt::join(timings, ", "), plan.skinny != nullptr ? plan.skinny->name : "cublaslt");
+}
+
+// ---- Measured choices kept across processes (kernels/measured_choices.h).
+
+// The problem as the store keys it: every field of the plan's key (which the heuristic's answer
+// and the skinny kernels' fit depend on) and the library's version (its algorithm list).
+std::string stored_problem(const LtPlanKey& key) {
+  return fmt::format(
+      "linear {} b_transposed {} m {} n {} k {} batches {} ld {} {} {} stride {} {} {} epilogue {} "
+      "workspace {} align {} {} {} {} cublasLt {}",
+      dtype_name(static_cast<DType>(key.dtype)), key.b_transposed, key.m, key.n, key.k, key.batches,
+      key.ld_a, key.ld_b, key.ld_c, key.stride_a, key.stride_b, key.stride_c, key.epilogue,
+      key.workspace_bytes, key.align_a, key.align_b, key.align_c, key.align_bias,
+      gpublasLtGetVersion());
+}
+
+// "<path> algorithm <N>": the skinny variant or "cublaslt", and the library algorithm (from 1;
+// 0 when the library offers none) that the library path runs.
+std::string stored_choice(const LtPlan& plan) {
+  return fmt::format("{} algorithm {}", plan.skinny != nullptr ? plan.skinny->name : "cublaslt",
+                     plan.has_algorithm ? plan.algorithm_index + 1 : 0);
+}
+
+// Takes the stored choice of `key` into `plan` when there is a usable one (then the paths count
+// as measured); otherwise leaves the plan to be measured.
+void take_stored_choice(LtPlan& plan, const LtPlanKey& key, const SkinnyProblem& skinny) {
+  const std::optional<std::string> stored =
+      find_measured_choice(measured_device(skinny.device), stored_problem(key));
+  if (!stored) return;
+  char path[64] = {};
+  char word[16] = {};
+  size_t algorithm = 0;
+  int end = 0;
+  const SkinnyVariant* variant = nullptr;
+  const bool parsed =
+      std::sscanf(stored->c_str(), "%63s %15s %zu%n", path, word, &algorithm, &end) == 3 &&
+      static_cast<size_t>(end) == stored->size() && std::string_view(word) == "algorithm";
+  const bool library = std::string_view(path) == "cublaslt";
+  if (parsed && !library) variant = find_skinny_variant(path);
+  const bool usable = parsed && (library || (variant != nullptr && variant->fits(skinny))) &&
+                      (plan.has_algorithm ? algorithm >= 1 && algorithm <= plan.candidates.size()
+                                          : algorithm == 0 && library);
+  if (!usable) {
+    spdlog::warn(
+        "measured choices: '{}' is not a choice for linear {} M={} N={} K={}; measuring "
+        "again",
+        *stored, dtype_name(skinny.dtype), skinny.m, skinny.n, skinny.k);
+    return;
+  }
+  if (plan.has_algorithm) {
+    plan.algorithm_index = algorithm - 1;
+    plan.algorithm = plan.candidates[plan.algorithm_index];
+  }
+  plan.skinny = variant;
+  plan.paths_measured = true;
 }
 
 // The skinny problem of linear `problem` (bias in problem.bias, never accumulated).
@@ -512,7 +576,9 @@ bool run_skinny_linear(Device device, const GemmProblem& problem, const L2Prefet
   const SkinnyVariant* chosen = nullptr;
   {
     BlasCall call(device, scope.stream());
-    const LtPlan& plan = plan_of(call);
+    LtPlan& plan = plan_of(call);
+    // A choice an earlier process measured needs no timing: a capture may take it too.
+    if (!plan.paths_measured) take_stored_choice(plan, key, skinny);
     measured = plan.paths_measured;
     chosen = plan.skinny;
   }
@@ -527,7 +593,11 @@ bool run_skinny_linear(Device device, const GemmProblem& problem, const L2Prefet
     std::lock_guard<std::recursive_mutex> measuring(ColdTimer::measuring_mutex());
     BlasCall call(device, scope.stream());
     LtPlan& plan = plan_of(call);
-    if (!plan.paths_measured) measure_linear_paths(plan, problem, skinny, call, device);
+    if (!plan.paths_measured) {
+      measure_linear_paths(plan, problem, skinny, call, device);
+      record_measured_choice(measured_device(device.index), stored_problem(key),
+                             stored_choice(plan));
+    }
     chosen = plan.skinny;
   }
   if (chosen == nullptr) return false;

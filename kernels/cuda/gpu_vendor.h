@@ -35,6 +35,8 @@
 #define gpuSetDevice hipSetDevice
 #define gpuDeviceProp hipDeviceProp_t
 #define gpuGetDeviceProperties hipGetDeviceProperties
+#define gpuDriverGetVersion hipDriverGetVersion
+#define gpuRuntimeGetVersion hipRuntimeGetVersion
 // hipDeviceProp_t has no opt-in limit: a block may use all it reports (64 KiB of LDS on CDNA).
 #define GPU_PROP_SHARED_MEM_PER_BLOCK_OPTIN sharedMemPerBlock
 #define gpuDeviceSynchronize hipDeviceSynchronize
@@ -146,6 +148,8 @@ inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
 #define gpuSetDevice cudaSetDevice
 #define gpuDeviceProp cudaDeviceProp
 #define gpuGetDeviceProperties cudaGetDeviceProperties
+#define gpuDriverGetVersion cudaDriverGetVersion
+#define gpuRuntimeGetVersion cudaRuntimeGetVersion
 #define GPU_PROP_SHARED_MEM_PER_BLOCK_OPTIN sharedMemPerBlockOptin
 #define gpuDeviceSynchronize cudaDeviceSynchronize
 #define gpuMalloc cudaMalloc
@@ -224,6 +228,7 @@ inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
 #include <cublasLt.h>
 #define gpublasLtHandle_t cublasLtHandle_t
 #define gpublasLtCreate cublasLtCreate
+#define gpublasLtGetVersion cublasLtGetVersion
 #define gpublasLtDestroy cublasLtDestroy
 #define gpublasLtMatmul cublasLtMatmul
 #define gpublasLtMatmulAlgo_t cublasLtMatmulAlgo_t
