@@ -9,6 +9,16 @@
 
 namespace tessera {
 
+std::vector<int64_t> decode_length_tiers(int64_t max_seq_len) {
+  TESSERA_CHECK(max_seq_len >= 1, "decode graphs for sequences of {} keys", max_seq_len);
+  constexpr int64_t kFirstTier = 256, kLastGrowingTier = 16384, kGrowth = 4;
+  std::vector<int64_t> tiers;
+  for (int64_t tier = kFirstTier; tier < max_seq_len && tier <= kLastGrowingTier; tier *= kGrowth)
+    tiers.push_back(tier);
+  tiers.push_back(max_seq_len);
+  return tiers;
+}
+
 DecodeGraphs::DecodeGraphs(Device device, std::vector<int64_t> sizes, int64_t max_blocks_per_seq,
                            int64_t max_seq_len, int64_t warmups, PiecewiseBackend& forward,
                            PiecewiseBackend& logits, std::vector<PagedKVCache>& kv_caches)
@@ -18,7 +28,12 @@ DecodeGraphs::DecodeGraphs(Device device, std::vector<int64_t> sizes, int64_t ma
       forward_(forward),
       logits_(logits),
       kv_caches_(kv_caches),
-      sizes_(std::move(sizes)) {
+      sizes_(std::move(sizes)),
+      length_tiers_(decode_length_tiers(max_seq_len)) {
+  TESSERA_CHECK(!kv_caches_.empty() && max_blocks_per_seq_ >= 1, "decode graphs need a KV cache");
+  const int64_t block_size = kv_caches_.front().block_size();
+  for (int64_t tier : length_tiers_)
+    tier_blocks_.push_back(std::min(max_blocks_per_seq_, (tier + block_size - 1) / block_size));
   std::sort(sizes_.begin(), sizes_.end());
   sizes_.erase(std::unique(sizes_.begin(), sizes_.end()), sizes_.end());
   TESSERA_CHECK(!sizes_.empty() && sizes_.front() >= 1, "decode graphs need sizes >= 1");
@@ -30,54 +45,56 @@ DecodeGraphs::DecodeGraphs(Device device, std::vector<int64_t> sizes, int64_t ma
   std::vector<int64_t> starts(static_cast<size_t>(largest + 1));
   std::iota(starts.begin(), starts.end(), int64_t{0});
   query_start_loc_ = Tensor::from_ints(starts, {largest + 1}, DType::i32, device_);
-  staging_ = Tensor::empty({staged_words(largest)}, DType::i32, device_);
-  host_staging_.assign(static_cast<size_t>(staged_words(largest)), 0);
+  const int64_t staged_words = block_tables_offset() + largest * tier_blocks_.back();
+  staging_ = Tensor::empty({staged_words}, DType::i32, device_);
+  host_staging_.assign(static_cast<size_t>(staged_words), 0);
   std::unique_ptr<Stream> stream = backend(device_).create_stream(device_.index);
-  captured_.resize(sizes_.size());
+  const size_t tiers = length_tiers_.size();
+  captured_.resize(sizes_.size() * tiers);
   for (size_t i = sizes_.size(); i-- > 0;) {  // largest first, as vLLM does
     const int64_t size = sizes_[i];
-    Captured& captured = captured_[i];
-    captured.forward = &forward_.bind_tokens(size);
-    captured.logits = &logits_.bind_tokens(size);
-    // Warm-ups and capture see padding: token 0 at position 0, one cached token in block 0,
-    // written nowhere (slot -1).
-    std::fill(host_staging_.begin(), host_staging_.end(), 0);
-    std::fill_n(host_staging_.begin() + 2 * size, size, 1);
-    std::fill_n(host_staging_.begin() + 3 * size, size, -1);
-    staging_.copy_from(Tensor::from_blob(host_staging_.data(), staging_.sizes(), DType::i32, kCPU));
-    AttentionMetadata meta = device_metadata(size);
-    ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
-    for (int64_t w = 0; w < warmups; ++w) launch_step(size, captured, *stream);
-    CapturedGraph graph =
-        capture_graph(device_, *stream, [&](Stream& on) { launch_step(size, captured, on); });
-    captured.graph = std::move(graph.graph);
-    device_bytes_ += graph.device_bytes;
+    for (size_t tier = tiers; tier-- > 0;) {
+      Captured& captured = captured_[i * tiers + tier];
+      captured.forward = &forward_.bind_tokens(size);
+      captured.logits = &logits_.bind_tokens(size);
+      // Warm-ups and capture see padding: token 0 at position 0, one cached token in block 0,
+      // written nowhere (slot -1).
+      std::fill(host_staging_.begin(), host_staging_.end(), 0);
+      std::fill_n(host_staging_.begin() + field_offset(2), size, 1);
+      std::fill_n(host_staging_.begin() + field_offset(3), size, -1);
+      staging_.copy_from(
+          Tensor::from_blob(host_staging_.data(), staging_.sizes(), DType::i32, kCPU));
+      AttentionMetadata meta = device_metadata(size, tier);
+      ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
+      for (int64_t w = 0; w < warmups; ++w) launch_step(size, captured, *stream);
+      CapturedGraph graph =
+          capture_graph(device_, *stream, [&](Stream& on) { launch_step(size, captured, on); });
+      captured.graph = std::move(graph.graph);
+      device_bytes_ += graph.device_bytes;
+    }
   }
 }
 
-int64_t DecodeGraphs::staged_words(int64_t sequences) const {
-  return sequences * (4 + max_blocks_per_seq_);
-}
-
-AttentionMetadata DecodeGraphs::device_metadata(int64_t sequences) const {
+AttentionMetadata DecodeGraphs::device_metadata(int64_t sequences, size_t tier) const {
   AttentionMetadata meta;
   meta.num_seqs = sequences;
   meta.num_tokens = sequences;
   meta.max_query_len = 1;
-  // Any length up to the model's: decode partitions split each sequence by its own length.
-  meta.max_seq_len = max_seq_len_;
-  meta.max_blocks_per_seq = max_blocks_per_seq_;
+  // Any length up to the tier's: decode partitions split each sequence by its own length.
+  meta.max_seq_len = length_tiers_[tier];
+  meta.max_blocks_per_seq = tier_blocks_[tier];
   meta.device_query_start_loc = query_start_loc_.slice(0, 0, sequences + 1);
-  meta.device_seq_lens = staging_.slice(0, 2 * sequences, 3 * sequences);
-  meta.device_slot_mapping = staging_.slice(0, 3 * sequences, 4 * sequences);
-  meta.device_block_tables = staging_.slice(0, 4 * sequences, staged_words(sequences));
+  meta.device_seq_lens = staging_.slice(0, field_offset(2), field_offset(2) + sequences);
+  meta.device_slot_mapping = staging_.slice(0, field_offset(3), field_offset(3) + sequences);
+  meta.device_block_tables = staging_.slice(0, block_tables_offset(),
+                                            block_tables_offset() + sequences * tier_blocks_[tier]);
   return meta;
 }
 
 void DecodeGraphs::launch_step(int64_t sequences, const Captured& captured, Stream& stream) const {
   StreamGuard on_stream(stream);
-  const Tensor inputs[] = {staging_.slice(0, 0, sequences),
-                           staging_.slice(0, sequences, 2 * sequences)};
+  const Tensor inputs[] = {staging_.slice(0, field_offset(0), field_offset(0) + sequences),
+                           staging_.slice(0, field_offset(1), field_offset(1) + sequences)};
   forward_.copy_inputs(*captured.forward, inputs);
   forward_.launch_all(*captured.forward, stream);
   {
@@ -104,29 +121,39 @@ Tensor DecodeGraphs::run(const AttentionMetadata& meta, std::span<const int32_t>
   TESSERA_CHECK(meta.max_blocks_per_seq <= max_blocks_per_seq_,
                 "block tables of {} blocks exceed the graphs' {}", meta.max_blocks_per_seq,
                 max_blocks_per_seq_);
+  TESSERA_CHECK(meta.max_seq_len >= 1 && meta.max_seq_len <= max_seq_len_,
+                "a decode step of sequences up to {} keys in graphs of up to {}", meta.max_seq_len,
+                max_seq_len_);
   const size_t index =
       static_cast<size_t>(std::lower_bound(sizes_.begin(), sizes_.end(), size) - sizes_.begin());
-  const Captured& captured = captured_[index];
-  // Padding sequences (past `sequences`) keep what the capture staged or an earlier step left:
-  // token ids and block ids that are valid, and slot -1, so they are written nowhere.
+  const size_t tier = static_cast<size_t>(
+      std::lower_bound(length_tiers_.begin(), length_tiers_.end(), meta.max_seq_len) -
+      length_tiers_.begin());
+  const Captured& captured = captured_[index * length_tiers_.size() + tier];
+  // Padding sequences (past `sequences`) are token 0 at position 0 with one cached token, written
+  // nowhere (slot -1); their block-table rows keep what the capture or an earlier step left there,
+  // which is a valid block id (the header's note).
   int32_t* staged = host_staging_.data();
   const int64_t block_size = kv_caches_.front().block_size();
-  std::copy(token_ids.begin(), token_ids.end(), staged);
-  std::copy(positions.begin(), positions.end(), staged + size);
-  std::fill(staged + sequences, staged + size, 0);
-  std::fill(staged + size + sequences, staged + 2 * size, 0);
-  std::copy(meta.seq_lens.begin(), meta.seq_lens.end(), staged + 2 * size);
-  std::fill(staged + 2 * size + sequences, staged + 3 * size, 1);
-  std::copy(meta.slot_mapping.begin(), meta.slot_mapping.end(), staged + 3 * size);
-  std::fill(staged + 3 * size + sequences, staged + 4 * size, -1);
-  int64_t words = 4 * size;
+  auto field = [&](int f) { return staged + field_offset(f); };
+  std::copy(token_ids.begin(), token_ids.end(), field(0));
+  std::fill(field(0) + sequences, field(0) + size, 0);
+  std::copy(positions.begin(), positions.end(), field(1));
+  std::fill(field(1) + sequences, field(1) + size, 0);
+  std::copy(meta.seq_lens.begin(), meta.seq_lens.end(), field(2));
+  std::fill(field(2) + sequences, field(2) + size, 1);
+  std::copy(meta.slot_mapping.begin(), meta.slot_mapping.end(), field(3));
+  std::fill(field(3) + sequences, field(3) + size, -1);
+  const int64_t stride = tier_blocks_[tier];
+  int64_t words = block_tables_offset();
   for (int64_t s = 0; s < sequences; ++s) {
     // Attention reads a sequence's first ceil(seq_len / block_size) entries, and no others.
     const int64_t used = (meta.seq_lens[static_cast<size_t>(s)] + block_size - 1) / block_size;
-    TESSERA_CHECK(used <= meta.max_blocks_per_seq, "sequence {} needs {} blocks", s, used);
+    TESSERA_CHECK(used <= meta.max_blocks_per_seq && used <= stride,
+                  "sequence {} needs {} blocks (tier of {})", s, used, stride);
     const int32_t* row = meta.block_tables.data() + s * meta.max_blocks_per_seq;
-    std::copy(row, row + used, staged + 4 * size + s * max_blocks_per_seq_);
-    words = 4 * size + s * max_blocks_per_seq_ + used;
+    std::copy(row, row + used, staged + block_tables_offset() + s * stride);
+    words = block_tables_offset() + s * stride + used;
   }
   staging_.slice(0, 0, words).copy_from(Tensor::from_blob(staged, {words}, DType::i32, kCPU));
   Stream& stream = backend(device_).current_stream(device_.index);
@@ -134,7 +161,7 @@ Tensor DecodeGraphs::run(const AttentionMetadata& meta, std::span<const int32_t>
   if (profiler != nullptr && profiler->bypasses_graphs()) {
     // A timing profile launches what the graph holds, one kernel at a time, over the same
     // buffers; the batch's host lengths give the profile attention's bytes.
-    AttentionMetadata launched = device_metadata(size);
+    AttentionMetadata launched = device_metadata(size, tier);
     launched.query_start_loc = meta.query_start_loc;
     launched.seq_lens = meta.seq_lens;
     ForwardContextScope scope(ForwardContext{&launched, &kv_caches_});

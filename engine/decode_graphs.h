@@ -3,6 +3,18 @@
 // slots, the forward (every piece and attention), and the LM head with the cast of the logits to
 // f32. A decode step then costs the host one packed host-to-device copy (token ids, positions,
 // sequence lengths, slots and block tables together) and one graph launch.
+//
+// Each batch size has one graph per length tier (decode_length_tiers), and a step replays the
+// graph of the smallest tier that holds its longest sequence. A graph sized for the model's
+// length (131072 tokens) would make every short step pay for it: its block tables are rows of
+// 8192 entries, which the step's copy spans (4 MB at 128 sequences), and attention's launch
+// splits keys into partitions for the longest sequence it may see, most of them empty.
+//
+// The staging buffer: token ids, positions, sequence lengths and slots at fixed offsets (each
+// `largest` words, the largest size), then the block tables, rows of the tier's blocks per
+// sequence. Block-table words thus only ever hold block ids (or the capture's zeros), so the
+// rows of padding sequences, which a step does not copy, name a valid block whatever an earlier
+// step of another size or tier left there.
 #pragma once
 
 #include <memory>
@@ -13,6 +25,12 @@
 #include "kernels/attention_metadata.h"
 
 namespace tessera {
+
+// The longest sequence each tier of decode graphs is captured for, ascending: 256 keys, then
+// four times more up to 16384, and the model's length `max_seq_len` (which caps them all).
+// Attention's partition count stops growing with the length well before 16384 keys at the
+// GQA shapes served, so longer tiers would repeat the same launches.
+std::vector<int64_t> decode_length_tiers(int64_t max_seq_len);
 
 class DecodeGraphs {
  public:
@@ -33,6 +51,7 @@ class DecodeGraphs {
              std::span<const int32_t> positions);
 
   const std::vector<int64_t>& sizes() const { return sizes_; }
+  const std::vector<int64_t>& length_tiers() const { return length_tiers_; }
   size_t device_bytes() const { return device_bytes_; }
 
  private:
@@ -41,11 +60,12 @@ class DecodeGraphs {
     const BoundPlan* logits = nullptr;
     std::unique_ptr<GraphExec> graph;
   };
-  // The staging layout of a padded batch of `sequences`: token ids, positions, sequence lengths,
-  // slots, then the block tables (sequences x max_blocks_per_seq), all i32 from offset 0.
-  int64_t staged_words(int64_t sequences) const;
-  // Attention's metadata for `sequences` padded sequences, over the device staging buffer.
-  AttentionMetadata device_metadata(int64_t sequences) const;
+  // Offsets (i32 words) into the staging buffer; `field` 0..3: token ids, positions, sequence
+  // lengths, slots.
+  int64_t field_offset(int field) const { return field * sizes_.back(); }
+  int64_t block_tables_offset() const { return 4 * sizes_.back(); }
+  // Attention's metadata for `sequences` padded sequences of tier `tier`, over the staging buffer.
+  AttentionMetadata device_metadata(int64_t sequences, size_t tier) const;
   // What each graph holds: input copies, forward, LM head.
   void launch_step(int64_t sequences, const Captured& captured, Stream& stream) const;
 
@@ -56,10 +76,13 @@ class DecodeGraphs {
   PiecewiseBackend& logits_;
   std::vector<PagedKVCache>& kv_caches_;
   Tensor query_start_loc_;  // 0, 1, ..., largest: one token per sequence, never rewritten
-  Tensor staging_;          // device i32, staged_words(largest)
+  Tensor staging_;          // device i32: the header and the largest tier's block tables
   std::vector<int32_t> host_staging_;
-  std::vector<int64_t> sizes_;      // ascending
-  std::vector<Captured> captured_;  // as sizes_
+  std::vector<int64_t> sizes_;         // ascending
+  std::vector<int64_t> length_tiers_;  // ascending, decode_length_tiers(max_seq_len)
+  std::vector<int64_t> tier_blocks_;   // per tier: block-table entries per sequence
+  // Per size, then per tier: captured_[size index * length_tiers_.size() + tier index].
+  std::vector<Captured> captured_;
   size_t device_bytes_ = 0;
 };
 

@@ -143,10 +143,11 @@ void ModelRunner::capture_decode_graphs() {
       KVCacheManager::blocks_for(model_->max_positions(), options_.block_size),
       model_->max_positions(), options_.compilation.cudagraph_num_warmups, **latest_backend_,
       **logits_backend_, kv_caches_);
+  const std::vector<int64_t>& tiers = decode_graphs_->length_tiers();
   spdlog::info(
-      "captured {} decode graphs (forward and LM head) for batches of [{}] sequences in {:.2f} "
-      "s, {:.3f} GiB",
-      sizes.size(), fmt::join(sizes, ", "),
+      "captured {} decode graphs (forward and LM head) for batches of [{}] sequences of up to "
+      "[{}] tokens in {:.2f} s, {:.3f} GiB",
+      sizes.size() * tiers.size(), fmt::join(sizes, ", "), fmt::join(tiers, ", "),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
       decode_graphs_->device_bytes() / kGiB);
 }

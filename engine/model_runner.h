@@ -65,6 +65,9 @@ class ModelRunner final : public ModelExecutor {
   std::shared_ptr<const CompiledPlan> latest_plan() const override { return *latest_plan_; }
   // The token counts captured into CUDA graphs (compilation.cudagraph_mode=piecewise), ascending.
   std::vector<int64_t> captured_sizes() const override;
+  // The full decode graphs (compilation.cudagraph_mode full or full_and_piecewise; nullptr
+  // otherwise).
+  const DecodeGraphs* decode_graphs() const { return decode_graphs_.get(); }
 
  private:
   void allocate_kv_cache(int64_t blocks);

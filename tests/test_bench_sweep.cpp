@@ -97,6 +97,8 @@ TEST_F(BenchSweep, JsonHoldsEveryRowModeAndTheRunsContext) {
   EXPECT_EQ(config["context"], 16);
   EXPECT_EQ(config["steps"], 4);
   EXPECT_EQ(config["prompt_len"], 24);
+  EXPECT_EQ(config["max_model_len"], 0);
+  EXPECT_EQ(config["model_length"], 24);  // the longest sequence: the 24-token prompt
   EXPECT_EQ(config["profile"], false);
   EXPECT_EQ(config["linear"], "measured");
   EXPECT_GT(report["copy_gb_per_s"].get<double>(), 0);
@@ -220,6 +222,10 @@ TEST(BenchSweepOptions, WhatCannotApplyIsAnError) {
   EXPECT_EQ(run_sweep("-O compilation.mode=eager").status, 2);
   EXPECT_EQ(run_sweep("--batch-sizes 1,,4").status, 2);
   EXPECT_EQ(run_sweep("--steps 0").status, 2);
+  CommandResult short_model = run_sweep("--device cpu --context 16 --steps 4 --max-model-len 20");
+  EXPECT_EQ(short_model.status, 1);
+  EXPECT_THAT(short_model.error_output,
+              HasSubstr("--max-model-len 20 is shorter than the 128 tokens"));
   CommandResult kv = run_sweep("--device cpu -O engine.num_kv_blocks=8");
   EXPECT_EQ(kv.status, 1);
   EXPECT_THAT(kv.error_output, HasSubstr("engine.num_kv_blocks"));
@@ -245,7 +251,8 @@ TEST(BenchSweepProfile, PrintsLaunchCountsAndTablesAfterEachRow) {
   std::filesystem::create_directories(directory);
   CommandResult profiled = run_sweep(fmt::format(
       "--model synthetic:tiny --device cpu --batch-sizes 1,2 --modes compiled --context 8 "
-      "--steps 2 --warmup 0 --prompt-len 8 --profile --linear measured --json '{}/sweep.json'",
+      "--steps 2 --warmup 0 --prompt-len 8 --profile --linear measured --max-model-len 96 "
+      "--json '{}/sweep.json'",
       directory));
   ASSERT_EQ(profiled.status, 0) << profiled.error_output;
   const std::string& output = profiled.output;
@@ -262,8 +269,11 @@ TEST(BenchSweepProfile, PrintsLaunchCountsAndTablesAfterEachRow) {
   // The profiles come before the sweep's table.
   EXPECT_LT(output.find("--- profile: compiled batch 2"),
             output.find("=== tessera bench sweep: synthetic:tiny"));
-  EXPECT_THAT(output, HasSubstr("linear path measured"));
+  EXPECT_THAT(output, HasSubstr("linear path measured; model length 96"));
   const json report = json::parse(read_text(directory + "/sweep.json"));
+  EXPECT_EQ(report["config"]["max_model_len"], 96);
+  EXPECT_EQ(report["config"]["model_length"],
+            96);  // built for it, not for the 12 tokens its steps need
   EXPECT_EQ(report["config"]["profile"], true);
   EXPECT_EQ(report["config"]["linear"], "measured");
   EXPECT_EQ(report["rows"].size(), 2u);

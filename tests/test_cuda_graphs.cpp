@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "engine/decode_graphs.h"
 #include "engine/generator.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/run_setup.h"
@@ -156,12 +157,14 @@ TEST(GpuCudaGraphs, GreedyDecodeWithGraphsIsTokenForTokenTheSame) {
 
 // Sequences of different lengths prefilled one by one, then decoded together for `steps` steps
 // with the same fed tokens: each step's logits, per sequence.
+// The first sequence's prompt has `first_length` tokens, each next one 5 more.
 std::vector<std::vector<std::vector<float>>> batched_decode(ModelRunner& runner, int64_t sequences,
-                                                            int64_t steps) {
+                                                            int64_t steps,
+                                                            int64_t first_length = 3) {
   KVCacheManager blocks(runner.num_kv_blocks(), runner.options().block_size);
   std::vector<std::vector<int32_t>> ids(static_cast<size_t>(sequences));
   for (int64_t s = 0; s < sequences; ++s) {
-    for (int64_t i = 0; i < 3 + 5 * s; ++i)
+    for (int64_t i = 0; i < first_length + 5 * s; ++i)
       ids[s].push_back(static_cast<int32_t>((s * 7 + i * 13) % 500 + 3));
     blocks.allocate(s, static_cast<int64_t>(ids[s].size()));
     SequenceInput prompt{ids[s], 0, blocks.block_table(s)};
@@ -183,6 +186,18 @@ std::vector<std::vector<std::vector<float>>> batched_decode(ModelRunner& runner,
   return logits;
 }
 
+// Every step's logits of every sequence within 1e-5 of the reference's.
+void expect_same_logits(const std::vector<std::vector<std::vector<float>>>& got,
+                        const std::vector<std::vector<std::vector<float>>>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t step = 0; step < want.size(); ++step) {
+    ASSERT_EQ(got[step].size(), want[step].size());
+    for (size_t s = 0; s < want[step].size(); ++s)
+      EXPECT_LT(rows_relative_error(got[step][s], want[step][s]), 1e-5)
+          << "step " << step << " sequence " << s;
+  }
+}
+
 TEST(GpuCudaGraphs, FullGraphsDecodeBatchesLikeTheCompiledForward) {
   Device gpu;
   if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
@@ -200,14 +215,48 @@ TEST(GpuCudaGraphs, FullGraphsDecodeBatchesLikeTheCompiledForward) {
   // sequence), and 9 have none.
   for (int64_t sequences : {1, 2, 3, 4, 8, 9}) {
     SCOPED_TRACE(fmt::format("{} sequences", sequences));
-    auto want = batched_decode(plain, sequences, 20);
-    auto got = batched_decode(full, sequences, 20);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t step = 0; step < want.size(); ++step)
-      for (size_t s = 0; s < want[step].size(); ++s)
-        EXPECT_LT(rows_relative_error(got[step][s], want[step][s]), 1e-5)
-            << "step " << step << " sequence " << s;
+    expect_same_logits(batched_decode(full, sequences, 20), batched_decode(plain, sequences, 20));
   }
+}
+
+// Decode graphs come in length tiers (engine/decode_graphs.h): a step replays the graph of the
+// smallest tier holding its longest sequence. Batches whose longest sequence crosses from the
+// 256-key tier into the model's (512) as they decode, one sequence alone and several of mixed
+// lengths, decode as the compiled forward does.
+TEST(GpuCudaGraphs, FullGraphsDecodeAcrossLengthTiersLikeTheCompiledForward) {
+  Device gpu;
+  if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
+  std::shared_ptr<const CausalLM> model =
+      create_model(load_model(kStories + "/stories260K.bin", LoadOptions{DType::f32, gpu}), 512);
+  const std::string cache = fresh_temp_dir("graphs_tiers");
+  RunnerOptions plain_options = compiled_runner("none", cache);
+  plain_options.num_kv_blocks = 96;            // 4 sequences of up to 280 tokens
+  plain_options.max_num_batched_tokens = 256;  // the prompts, in one step each
+  ModelRunner plain(model, plain_options);
+  RunnerOptions options = compiled_runner("full", cache);
+  options.num_kv_blocks = 96;
+  options.max_num_batched_tokens = 256;
+  options.max_num_seqs = 4;
+  ModelRunner full(model, options);
+  ASSERT_NE(full.decode_graphs(), nullptr);
+  EXPECT_EQ(full.decode_graphs()->length_tiers(), (std::vector<int64_t>{256, 512}));
+  for (int64_t sequences : {1, 3}) {
+    SCOPED_TRACE(fmt::format("{} sequences", sequences));
+    // The longest sequence holds 240 + 5 (sequences - 1) tokens, then 16 more.
+    expect_same_logits(batched_decode(full, sequences, 16, 240),
+                       batched_decode(plain, sequences, 16, 240));
+  }
+}
+
+TEST(DecodeLengthTiers, GrowFourfoldFrom256To16384ThenTheModelLength) {
+  EXPECT_EQ(decode_length_tiers(1), (std::vector<int64_t>{1}));
+  EXPECT_EQ(decode_length_tiers(200), (std::vector<int64_t>{200}));
+  EXPECT_EQ(decode_length_tiers(256), (std::vector<int64_t>{256}));
+  EXPECT_EQ(decode_length_tiers(300), (std::vector<int64_t>{256, 300}));
+  EXPECT_EQ(decode_length_tiers(4096), (std::vector<int64_t>{256, 1024, 4096}));
+  EXPECT_EQ(decode_length_tiers(8192), (std::vector<int64_t>{256, 1024, 4096, 8192}));
+  EXPECT_EQ(decode_length_tiers(131072), (std::vector<int64_t>{256, 1024, 4096, 16384, 131072}));
+  EXPECT_EQ(decode_length_tiers(16385), (std::vector<int64_t>{256, 1024, 4096, 16384, 16385}));
 }
 
 // Programmatic dependent launch (compilation.programmatic_dependent_launch) changes when kernels

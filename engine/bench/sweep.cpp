@@ -155,7 +155,9 @@ class Sweep {
     return options_.context + options_.warmup + options_.steps + (options_.profile ? 2 : 0);
   }
   // The longest sequence any measurement holds (the model is loaded for it).
-  int64_t max_length() const { return std::max(decode_length(), options_.prompt_len); }
+  int64_t max_length() const {
+    return std::max({decode_length(), options_.prompt_len, options_.max_model_len});
+  }
   // One step of exactly max_num_batched_tokens tokens: prompts of up to the model's length.
   int64_t full_step_length() const { return std::min(budget(), model_->max_positions()); }
   // The KV blocks the largest measurement holds at once.
@@ -407,6 +409,7 @@ SweepReport Sweep::run() {
   report_.load_seconds = seconds_since(start);
   report_.dtype = dtype_name(model_->dtype());
   report_.model_description = model_->config().str();
+  report_.model_length = model_->max_positions();
   if (model_->parallel().enabled())  // the config above is one rank's
     report_.model_description +=
         fmt::format(" (one rank of tensor_parallel_size {}: weights and GB/s are per device)",
@@ -439,7 +442,7 @@ SweepOptions resolve_sweep_options(SweepOptions options, bool device_given, bool
   TESSERA_REQUIRE(engine.num_kv_blocks == 0 && engine.max_model_len == 0,
                   "engine.num_kv_blocks and engine.max_model_len are set: the sweep sizes the KV "
                   "cache and the model length from the batch sizes, --context, --steps and "
-                  "--prompt-len; remove them");
+                  "--prompt-len (--max-model-len for a longer model); remove them");
   Device device = kCPU;
   if (device_given) {
     device = run_device(engine);
@@ -471,6 +474,16 @@ SweepOptions resolve_sweep_options(SweepOptions options, bool device_given, bool
   check_length("--steps", options.steps, 1);
   check_length("--warmup", options.warmup, 0);
   check_length("--prompt-len", options.prompt_len, 1);
+  if (options.max_model_len != 0) {
+    check_length("--max-model-len", options.max_model_len, 1);
+    const int64_t needed =
+        std::max(options.context + options.warmup + options.steps + (options.profile ? 2 : 0),
+                 options.prompt_len);
+    TESSERA_REQUIRE(options.max_model_len >= needed,
+                    "--max-model-len {} is shorter than the {} tokens the sweep's sequences hold "
+                    "(--context + --warmup + --steps, 2 more with --profile, or --prompt-len)",
+                    options.max_model_len, needed);
+  }
   for (int64_t batch : options.batch_sizes)
     TESSERA_REQUIRE(batch >= 1 && batch <= engine.max_num_batched_tokens,
                     "--batch-sizes: {} is outside [1, engine.max_num_batched_tokens = {}] (a "

@@ -31,6 +31,9 @@ struct SweepOptions {
   int64_t steps = 0;       // timed decode steps per batch size (GPU 64, CPU 32)
   int64_t warmup = -1;     // untimed decode steps before them (3)
   int64_t prompt_len = 0;  // prompt length for prefill throughput and TTFT (GPU 512, CPU 128)
+  // The model length the runners are built for (0: what the sweep's sequences need). A served
+  // model's length (131072 for Llama 3.2) times decode graphs as `tessera serve` captures them.
+  int64_t max_model_len = 0;
   // After each row's timed steps, one decode step under a counting profiler and one under a
   // timing profiler (kernels/profiler.h): SweepRow::profile.
   bool profile = false;
@@ -79,6 +82,7 @@ struct SweepReport {
   SweepOptions options;
   std::string dtype;
   std::string model_description;  // the model's config in one line
+  int64_t model_length = 0;       // the longest sequence the runners were built for
   double copy_gb_per_second = 0;  // device-to-device copy, bytes read + written
   double weight_bytes = 0;        // all weights
   double weight_bytes_per_step = 0;

@@ -56,6 +56,7 @@ std::string sweep_json(const SweepReport& report) {
       {"config",
        {{"model", engine.model},
         {"model_description", report.model_description},
+        {"model_length", report.model_length},
         {"dtype", report.dtype},
         {"batch_sizes", options.batch_sizes},
         {"modes", options.modes},
@@ -64,6 +65,7 @@ std::string sweep_json(const SweepReport& report) {
         {"steps", options.steps},
         {"warmup", options.warmup},
         {"prompt_len", options.prompt_len},
+        {"max_model_len", options.max_model_len},
         {"profile", options.profile},
         {"linear", options.linear_path},
         {"max_num_batched_tokens", engine.max_num_batched_tokens},
@@ -147,12 +149,12 @@ std::string sweep_table(const SweepReport& report) {
   std::string text = fmt::format(
       "=== tessera bench sweep: {} ({}) {} on {} ({}), commit {} ===\n"
       "context {} tokens, median and p90 of {} decode steps after {} warm-up; prefill and TTFT "
-      "at {}-token prompts; linear path {}\n"
+      "at {}-token prompts; linear path {}; model length {}\n"
       "copy bandwidth {:.1f} GB/s (read + write); weights {:.1f} MiB, {:.1f} MiB read per step; "
       "load {:.2f} s\n",
       options.config.engine.model, report.model_description, report.dtype, report.device.device,
       report.device.name, report.commit, options.context, options.steps, options.warmup,
-      options.prompt_len, options.linear_path, report.copy_gb_per_second,
+      options.prompt_len, options.linear_path, report.model_length, report.copy_gb_per_second,
       report.weight_bytes / kMiB, report.weight_bytes_per_step / kMiB, report.load_seconds);
   for (const std::string& note : report.notes) text += "note: " + note + "\n";
   text += fmt::format("\n{:<28} {:>6} {:>11} {:>11} {:>12} {:>14} {:>13} {:>9}\n", "mode", "batch",

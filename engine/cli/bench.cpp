@@ -103,12 +103,12 @@ int run_sweep_command(const std::vector<std::string>& args) {
   bool device_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
-    if (flag == "--mode" || flag == "--max-model-len")
-      throw UsageError(
-          fmt::format("bench sweep sets {} itself per run; use --modes (and "
-                      "--context, --steps, --prompt-len for lengths)",
-                      flag));
+    if (flag == "--mode") throw UsageError("bench sweep sets --mode itself per run; use --modes");
     if (flag == "--device") device_given = true;
+    if (flag == "--max-model-len") {  // the sweep's own, not engine.max_model_len
+      options.max_model_len = parse_integer(flag, value_of(args, i), 1);
+      continue;
+    }
     if (parse_model_flag(args, i, flags)) continue;
     if (flag == "--profile") {
       options.profile = true;
@@ -128,6 +128,7 @@ int run_sweep_command(const std::vector<std::string>& args) {
       options.warmup = parse_integer(flag, value_of(args, i), 0);
     } else if (flag == "--prompt-len") {
       options.prompt_len = parse_integer(flag, value_of(args, i), 1);
+
     } else if (flag == "--json") {
       json_path = value_of(args, i);
     } else if (flag == "--csv") {
@@ -258,6 +259,7 @@ const std::string kUsage =
         "eager,compiled]\n"
         "                           [--cudagraph-modes none,piecewise,full,full_and_piecewise]\n"
         "                           [--context N] [--steps N] [--warmup N] [--prompt-len N]\n"
+        "                           [--max-model-len N]\n"
         "                           [--profile] [--linear measured|library|library:N|VARIANT]\n"
         "                           [--json FILE] [--csv FILE] [model options]\n"
         "       tessera bench serve [--url http://127.0.0.1:8000] [--concurrency 1,16,64]\n"
@@ -279,6 +281,9 @@ const std::string kUsage =
         "eager,compiled, --context 128, --warmup 3. Compiles go to a fresh kernel cache of the\n"
         "sweep's own; it sets the KV cache size, the model length and engine.max_num_seqs (at\n"
         "least the largest batch) itself.\n"
+        "  --max-model-len N    build the runners for a model of N tokens instead of the length\n"
+        "                       the sweep's sequences need (at least that): decode graphs are\n"
+        "                       then captured as tessera serve captures them for that length\n"
         "  --profile            after each row, the launches of one decode step (by kernel class,\n"
         "                       graph replays), then one more step with every launch timed by\n"
         "                       device events (graphs bypassed): tables per kernel class, region\n"

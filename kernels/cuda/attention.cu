@@ -34,9 +34,11 @@ constexpr char kOp[] = "attention";
 constexpr int kCopyThreads = 256;
 // Decode splits keys only while fewer blocks than this many per SM would run...
 constexpr int64_t kDecodeBlocksPerSm = 2;
-// ...and never into partitions shorter than this many keys (each partition costs a partial
-// result and a share of the combine kernel).
-constexpr int64_t kMinPartitionKeys = 128;
+// ...and never into partitions shorter than one tile of keys (each partition costs a partial
+// result and a share of the combine kernel). Longer minimums left warps idle at short contexts:
+// 128 keys made a decode graph sized for 256 keys (engine/decode_graphs.h) split 197-key
+// sequences in two instead of four, and batch 1 and 8 steps 2 to 3% slower (README).
+constexpr int64_t kMinPartitionKeys = kDecodeTile;
 constexpr int kGridLimitYZ = 65535;
 
 // ---- reshape_and_cache: one thread per pack of a K or V row (E elements of width U).
