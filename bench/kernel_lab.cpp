@@ -257,6 +257,11 @@ std::vector<Case> reduce_cases() {
   cases.push_back(row_case("max", "max", kRows, kHidden, bf16, bf16, true));
   cases.push_back(row_case("argmax", "argmax", kRows, kHidden, bf16, DType::i64, true));
   cases.push_back(row_case("argmax (vocab)", "argmax", 32, kVocab, bf16, DType::i64, true));
+  // The greedy pick of a decode step: f32 logits of 1, 8 and 128 sequences (few rows are split
+  // into chunks over the SMs, reduce.cu).
+  for (int64_t rows : {1, 8, 128})
+    cases.push_back(row_case(fmt::format("argmax (f32 logits, {} rows)", rows), "argmax", rows,
+                             kVocab, DType::f32, DType::i64, true));
   cases.push_back(row_case("softmax", "softmax", kRows, kHidden, bf16, bf16, false));
   cases.push_back(row_case("softmax (short rows)", "softmax", kRows * 8, 512, bf16, bf16, false));
   cases.push_back(
@@ -270,6 +275,7 @@ std::vector<Case> gather_cases() {
   Case embedding;
   embedding.name = "embedding";
   embedding.op = "embedding";
+  embedding.attributes = {{"vocab_start", int64_t{-1}}};  // the whole table (the op's default)
   embedding.make = [](Lab& lab, bool small) {
     const int64_t vocab = small ? 1000 : kVocab;
     const int64_t count = small ? 16 : 4096;
