@@ -28,6 +28,17 @@
 namespace tessera::bench {
 namespace {
 
+// The tokens a decode measurement's sequence holds: its context, then warm-up and timed steps,
+// and with profile one counted and one profiled step.
+int64_t decode_sequence_length(const SweepOptions& options) {
+  return options.context + options.warmup + options.steps + (options.profile ? 2 : 0);
+}
+
+// The longest sequence any measurement holds: a decode sequence or a prefill prompt.
+int64_t longest_sequence(const SweepOptions& options) {
+  return std::max(decode_sequence_length(options), options.prompt_len);
+}
+
 constexpr double kGB = 1e9;
 constexpr int kTtftRuns = 5;
 // Timed prefills fill at least this many steps' worth of tokens (at least one run), so that small
@@ -149,14 +160,10 @@ class Sweep {
 
  private:
   int64_t budget() const { return options_.config.engine.max_num_batched_tokens; }
-  // The tokens a decode measurement's sequence holds: its context, then warm-up and timed steps,
-  // and with profile one counted and one profiled step.
-  int64_t decode_length() const {
-    return options_.context + options_.warmup + options_.steps + (options_.profile ? 2 : 0);
-  }
-  // The longest sequence any measurement holds (the model is loaded for it).
+  int64_t decode_length() const { return decode_sequence_length(options_); }
+  // The model length the runners are built for (the model is loaded for it).
   int64_t max_length() const {
-    return std::max({decode_length(), options_.prompt_len, options_.max_model_len});
+    return std::max(longest_sequence(options_), options_.max_model_len);
   }
   // One step of exactly max_num_batched_tokens tokens: prompts of up to the model's length.
   int64_t full_step_length() const { return std::min(budget(), model_->max_positions()); }
@@ -476,9 +483,7 @@ SweepOptions resolve_sweep_options(SweepOptions options, bool device_given, bool
   check_length("--prompt-len", options.prompt_len, 1);
   if (options.max_model_len != 0) {
     check_length("--max-model-len", options.max_model_len, 1);
-    const int64_t needed =
-        std::max(options.context + options.warmup + options.steps + (options.profile ? 2 : 0),
-                 options.prompt_len);
+    const int64_t needed = longest_sequence(options);
     TESSERA_REQUIRE(options.max_model_len >= needed,
                     "--max-model-len {} is shorter than the {} tokens the sweep's sequences hold "
                     "(--context + --warmup + --steps, 2 more with --profile, or --prompt-len)",
