@@ -67,8 +67,9 @@ std::string CompiledPlan::explain() const {
                            node.attributes.get_int("layer", -1));
         continue;
       }
-      out += fmt::format("  {} {} -> {}{}\n", step_kind_name(step.kind), node.op->name,
+      out += fmt::format("  {} {} -> {}{}{}\n", step_kind_name(step.kind), node.op->name,
                          graph.value(node.outputs[0]).meta.str(),
+                         step.follows_splitting_op ? " (follows a splitting op)" : "",
                          step.prefetch < 0
                              ? ""
                              : fmt::format(" (prefetches {})", graph.value(step.prefetch).name));

@@ -42,6 +42,9 @@ struct Step {
   // library: a constant weight that the next GEMM step reads, for this step's kernel to start
   // pulling into the device's cache as it ends (compile/passes/weight_prefetch.cpp); -1: none.
   int prefetch = -1;
+  // Its kernel runs right after a splitting op's (compile/passes/follows_splitting.cpp): a hint
+  // for how a GEMM times its paths.
+  bool follows_splitting_op = false;
 };
 
 // Where each materialized value (and each graph input: its static slot) lives in the arena:

@@ -91,6 +91,7 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
         plan->max_sizes[name] = options.max_dynamic_size;
   timed("materialize", [&] { materialize_views(*plan); });
   dump(config, "04_materialize.txt", steps_text(*plan));
+  timed("follows_splitting", [&] { mark_steps_following_splitting_ops(*plan); });
   // Only CUDA kernels read the prefetch hint (kernels/cuda/l2_prefetch.cuh).
   if (device.type == DeviceType::cuda)
     timed("prefetch", [&] { plan_weight_prefetch(*plan, config.pass_config); });

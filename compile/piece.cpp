@@ -37,8 +37,9 @@ void BoundStep::launch(Stream& stream) const {
       const Attributes& attributes = step->node->attributes;
       ProfiledLaunch profiled(op.name, kernel_class_of(op),
                               [&] { return launch_detail(op, inputs, outputs, attributes); });
-      step->library_kernel(
-          KernelArgs{inputs, attributes, outputs, prefetch.defined() ? &prefetch : nullptr});
+      step->library_kernel(KernelArgs{inputs, attributes, outputs,
+                                      prefetch.defined() ? &prefetch : nullptr,
+                                      step->follows_splitting_op});
       return;
     }
   }

@@ -21,6 +21,7 @@ struct ResolvedStep {
   const FusedKernel* kernel = nullptr;  // fused
   KernelFn library_kernel = nullptr;    // library, splitting: the op's kernel; copy: "copy"
   int prefetch = -1;                    // library: Step::prefetch
+  bool follows_splitting_op = false;    // Step::follows_splitting_op
 };
 
 // A resolved step's tensors for one token count. Nothing here changes between calls of that

@@ -44,6 +44,7 @@ ResolvedStep PiecewiseBackend::resolve(const Step& step) const {
   }
   resolved.node = &plan_->graph.nodes().at(static_cast<size_t>(step.node));
   resolved.prefetch = step.prefetch;
+  resolved.follows_splitting_op = step.follows_splitting_op;
   if (step.kind == StepKind::view) return resolved;
   const std::string& op = step.kind == StepKind::copy ? "copy" : resolved.node->op->name;
   resolved.library_kernel = find_kernel(op, device_.type);

@@ -19,6 +19,10 @@ struct KernelArgs {
   // A weight the next GEMM reads, which a GEMM kernel may start pulling into the device's cache
   // as it ends (compile/passes/weight_prefetch.cpp); nullptr: none. Only a hint.
   const Tensor* prefetch = nullptr;
+  // The kernel before this one is a splitting op's (the attention's), which spread over the SMs
+  // (compile/passes/follows_splitting.cpp); a GEMM times its paths without the overlap a
+  // programmatic launch has beside a small kernel. Only a hint.
+  bool follows_splitting_op = false;
 };
 
 using KernelFn = void (*)(const KernelArgs& args);

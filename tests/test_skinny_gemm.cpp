@@ -44,7 +44,8 @@ double tolerance(DType dtype) {
 
 // out = x @ weight^T (+ bias) through the GPU linear kernel; returns the path the launch took
 // (the profiler's annotation, e.g. "mma_t1" or "cublaslt").
-std::string gpu_linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out) {
+std::string gpu_linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out,
+                       bool follows_splitting_op = false) {
   std::vector<Tensor> inputs{x, weight};
   if (bias != nullptr) inputs.push_back(*bias);
   KernelProfiler profiler(x.device(), /*timing=*/true);
@@ -52,7 +53,8 @@ std::string gpu_linear(const Tensor& x, const Tensor& weight, const Tensor* bias
     ProfilerScope active(profiler);
     profiler.start();
     ProfiledLaunch launch("linear", KernelClass::gemm);
-    run_kernel("linear", x.device().type, KernelArgs{inputs, Attributes{}, std::span(&out, 1)});
+    run_kernel("linear", x.device().type,
+               KernelArgs{inputs, Attributes{}, std::span(&out, 1), nullptr, follows_splitting_op});
   }
   profiler.stop();
   const std::string& name = profiler.launches().at(0).name;
@@ -237,6 +239,46 @@ TEST(GpuSkinnyGemm, MeasuredPathsAreStoredAndTakenBack) {
   EXPECT_FALSE(replaced.empty());
   EXPECT_FALSE(replaced.starts_with("simt_r16")) << replaced;
   EXPECT_EQ(stored_choice_of(lines, problem(6)), "simt_r2 algorithm 1");
+  set_measured_choice_store(nullptr);
+}
+
+// A linear right after a splitting op (KernelArgs::follows_splitting_op, set by the compiler for
+// the o projection after the attention) times its paths alone, not behind the lead kernel, and
+// keeps its choice apart from the same shape elsewhere: two measurements, two stored lines.
+TEST(GpuSkinnyGemm, ALinearAfterASplittingOpIsTimedAloneAndChosenApart) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU";
+  const std::string dir = testing::fresh_temp_dir("skinny_follows_splitting");
+  use_measured_choice_files(dir);
+  const int64_t m = 9, n = 56, k = 776;
+  const Tensor x = testing::random_tensor({m, k}, 41, DType::bf16, gpu);
+  const Tensor weight = testing::random_tensor({n, k}, 42, DType::bf16, gpu);
+  // After a splitting op, elsewhere, then after one again (taken from its plan, not measured).
+  const bool contexts[] = {true, false, true};
+  for (size_t call = 0; call < std::size(contexts); ++call) {
+    const bool follows = contexts[call];
+    const bool first_of_its_context = call < 2;
+    LogCapture log;
+    Tensor out = Tensor::empty({m, n}, DType::bf16, gpu);
+    const std::string took = gpu_linear(x, weight, nullptr, out, follows);
+    EXPECT_LE(testing::relative_error(out.to(kCPU), cpu_linear(x, weight, nullptr)),
+              tolerance(DType::bf16))
+        << "ran on " << took;
+    EXPECT_EQ(log.contains("M=9 N=56 K=776 after a splitting op (timed alone):"),
+              follows && first_of_its_context);
+    EXPECT_EQ(log.contains("M=9 N=56 K=776:"), !follows && first_of_its_context);
+  }
+  std::string path;
+  const std::vector<std::string> lines = store_lines(dir, &path);
+  int alone = 0, behind_lead = 0;
+  for (const std::string& line : lines) {
+    if (!line.starts_with(fmt::format("linear bf16 b_transposed 1 m {} n {} k {} ", m, n, k)))
+      continue;
+    alone += line.find(" follows_splitting_op 1 ") != std::string::npos;
+    behind_lead += line.find(" follows_splitting_op 0 ") != std::string::npos;
+  }
+  EXPECT_EQ(alone, 1);
+  EXPECT_EQ(behind_lead, 1);
   set_measured_choice_store(nullptr);
 }
 

@@ -28,6 +28,8 @@ void materialize_views(CompiledPlan& plan);
 // Marks each GEMM step (an op with a streamed weight) with the constant weight of the next GEMM
 // step, for its kernel to prefetch into the device's cache (Step::prefetch).
 void plan_weight_prefetch(CompiledPlan& plan, const PassConfig& config);
+// Marks the steps that launch right after a splitting op's kernels (Step::follows_splitting_op).
+void mark_steps_following_splitting_ops(CompiledPlan& plan);
 // Arena offsets for every materialized value and every graph input, by liveness, at the largest
 // sizes.
 void plan_memory(CompiledPlan& plan);

@@ -139,13 +139,14 @@ ColdTimer::~ColdTimer() {
   backend(device_).allocator(device_.index).deallocate(flush_, flush_bytes_);
 }
 
-float ColdTimer::median_graph_ms(const std::function<void()>& launch) {
+float ColdTimer::median_graph_ms(const std::function<void()>& launch, TimedAfter after) {
+  if (after == TimedAfter::nothing) return median_replay_ms(launch, after);
   // The lead kernel alone, timed the same way once per timer, is taken off every result.
-  if (lead_ms_ < 0.0f) lead_ms_ = median_graph_ms_after_lead([] {});
-  return std::max(0.0f, median_graph_ms_after_lead(launch) - lead_ms_);
+  if (lead_ms_ < 0.0f) lead_ms_ = median_replay_ms([] {}, TimedAfter::lead_kernel);
+  return std::max(0.0f, median_replay_ms(launch, TimedAfter::lead_kernel) - lead_ms_);
 }
 
-float ColdTimer::median_graph_ms_after_lead(const std::function<void()>& launch) {
+float ColdTimer::median_replay_ms(const std::function<void()>& launch, TimedAfter after) {
   DeviceBackend& gpu = backend(device_);
   // The caller's stream is idle (the constructor waited for it, and the caller queues nothing
   // while it times), so the measuring stream needs no ordering against it.
@@ -158,7 +159,7 @@ float ColdTimer::median_graph_ms_after_lead(const std::function<void()>& launch)
     launch();  // outside the capture: whatever measures or allocates on first use does it here
     gpu.begin_capture(stream);
     try {
-      launch_lead(native, device_.index);
+      if (after == TimedAfter::lead_kernel) launch_lead(native, device_.index);
       launch();
     } catch (...) {
       try {
@@ -186,13 +187,15 @@ float ColdTimer::median_graph_ms_after_lead(const std::function<void()>& launch)
 }
 
 const SkinnyVariant* fastest_skinny_variant(ColdTimer& timer, const SkinnyProblem& skinny,
-                                            float replaced_ms, std::vector<std::string>& timings) {
+                                            TimedAfter after, float replaced_ms,
+                                            std::vector<std::string>& timings) {
   float best_ms = kSkinnyMargin * replaced_ms;
   const SkinnyVariant* best = nullptr;
   const Device device{kGpuDeviceType, skinny.device};
   for (const SkinnyVariant& variant : skinny_variants()) {
     if (!variant.fits(skinny)) continue;
-    const float ms = timer.median_graph_ms([&] { variant.launch(skinny, current_stream(device)); });
+    const float ms =
+        timer.median_graph_ms([&] { variant.launch(skinny, current_stream(device)); }, after);
     timings.push_back(fmt::format("{} {:.1f} us", variant.name, 1e3 * ms));
     if (ms < best_ms) {
       best_ms = ms;

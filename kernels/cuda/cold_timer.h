@@ -19,6 +19,12 @@ namespace tessera::gpu {
 // vary by a few percent, and a tie is not worth leaving the library for.
 inline constexpr float kSkinnyMargin = 0.97f;
 
+// What a timed launch follows in its graph (ColdTimer::median_graph_ms): a short lead kernel on
+// one SM, as a GEMM follows a norm or an activation in a decode step (a programmatic launch loads
+// its weights beside it), or nothing, as a GEMM follows the attention, whose kernels spread over
+// the SMs (the GEMM's blocks find little room beside them; see gemm.cpp).
+enum class TimedAfter { lead_kernel, nothing };
+
 class ColdTimer {
  public:
   // Waits for the device's current stream, then allocates and zeroes a buffer twice the L2's size.
@@ -28,12 +34,12 @@ class ColdTimer {
   ColdTimer& operator=(const ColdTimer&) = delete;
 
   // What `launch` (which launches on the current stream) adds to a decode step: captured into a
-  // device graph behind a short lead kernel, as a step runs it (launches cost a graph node's
-  // latency, not a stream launch's; a programmatic launch overlaps the kernel before it), the
-  // median time of the replays less the lead kernel's own. It runs on a measuring stream of the
-  // timer's device, current while `launch` runs (one per device for the process: libraries keep
-  // per-stream state), one thread at a time, and returns with that stream idle.
-  float median_graph_ms(const std::function<void()>& launch);
+  // device graph, as a step runs it (launches cost a graph node's latency, not a stream launch's),
+  // behind what `after` says, the median time of the replays (less the lead kernel's own). It
+  // runs on a measuring stream of the timer's device, current while `launch` runs (one per device
+  // for the process: libraries keep per-stream state), one thread at a time, and returns with
+  // that stream idle.
+  float median_graph_ms(const std::function<void()>& launch, TimedAfter after);
 
   // The lock that gives one thread at a time the measuring streams (a capture on a stream takes
   // whatever else is launched onto it). Recursive: a timed launch may time another on its first
@@ -42,7 +48,7 @@ class ColdTimer {
   static std::recursive_mutex& measuring_mutex();
 
  private:
-  float median_graph_ms_after_lead(const std::function<void()>& launch);
+  float median_replay_ms(const std::function<void()>& launch, TimedAfter after);
   void flush(gpuStream_t stream);  // evicts L2 (clean lines) on `stream`
 
   Device device_;
@@ -52,9 +58,11 @@ class ColdTimer {
 };
 
 // Times every skinny variant that fits `skinny` (launched on the current stream) with `timer`,
-// appending "<name> <time> us" to `timings`, and returns the fastest one that beats the path it
-// would replace by kSkinnyMargin (`replaced_ms`; INFINITY when there is none), or nullptr.
+// behind `after`, appending "<name> <time> us" to `timings`, and returns the fastest one that beats
+// the path it would replace by kSkinnyMargin (`replaced_ms`; INFINITY when there is none), or
+// nullptr.
 const SkinnyVariant* fastest_skinny_variant(ColdTimer& timer, const SkinnyProblem& skinny,
-                                            float replaced_ms, std::vector<std::string>& timings);
+                                            TimedAfter after, float replaced_ms,
+                                            std::vector<std::string>& timings);
 
 }  // namespace tessera::gpu

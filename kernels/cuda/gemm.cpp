@@ -15,10 +15,11 @@
 // (skinny_gemm.h). On a problem's first call outside a graph capture, its plan times the Lt
 // algorithm and every skinny variant that fits on the problem's own operands, each after an L2
 // flush (in a decode step the weight comes from memory, not from L2) and replayed from a graph
-// behind a short kernel, as a step runs them (cold_timer.h), and keeps the fastest (a skinny kernel
-// only when 3% faster than the library); kernels/linear_path.h can force a path. The choice is
-// also stored (kernels/measured_choices.h), so a later process on the same device and build takes
-// it without timing.
+// behind a short kernel, as a step runs them (cold_timer.h; alone when the linear follows a
+// splitting op, KernelArgs::follows_splitting_op), and keeps the fastest (a skinny kernel only when
+// 3% faster than the library); kernels/linear_path.h can force a path. The choice is also stored
+// (kernels/measured_choices.h), so a later process on the same device and build takes it without
+// timing.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -186,16 +187,24 @@ void measure_linear_paths(LtPlan& plan, const GemmProblem& problem, const Skinny
   float library_ms = INFINITY;
   std::vector<std::string> timings;
   // Timed as a decode step runs them: replayed from a graph, behind a short kernel that the
-  // skinny kernels (launched programmatically) overlap and the library's does not. An algorithm
+  // skinny kernels (launched programmatically) overlap and the library's does not; or, after a
+  // splitting op, alone: the attention's kernels before it spread over the SMs, and a skinny
+  // kernel's blocks, whose registers take most of an SM, find little room beside them. (At 32
+  // rows the o projection's mma_t2 beat cuBLASLt behind the lead, 6.3 against 7.1 us, and lost
+  // alone, 10.6 against 9.3; run after the attention it made the step 4% slower.) An algorithm
   // other than the heuristic's first must beat it by kSkinnyMargin too: single cold runs vary by
   // a few percent.
+  const TimedAfter after =
+      problem.follows_splitting_op ? TimedAfter::nothing : TimedAfter::lead_kernel;
   float first_ms = INFINITY;
   size_t fastest = 0;
   for (size_t i = 0; i < plan.candidates.size(); ++i) {
-    const float ms = timer.median_graph_ms([&] {
-      enqueue_lt(plan, problem, call.on_stream(device, current_stream(device)),
-                 &plan.candidates[i]);
-    });
+    const float ms = timer.median_graph_ms(
+        [&] {
+          enqueue_lt(plan, problem, call.on_stream(device, current_stream(device)),
+                     &plan.candidates[i]);
+        },
+        after);
     if (i == 0) first_ms = ms;
     if (i == 0 || (ms < library_ms && ms < kSkinnyMargin * first_ms)) {
       library_ms = ms;
@@ -210,9 +219,10 @@ void measure_linear_paths(LtPlan& plan, const GemmProblem& problem, const Skinny
                     "{:.1f} us)",
                     1e3 * library_ms, fastest + 1, plan.candidates.size(), 1e3 * first_ms));
   }
-  plan.skinny = fastest_skinny_variant(timer, skinny, library_ms, timings);
-  spdlog::debug("linear {} M={} N={} K={}{}: {}; takes {}", dtype_name(skinny.dtype), skinny.m,
+  plan.skinny = fastest_skinny_variant(timer, skinny, after, library_ms, timings);
+  spdlog::debug("linear {} M={} N={} K={}{}{}: {}; takes {}", dtype_name(skinny.dtype), skinny.m,
                 skinny.n, skinny.k, skinny.bias != nullptr ? " with bias" : "",
+                problem.follows_splitting_op ? " after a splitting op (timed alone)" : "",
                 fmt::join(timings, ", "), plan.skinny != nullptr ? plan.skinny->name : "cublaslt");
 }
 
@@ -223,11 +233,11 @@ void measure_linear_paths(LtPlan& plan, const GemmProblem& problem, const Skinny
 std::string stored_problem(const LtPlanKey& key) {
   return fmt::format(
       "linear {} b_transposed {} m {} n {} k {} batches {} ld {} {} {} stride {} {} {} epilogue {} "
-      "workspace {} align {} {} {} {} cublasLt {}",
+      "workspace {} align {} {} {} {} follows_splitting_op {} cublasLt {}",
       dtype_name(static_cast<DType>(key.dtype)), key.b_transposed, key.m, key.n, key.k, key.batches,
       key.ld_a, key.ld_b, key.ld_c, key.stride_a, key.stride_b, key.stride_c, key.epilogue,
       key.workspace_bytes, key.align_a, key.align_b, key.align_c, key.align_bias,
-      gpublasLtGetVersion());
+      key.follows_splitting_op, gpublasLtGetVersion());
 }
 
 // "<path> algorithm <N>": the skinny variant or "cublaslt", and the library algorithm (from 1;
@@ -443,6 +453,7 @@ void linear_entry(const KernelArgs& args) {
   problem.out = out.data_ptr();
   problem.b_transposed = true;
   problem.dtype = x.dtype();
+  problem.follows_splitting_op = args.follows_splitting_op;
   const L2Prefetch prefetch = l2_prefetch_of(args.prefetch, out.device().index);
   if (rows <= kSkinnyMaxRows && (bias == nullptr || bias->dtype() == out.dtype())) {
     GemmProblem skinny = problem;

@@ -74,6 +74,7 @@ LtPlanKey lt_plan_key(const char* op, const GemmProblem& problem) {
   key.align_b = lt_alignment(problem.a, key.stride_b * element);
   key.align_c = lt_alignment(problem.out, key.stride_c * element);
   key.align_bias = problem.bias != nullptr ? lt_alignment(problem.bias, 0) : 0;
+  key.follows_splitting_op = problem.follows_splitting_op ? 1 : 0;
   return key;
 }
 

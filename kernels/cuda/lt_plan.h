@@ -69,6 +69,7 @@ struct LtPlanKey {
   int64_t epilogue = 0;
   int64_t workspace_bytes = 0;
   int64_t align_a = 0, align_b = 0, align_c = 0, align_bias = 0;
+  int64_t follows_splitting_op = 0;
   bool operator==(const LtPlanKey&) const = default;
 };
 
@@ -116,6 +117,9 @@ struct GemmProblem {
   bool b_transposed = false;
   bool accumulate = false;
   DType dtype = DType::f32;
+  // linear at skinny sizes: the step follows a splitting op's kernels (KernelArgs), which decides
+  // how its paths are timed (gemm.cpp), so it is part of the plan's key.
+  bool follows_splitting_op = false;
 };
 
 // The BLAS data type of `dtype` (f32, f16, bf16); others throw naming `op`.
