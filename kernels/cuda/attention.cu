@@ -257,6 +257,21 @@ void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
   const int64_t blocks = launch.num_seqs * params.num_kv_heads * split.head_chunks;
   split.num_partitions =
       decode_partitions(blocks, launch.max_seq_len, device_limits(launch.device.index).sm_count);
+#if !defined(TESSERA_GPU_HIP)
+  if constexpr (kExact && kHasMmaAttention<T>) {
+    if (tensor_cores) {
+      // Up to kDecodeMmaMaxWarps partitions share a block (merged in it), as many as fit the
+      // shared memory a block may opt into.
+      const size_t fitting = device_limits(launch.device.index).shared_bytes_optin /
+                             decode_mma_shared_bytes_per_warp<T, kHeadSize>();
+      split.warps_per_block = static_cast<int>(
+          std::max<int64_t>(1, std::min<int64_t>({split.num_partitions, kDecodeMmaMaxWarps,
+                                                  static_cast<int64_t>(fitting)})));
+      split.num_partitions =
+          static_cast<int>(ceil_div(split.num_partitions, split.warps_per_block));
+    }
+  }
+#endif
 
   if (split.num_partitions > 1) {
     const int64_t slots = launch.num_seqs * params.num_heads * split.num_partitions;
@@ -272,12 +287,14 @@ void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
   if (tensor_cores) {
 #if !defined(TESSERA_GPU_HIP)
     if constexpr (kExact && kHasMmaAttention<T>) {
-      constexpr size_t kSharedBytes = decode_mma_shared_bytes<T, kHeadSize>();
+      constexpr size_t kWarpBytes = decode_mma_shared_bytes_per_warp<T, kHeadSize>();
       auto* kernel = decode_attention_mma_kernel<T, kHeadSize>;
-      reserve_shared_memory(reinterpret_cast<const void*>(kernel), kSharedBytes,
-                            launch.device.index, params.head_size);
-      launch_programmatic(kernel, grid, dim3(kDecodeMmaThreads), kSharedBytes, launch.stream,
-                          launch.device.index, params, split);
+      reserve_shared_memory(reinterpret_cast<const void*>(kernel),
+                            kWarpBytes * split.warps_per_block, launch.device.index,
+                            params.head_size);
+      launch_programmatic(kernel, grid, dim3(kDecodeMmaThreads * split.warps_per_block),
+                          kWarpBytes * split.warps_per_block, launch.stream, launch.device.index,
+                          params, split);
       GPU_CHECK_LAUNCH("attention decode (tensor cores)");
     }
 #endif

@@ -54,10 +54,11 @@ constexpr int kCombineThreads = 128;
 struct DecodeSplit {
   int heads_per_block;
   int head_chunks;
-  int num_partitions;
-  float* partial_acc;  // [num_seqs, num_heads, num_partitions, padded head] unnormalized
-  float* partial_max;  // [num_seqs, num_heads, num_partitions] running max (exp2 domain)
-  float* partial_sum;  // [num_seqs, num_heads, num_partitions] running sum
+  int num_partitions;       // blocks per (sequence, kv head); the combine kernel merges them
+  float* partial_acc;       // [num_seqs, num_heads, num_partitions, padded head] unnormalized
+  float* partial_max;       // [num_seqs, num_heads, num_partitions] running max (exp2 domain)
+  float* partial_sum;       // [num_seqs, num_heads, num_partitions] running sum
+  int warps_per_block = 1;  // the tensor-core kernel's partitions per block (merged in it)
 };
 
 __host__ __device__ constexpr int decode_value_stride(int padded_head) {

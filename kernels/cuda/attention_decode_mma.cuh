@@ -16,7 +16,13 @@
 //     and value come from the step's rows, never from the cache (attention_decode.cuh says why);
 //   - S = Q K^T from ldmatrix'd K, the online softmax on the accumulators, O += P V from
 //     ldmatrix.trans'd V;
-//   - partition 0's warp stores the step's new K/V rows into the cache as it ends.
+//   - partition 0's warp stores the step's new K/V rows into the cache as it ends;
+//   - the tiles before the step's own key are cache rows of earlier steps, so the first two
+//     are requested before the kernel waits for the one before it (programmatic launch): their
+//     latency overlaps that kernel's tail;
+//   - up to kDecodeMmaMaxWarps partitions of one (kv head, sequence) are the warps of one block
+//     and merge through shared memory as they end. At the 1B model's shapes with a short context
+//     (up to 4 partitions) this leaves no combine kernel: batch 32's step took 5% less (README).
 #pragma once
 
 #include "kernels/cuda/gpu_vendor.h"
@@ -33,22 +39,25 @@
 
 namespace tessera::gpu::attention {
 
-constexpr int kDecodeMmaThreads = 32;   // one warp
+constexpr int kDecodeMmaThreads = 32;   // per warp
+constexpr int kDecodeMmaMaxWarps = 4;   // partitions of one block, merged in shared memory
 constexpr int kDecodeMmaKeyTile = 32;   // keys per tile (a lane finds one key's row)
 constexpr int kDecodeMmaMaxGroup = 16;  // q heads per kv head: the A fragment's rows
 
 template <int kHeadSize>
 inline constexpr int kDecodeMmaStride = kHeadSize + 8;  // padded: ldmatrix rows on distinct banks
 
-// Two buffers of a K tile and a V tile.
+// Two buffers of a K tile and a V tile, per warp.
 template <typename T, int kHeadSize>
-constexpr size_t decode_mma_shared_bytes() {
+constexpr size_t decode_mma_shared_bytes_per_warp() {
   return 2 * 2 * static_cast<size_t>(kDecodeMmaKeyTile) * kDecodeMmaStride<kHeadSize> * sizeof(T);
 }
 
-// Grid: x = kv heads, y = sequences, z = partitions.
+// Grid: x = kv heads, y = sequences, z = partitions; split.warps_per_block warps per block, each
+// its own partition of the keys (partition z * warps + warp), merged through shared memory at
+// the end, so that a short context needs no combine kernel.
 template <typename T, int kHeadSize>
-__global__ void __launch_bounds__(kDecodeMmaThreads)
+__global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     decode_attention_mma_kernel(AttentionParams<T> params, DecodeSplit split) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // the host dispatches here only on sm_80+
@@ -62,27 +71,31 @@ __global__ void __launch_bounds__(kDecodeMmaThreads)
   constexpr int kChunksPerRow = kHeadSize / 8;       // 16-byte chunks of a K/V row
   constexpr int kRowsPerPass = kDecodeMmaThreads / kChunksPerRow;
   extern __shared__ uint4 decode_mma_shared[];
-  T* tiles = reinterpret_cast<T*>(decode_mma_shared);  // [buffer][K, V][key][kStride]
+  const int warp = static_cast<int>(threadIdx.x) / kDecodeMmaThreads;
+  const int warps = split.warps_per_block;
+  // This warp's [buffer][K, V][key][kStride].
+  T* tiles = reinterpret_cast<T*>(decode_mma_shared) + warp * 2 * 2 * kTileElements;
 
-  wait_for_prior_grids();
-  allow_next_grid();
+  // Before the wait only what the host or an earlier step wrote is read: the metadata and the
+  // cached keys of earlier tokens (the kernel before this one writes the step's rows).
   const int kv_head = static_cast<int>(blockIdx.x);
   const int seq = static_cast<int>(blockIdx.y);
-  const int partition = static_cast<int>(blockIdx.z);
+  const int partition = static_cast<int>(blockIdx.z) * warps + warp;  // of the keys
   const int token = params.query_start_loc[seq];
-  if (params.query_start_loc[seq + 1] == token) return;  // no new token for this sequence
-  const int lane = static_cast<int>(threadIdx.x);
+  const bool has_token = params.query_start_loc[seq + 1] != token;
+  const int lane = static_cast<int>(threadIdx.x) % kDecodeMmaThreads;
   const int group = lane / 4;      // the fragment row (and B column) of this lane
   const int quad_lane = lane % 4;  // the fragment column pair of this lane
 
   const int64_t kv_width = static_cast<int64_t>(params.num_kv_heads) * kHeadSize;
-  const NewRows<T> new_rows = step_rows(params, token, kv_head, kHeadSize);
+  const NewRows<T> new_rows =
+      has_token ? step_rows(params, token, kv_head, kHeadSize) : NewRows<T>{};
 
   const int heads = params.num_heads / params.num_kv_heads;  // <= kDecodeMmaMaxGroup
   const int first_head = kv_head * heads;
   // Partitions as the CUDA-core kernel splits them.
-  const KeyRange keys =
-      partition_keys(params.seq_lens[seq], params.sliding_window, partition, split.num_partitions);
+  const KeyRange keys = partition_keys(params.seq_lens[seq], params.sliding_window, partition,
+                                       split.num_partitions * warps);
   const int begin = keys.begin;
   const int end = keys.end;
   const int32_t* block_table =
@@ -118,7 +131,23 @@ __global__ void __launch_bounds__(kDecodeMmaThreads)
     }
     copy_async_commit();
   };
-  if (begin < end) load_tile_async(begin, 0);
+  // Tiles are loaded in order into alternating buffers. Those wholly before the step's own key
+  // (the last, seq_len - 1) are cache rows of earlier steps, so up to both buffers' worth load
+  // before the wait, overlapping the kernel before; that needs this kernel to write the step's
+  // rows itself (slot_mapping set): otherwise reshape_and_cache, just before, writes the cache.
+  int next_load = begin;  // the first key of the next tile to load
+  auto load_next_tile = [&] {
+    load_tile_async(next_load, ((next_load - begin) / kDecodeMmaKeyTile) % 2);
+    next_load += kDecodeMmaKeyTile;
+  };
+  const int step_key = params.slot_mapping != nullptr ? params.seq_lens[seq] - 1 : begin;
+  while (has_token && next_load < end && next_load + kDecodeMmaKeyTile <= step_key &&
+         next_load < begin + 2 * kDecodeMmaKeyTile)
+    load_next_tile();
+  wait_for_prior_grids();
+  allow_next_grid();
+  if (!has_token) return;  // no new token for this sequence
+  if (next_load == begin && begin < end) load_next_tile();
 
   // The group's q heads as A fragment rows (group and group + 8); rows past the group are zeros.
   const int64_t query_width = static_cast<int64_t>(params.num_heads) * kHeadSize;
@@ -140,7 +169,7 @@ __global__ void __launch_bounds__(kDecodeMmaThreads)
   for (int tile_begin = begin, buffer = 0; tile_begin < end;
        tile_begin += kDecodeMmaKeyTile, buffer ^= 1) {
     if (tile_begin + kDecodeMmaKeyTile < end) {
-      load_tile_async(tile_begin + kDecodeMmaKeyTile, buffer ^ 1);
+      if (next_load == tile_begin + kDecodeMmaKeyTile) load_next_tile();  // unless loaded early
       copy_async_wait<1>();  // this tile's group is complete; the next one may be in flight
     } else {
       copy_async_wait<0>();
@@ -181,6 +210,58 @@ __global__ void __launch_bounds__(kDecodeMmaThreads)
     }
   }
 
+  if (warps > 1) {
+    // The block's partitions merged into warp 0's, through each warp's own tile buffers (read
+    // for the last time above): per lane its accumulators, then max and sum of both rows.
+    constexpr int kValues = kOutGroups * 4 + 4;
+    static_assert(kValues * kDecodeMmaThreads * sizeof(float) <= 2 * 2 * kTileElements * sizeof(T));
+    float* mine = reinterpret_cast<float*>(tiles);
+#pragma unroll
+    for (int n = 0; n < kOutGroups; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) mine[(n * 4 + e) * kDecodeMmaThreads + lane] = out[n][e];
+    const float own[4] = {max_low, max_high, sum_low, sum_high};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) mine[(kOutGroups * 4 + i) * kDecodeMmaThreads + lane] = own[i];
+    __syncthreads();
+    if (warp != 0) return;
+    auto warp_values = [&](int w) {
+      return reinterpret_cast<const float*>(decode_mma_shared) +
+             static_cast<int64_t>(w) * 2 * 2 * kTileElements * sizeof(T) / sizeof(float);
+    };
+    float merged_max[2] = {max_low, max_high};
+    for (int w = 1; w < warps; ++w)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        merged_max[h] =
+            fmaxf(merged_max[h], warp_values(w)[(kOutGroups * 4 + h) * kDecodeMmaThreads + lane]);
+    // A partition with no keys (max -inf) weighs nothing.
+    auto weight = [&](float max, int h) {
+      return max == -INFINITY ? 0.0f : exp2f(max - merged_max[h]);
+    };
+    float weights[2] = {weight(max_low, 0), weight(max_high, 1)};
+#pragma unroll
+    for (int n = 0; n < kOutGroups; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[n][e] *= weights[e / 2];
+    sum_low *= weights[0];
+    sum_high *= weights[1];
+    for (int w = 1; w < warps; ++w) {
+      const float* theirs = warp_values(w);
+      weights[0] = weight(theirs[(kOutGroups * 4) * kDecodeMmaThreads + lane], 0);
+      weights[1] = weight(theirs[(kOutGroups * 4 + 1) * kDecodeMmaThreads + lane], 1);
+#pragma unroll
+      for (int n = 0; n < kOutGroups; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          out[n][e] += theirs[(n * 4 + e) * kDecodeMmaThreads + lane] * weights[e / 2];
+      sum_low += theirs[(kOutGroups * 4 + 2) * kDecodeMmaThreads + lane] * weights[0];
+      sum_high += theirs[(kOutGroups * 4 + 3) * kDecodeMmaThreads + lane] * weights[1];
+    }
+    max_low = merged_max[0];
+    max_high = merged_max[1];
+  }
+
   sum_low = quad_sum(sum_low);
   sum_high = quad_sum(sum_high);
   const bool split_keys = split.num_partitions > 1;
@@ -193,7 +274,8 @@ __global__ void __launch_bounds__(kDecodeMmaThreads)
     if (split_keys) {
       // Unnormalized, with the running max and sum (an empty partition: 0, -inf, 0).
       const int64_t slot =
-          (static_cast<int64_t>(seq) * params.num_heads + head) * split.num_partitions + partition;
+          (static_cast<int64_t>(seq) * params.num_heads + head) * split.num_partitions +
+          static_cast<int64_t>(blockIdx.z);
       float* acc = split.partial_acc + slot * kHeadSize;
 #pragma unroll
       for (int n = 0; n < kOutGroups; ++n)
