@@ -21,8 +21,10 @@
 //     are requested before the kernel waits for the one before it (programmatic launch): their
 //     latency overlaps that kernel's tail;
 //   - up to kDecodeMmaMaxWarps partitions of one (kv head, sequence) are the warps of one block
-//     and merge through shared memory as they end. At the 1B model's shapes with a short context
-//     (up to 4 partitions) this leaves no combine kernel: batch 32's step took 5% less (README).
+//     (fewer where their tiles would not fit the shared memory a block may take) and merge
+//     through shared memory as they end. With at most that many partitions (the 1B model's
+//     shapes at short contexts) there is no combine kernel: batch 32's step took 5% less
+//     (README).
 #pragma once
 
 #include "kernels/cuda/gpu_vendor.h"
@@ -40,7 +42,7 @@
 namespace tessera::gpu::attention {
 
 constexpr int kDecodeMmaThreads = 32;   // per warp
-constexpr int kDecodeMmaMaxWarps = 4;   // partitions of one block, merged in shared memory
+constexpr int kDecodeMmaMaxWarps = 8;   // partitions of one block, merged in shared memory
 constexpr int kDecodeMmaKeyTile = 32;   // keys per tile (a lane finds one key's row)
 constexpr int kDecodeMmaMaxGroup = 16;  // q heads per kv head: the A fragment's rows
 
