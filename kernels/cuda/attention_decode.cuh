@@ -59,6 +59,7 @@ struct DecodeSplit {
   float* partial_max;       // [num_seqs, num_heads, num_partitions] running max (exp2 domain)
   float* partial_sum;       // [num_seqs, num_heads, num_partitions] running sum
   int warps_per_block = 1;  // the tensor-core kernel's partitions per block (merged in it)
+  int tile_buffers = 2;     // the tensor-core kernel's K/V tile buffers per warp
 };
 
 __host__ __device__ constexpr int decode_value_stride(int padded_head) {

@@ -11,15 +11,16 @@
 // past the group are zeros), and each 32-key tile costs 2 x kHeadSize / 16 x 4 mma, as in the
 // prefill kernel (attention_prefill_mma.cuh):
 //   - K and V tiles are gathered through the block table into shared memory with cp.async,
-//     double-buffered; each lane finds the cache row of one key of the tile and the warp
+//     2 to 4 buffers per warp (split.tile_buffers: the host takes the most that keep the whole
+//     launch resident); each lane finds the cache row of one key of the tile and the warp
 //     shares them with shuffles (one block-table lookup per key); the step's new token's key
 //     and value come from the step's rows, never from the cache (attention_decode.cuh says why);
 //   - S = Q K^T from ldmatrix'd K, the online softmax on the accumulators, O += P V from
 //     ldmatrix.trans'd V;
 //   - partition 0's warp stores the step's new K/V rows into the cache as it ends;
-//   - the tiles before the step's own key are cache rows of earlier steps, so the first two
-//     are requested before the kernel waits for the one before it (programmatic launch): their
-//     latency overlaps that kernel's tail;
+//   - the tiles before the step's own key are cache rows of earlier steps, so the first ones
+//     (a buffer's worth each) are requested before the kernel waits for the one before it
+//     (programmatic launch): their latency overlaps that kernel's tail;
 //   - up to kDecodeMmaMaxWarps partitions of one (kv head, sequence) are the warps of one block
 //     (fewer where their tiles would not fit the shared memory a block may take) and merge
 //     through shared memory as they end. With at most that many partitions (the 1B model's
@@ -41,18 +42,21 @@
 
 namespace tessera::gpu::attention {
 
-constexpr int kDecodeMmaThreads = 32;   // per warp
-constexpr int kDecodeMmaMaxWarps = 8;   // partitions of one block, merged in shared memory
-constexpr int kDecodeMmaKeyTile = 32;   // keys per tile (a lane finds one key's row)
+constexpr int kDecodeMmaThreads = 32;    // per warp
+constexpr int kDecodeMmaMaxWarps = 8;    // partitions of one block, merged in shared memory
+constexpr int kDecodeMmaKeyTile = 32;    // keys per tile (a lane finds one key's row)
+constexpr int kDecodeMmaMinBuffers = 2;  // tile buffers per warp: at least 2, at most 4
+constexpr int kDecodeMmaMaxBuffers = 4;
 constexpr int kDecodeMmaMaxGroup = 16;  // q heads per kv head: the A fragment's rows
 
 template <int kHeadSize>
 inline constexpr int kDecodeMmaStride = kHeadSize + 8;  // padded: ldmatrix rows on distinct banks
 
-// Two buffers of a K tile and a V tile, per warp.
+// `buffers` buffers of a K tile and a V tile, per warp.
 template <typename T, int kHeadSize>
-constexpr size_t decode_mma_shared_bytes_per_warp() {
-  return 2 * 2 * static_cast<size_t>(kDecodeMmaKeyTile) * kDecodeMmaStride<kHeadSize> * sizeof(T);
+constexpr size_t decode_mma_shared_bytes_per_warp(int buffers) {
+  return static_cast<size_t>(buffers) * 2 * static_cast<size_t>(kDecodeMmaKeyTile) *
+         kDecodeMmaStride<kHeadSize> * sizeof(T);
 }
 
 // Grid: x = kv heads, y = sequences, z = partitions; split.warps_per_block warps per block, each
@@ -75,8 +79,9 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
   extern __shared__ uint4 decode_mma_shared[];
   const int warp = static_cast<int>(threadIdx.x) / kDecodeMmaThreads;
   const int warps = split.warps_per_block;
+  const int buffers = split.tile_buffers;
   // This warp's [buffer][K, V][key][kStride].
-  T* tiles = reinterpret_cast<T*>(decode_mma_shared) + warp * 2 * 2 * kTileElements;
+  T* tiles = reinterpret_cast<T*>(decode_mma_shared) + warp * buffers * 2 * kTileElements;
 
   // Before the wait only what the host or an earlier step wrote is read: the metadata and the
   // cached keys of earlier tokens (the kernel before this one writes the step's rows).
@@ -139,17 +144,16 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
   // rows itself (slot_mapping set): otherwise reshape_and_cache, just before, writes the cache.
   int next_load = begin;  // the first key of the next tile to load
   auto load_next_tile = [&] {
-    load_tile_async(next_load, ((next_load - begin) / kDecodeMmaKeyTile) % 2);
+    load_tile_async(next_load, ((next_load - begin) / kDecodeMmaKeyTile) % buffers);
     next_load += kDecodeMmaKeyTile;
   };
   const int step_key = params.slot_mapping != nullptr ? params.seq_lens[seq] - 1 : begin;
   while (has_token && next_load < end && next_load + kDecodeMmaKeyTile <= step_key &&
-         next_load < begin + 2 * kDecodeMmaKeyTile)
+         next_load < begin + buffers * kDecodeMmaKeyTile)
     load_next_tile();
   wait_for_prior_grids();
   allow_next_grid();
   if (!has_token) return;  // no new token for this sequence
-  if (next_load == begin && begin < end) load_next_tile();
 
   // The group's q heads as A fragment rows (group and group + 8); rows past the group are zeros.
   const int64_t query_width = static_cast<int64_t>(params.num_heads) * kHeadSize;
@@ -168,15 +172,28 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
   float max_low = -INFINITY, max_high = -INFINITY;
   float sum_low = 0.0f, sum_high = 0.0f;  // this lane's columns; summed over the quad at the end
 
-  for (int tile_begin = begin, buffer = 0; tile_begin < end;
-       tile_begin += kDecodeMmaKeyTile, buffer ^= 1) {
-    if (tile_begin + kDecodeMmaKeyTile < end) {
-      if (next_load == tile_begin + kDecodeMmaKeyTile) load_next_tile();  // unless loaded early
-      copy_async_wait<1>();  // this tile's group is complete; the next one may be in flight
-    } else {
-      copy_async_wait<0>();
+  for (int tile_begin = begin; tile_begin < end; tile_begin += kDecodeMmaKeyTile) {
+    // Every buffer in flight: the tiles up to `buffers` - 1 past this one (the buffer the next
+    // takes was read by the tile before this one, done with at the end of its iteration).
+    while (next_load < end && next_load < tile_begin + buffers * kDecodeMmaKeyTile)
+      load_next_tile();
+    // This tile's group is complete; the later ones may be in flight.
+    switch ((next_load - tile_begin) / kDecodeMmaKeyTile - 1) {
+      case 0:
+        copy_async_wait<0>();
+        break;
+      case 1:
+        copy_async_wait<1>();
+        break;
+      case 2:
+        copy_async_wait<2>();
+        break;
+      default:
+        copy_async_wait<3>();
+        break;
     }
     __syncwarp();  // every lane's copies of this tile are visible
+    const int buffer = ((tile_begin - begin) / kDecodeMmaKeyTile) % buffers;
     const T* k_tile = tiles + buffer * 2 * kTileElements;
     const T* v_tile = k_tile + kTileElements;
 
@@ -216,7 +233,8 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     // The block's partitions merged into warp 0's, through each warp's own tile buffers (read
     // for the last time above): per lane its accumulators, then max and sum of both rows.
     constexpr int kValues = kOutGroups * 4 + 4;
-    static_assert(kValues * kDecodeMmaThreads * sizeof(float) <= 2 * 2 * kTileElements * sizeof(T));
+    static_assert(kValues * kDecodeMmaThreads * sizeof(float) <=
+                  kDecodeMmaMinBuffers * 2 * kTileElements * sizeof(T));
     float* mine = reinterpret_cast<float*>(tiles);
 #pragma unroll
     for (int n = 0; n < kOutGroups; ++n)
@@ -229,7 +247,7 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     if (warp != 0) return;
     auto warp_values = [&](int w) {
       return reinterpret_cast<const float*>(decode_mma_shared) +
-             static_cast<int64_t>(w) * 2 * 2 * kTileElements * sizeof(T) / sizeof(float);
+             static_cast<int64_t>(w) * buffers * 2 * kTileElements * sizeof(T) / sizeof(float);
     };
     float merged_max[2] = {max_low, max_high};
     for (int w = 1; w < warps; ++w)
