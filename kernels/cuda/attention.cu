@@ -260,30 +260,13 @@ void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
 #if !defined(TESSERA_GPU_HIP)
   if constexpr (kExact && kHasMmaAttention<T>) {
     if (tensor_cores) {
-      // Up to kDecodeMmaMaxWarps partitions share a block (merged in it), as many as fit the
-      // shared memory a block may opt into; and the deepest tile pipeline per warp with which
-      // every block of the launch is resident at once (counting an SM's shared memory as one
-      // block's most): deeper pipelines keep more of a warp's keys in flight, but past one wave
-      // blocks wait for each other. (Context 128: 4 buffers took 3% off batch 1 and 8 against
-      // 2, and made batch 128, whose 1024 one-warp blocks then take two waves, 3% slower; 3
-      // did not.)
       const DeviceLimits& limits = device_limits(launch.device.index);
-      const int64_t partitions = split.num_partitions;
-      for (int buffers = kDecodeMmaMaxBuffers; buffers >= kDecodeMmaMinBuffers; --buffers) {
-        const size_t warp_bytes = decode_mma_shared_bytes_per_warp<T, kHeadSize>(buffers);
-        const int64_t warps = std::max<int64_t>(
-            1, std::min<int64_t>({partitions, kDecodeMmaMaxWarps,
-                                  static_cast<int64_t>(limits.shared_bytes_optin / warp_bytes)}));
-        const int64_t launch_bytes =
-            blocks * ceil_div(partitions, warps) * warps * static_cast<int64_t>(warp_bytes);
-        if (launch_bytes <= static_cast<int64_t>(limits.sm_count * limits.shared_bytes_optin) ||
-            buffers == kDecodeMmaMinBuffers) {
-          split.tile_buffers = buffers;
-          split.warps_per_block = static_cast<int>(warps);
-          split.num_partitions = static_cast<int>(ceil_div(partitions, warps));
-          break;
-        }
-      }
+      const DecodeLayout layout = choose_decode_layout(
+          blocks, split.num_partitions, decode_mma_shared_bytes_per_warp<T, kHeadSize>(1),
+          limits.sm_count, limits.shared_bytes_optin);
+      split.tile_buffers = layout.tile_buffers;
+      split.warps_per_block = layout.warps_per_block;
+      split.num_partitions = layout.block_partitions;
     }
   }
 #endif

@@ -38,15 +38,13 @@
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_mma_tile.cuh"
+#include "kernels/cuda/decode_layout.h"
 #include "kernels/cuda/mma.cuh"
 
 namespace tessera::gpu::attention {
 
-constexpr int kDecodeMmaThreads = 32;    // per warp
-constexpr int kDecodeMmaMaxWarps = 8;    // partitions of one block, merged in shared memory
-constexpr int kDecodeMmaKeyTile = 32;    // keys per tile (a lane finds one key's row)
-constexpr int kDecodeMmaMinBuffers = 2;  // tile buffers per warp: at least 2, at most 4
-constexpr int kDecodeMmaMaxBuffers = 4;
+constexpr int kDecodeMmaThreads = 32;   // per warp
+constexpr int kDecodeMmaKeyTile = 32;   // keys per tile (a lane finds one key's row)
 constexpr int kDecodeMmaMaxGroup = 16;  // q heads per kv head: the A fragment's rows
 
 template <int kHeadSize>
