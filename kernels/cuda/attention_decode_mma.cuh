@@ -136,10 +136,10 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     }
     copy_async_commit();
   };
-  // Tiles are loaded in order into alternating buffers. Those wholly before the step's own key
-  // (the last, seq_len - 1) are cache rows of earlier steps, so up to both buffers' worth load
-  // before the wait, overlapping the kernel before; that needs this kernel to write the step's
-  // rows itself (slot_mapping set): otherwise reshape_and_cache, just before, writes the cache.
+  // Tiles are loaded in order into the buffers in turn. Those wholly before the step's own key
+  // (the last, seq_len - 1) are cache rows of earlier steps, so up to one per buffer load before
+  // the wait, overlapping the kernel before; that needs this kernel to write the step's rows
+  // itself (slot_mapping set): otherwise reshape_and_cache, just before, writes the cache.
   int next_load = begin;  // the first key of the next tile to load
   auto load_next_tile = [&] {
     load_tile_async(next_load, ((next_load - begin) / kDecodeMmaKeyTile) % buffers);
