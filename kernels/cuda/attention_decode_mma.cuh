@@ -175,7 +175,9 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     // takes was read by the tile before this one, done with at the end of its iteration).
     while (next_load < end && next_load < tile_begin + buffers * kDecodeMmaKeyTile)
       load_next_tile();
-    // This tile's group is complete; the later ones may be in flight.
+    // This tile's group is complete; the later ones may be in flight (at most 3: the cases
+    // below, which a deeper pipeline would have to extend).
+    static_assert(kDecodeMmaMaxBuffers <= 4, "copy_async_wait below takes at most 3 pending");
     switch ((next_load - tile_begin) / kDecodeMmaKeyTile - 1) {
       case 0:
         copy_async_wait<0>();
