@@ -126,6 +126,7 @@ const Fields& fields() {
         in_range(1, 64));
     f["engine.enable_prefix_caching"] =
         make_field(engine, &E::enable_prefix_caching, "true or false");
+    f["engine.async_scheduling"] = make_field(engine, &E::async_scheduling, "true or false");
     f["engine.seed"] = make_field(engine, &E::seed, "an integer");
     f["engine.host"] = make_field(engine, &E::host, "an address");
     f["engine.port"] = make_field<E, int64_t>(

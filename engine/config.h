@@ -26,8 +26,11 @@ struct EngineConfig {
   // Ranks the model is sharded over (models/tensor_parallel.h): devices engine.device onwards.
   int64_t tensor_parallel_size = 1;
   bool enable_prefix_caching = true;  // share KV blocks of common prompt prefixes (serve)
-  int64_t seed = 0;                   // requests without a seed derive theirs from it
-  std::string host = "127.0.0.1";     // tessera serve's address
+  // Launch each decode step before the step before it has reached the host (its draws feed the
+  // new step on the device), so the host's work overlaps the device's (engine/llm_engine.h).
+  bool async_scheduling = true;
+  int64_t seed = 0;                // requests without a seed derive theirs from it
+  std::string host = "127.0.0.1";  // tessera serve's address
   int64_t port = 8000;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/sampler.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/profiler.h"
@@ -110,7 +111,7 @@ int64_t DecodeGraphs::size_for(int64_t sequences) const {
 }
 
 Tensor DecodeGraphs::run(const AttentionMetadata& meta, std::span<const int32_t> token_ids,
-                         std::span<const int32_t> positions) {
+                         std::span<const int32_t> positions, const Tensor& sampled_ids) {
   const int64_t sequences = meta.num_seqs;
   const int64_t size = size_for(sequences);
   TESSERA_CHECK(size > 0, "no decode graph holds {} sequences", sequences);
@@ -156,6 +157,10 @@ Tensor DecodeGraphs::run(const AttentionMetadata& meta, std::span<const int32_t>
     words = block_tables_offset() + s * stride + used;
   }
   staging_.slice(0, 0, words).copy_from(Tensor::from_blob(staged, {words}, DType::i32, kCPU));
+  if (std::any_of(token_ids.begin(), token_ids.end(), [](int32_t id) { return id < 0; })) {
+    Tensor staged_ids = staging_.slice(0, field_offset(0), field_offset(0) + sequences);
+    take_sampled_ids(staged_ids, sampled_ids);
+  }
   Stream& stream = backend(device_).current_stream(device_.index);
   const KernelProfiler* profiler = active_profiler();
   if (profiler != nullptr && profiler->bypasses_graphs()) {

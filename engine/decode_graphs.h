@@ -46,9 +46,9 @@ class DecodeGraphs {
   int64_t size_for(int64_t sequences) const;
   // Runs one decode step of `meta`'s sequences (one token each, ids and positions given) in the
   // graph of size_for(num_seqs); returns the f32 logits [num_seqs, vocab]: a view valid until
-  // the next run.
+  // the next run. An id -1 - r is row r of `sampled_ids`, taken on the device before the replay.
   Tensor run(const AttentionMetadata& meta, std::span<const int32_t> token_ids,
-             std::span<const int32_t> positions);
+             std::span<const int32_t> positions, const Tensor& sampled_ids);
 
   const std::vector<int64_t>& sizes() const { return sizes_; }
   const std::vector<int64_t>& length_tiers() const { return length_tiers_; }

@@ -25,6 +25,7 @@ GenerationResult generate(ModelExecutor& runner, const Tokenizer& tokenizer,
   options.enable_prefix_caching = false;
   options.max_num_batched_tokens = runner.options().max_num_batched_tokens;
   options.max_num_seqs = 1;
+  options.async_scheduling = request.async_scheduling;
   LLMEngine engine(runner, tokenizer, options);
   const int64_t max_length = engine.max_model_len();
   const int64_t prompt_length = static_cast<int64_t>(result.prompt_ids.size());

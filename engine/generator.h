@@ -29,6 +29,7 @@ struct GenerateRequest {
   SamplingParams sampling;
   // Stop when the model emits one of these instead of the tokenizer's end tokens (when given).
   std::vector<int32_t> stop_token_ids;
+  bool async_scheduling = true;  // engine.async_scheduling
 };
 
 GenerationResult generate(ModelExecutor& runner, const Tokenizer& tokenizer,

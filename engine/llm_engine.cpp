@@ -85,6 +85,7 @@ std::shared_ptr<OutputStream> LLMEngine::add_request(const std::string& id,
   request->stream = stream ? std::move(stream) : std::make_shared<OutputStream>();
   Request* raw = request.get();
   requests_[id] = std::move(request);
+  by_sequence_[raw->sequence] = raw;
   scheduler_.add(raw);
   publish_gauges();
   return raw->stream;
@@ -128,6 +129,7 @@ void LLMEngine::finish(Request& request, RequestOutput& output, FinishReason rea
   });
   request.stream->push(output);
   const std::string id = request.id;
+  by_sequence_.erase(request.sequence);
   requests_.erase(id);  // `request` is gone from here on
 }
 
@@ -170,19 +172,47 @@ void LLMEngine::append_token(Request& request, const SampledToken& token, Reques
 
 std::vector<RequestOutput> LLMEngine::step() {
   std::vector<RequestOutput> outputs;
+  // Penalties count the output so far: its tokens must be on the host before the next draw.
+  if (in_flight_ && in_flight_->needs_host_tokens) {
+    collect(*in_flight_, outputs);
+    in_flight_.reset();
+  }
   SchedulerOutput scheduled = scheduler_.schedule();
   if (!scheduled.preempted.empty())
     metrics_.update([&](EngineMetrics& m) {
       m.preemptions += static_cast<int64_t>(scheduled.preempted.size());
     });
-  if (scheduled.empty()) {
-    publish_gauges();
-    return outputs;
+  std::optional<InFlightStep> previous = std::move(in_flight_);
+  in_flight_.reset();
+  if (!scheduled.empty()) launch(scheduled, previous, outputs);
+  if (previous) collect(*previous, outputs);
+  if (in_flight_ && !options_.async_scheduling) {
+    collect(*in_flight_, outputs);
+    in_flight_.reset();
   }
+  publish_gauges();
+  return outputs;
+}
+
+void LLMEngine::launch(const SchedulerOutput& scheduled,
+                       const std::optional<InFlightStep>& previous,
+                       std::vector<RequestOutput>& outputs) {
+  static const int32_t placeholder = 0;  // a token the runner takes from the draws instead
   std::vector<SequenceInput> batch;
   batch.reserve(scheduled.scheduled.size());
   for (const ScheduledRequest& item : scheduled.scheduled) {
     Request& r = *item.request;
+    if (r.num_pending_tokens > 0) {
+      // Its one new token is the draw of the step in flight.
+      TESSERA_CHECK(previous && item.num_new_tokens == 1 && r.num_pending_tokens == 1 &&
+                        r.num_computed_tokens == r.num_tokens(),
+                    "request {}: {} token(s) in flight, {} scheduled", r.id, r.num_pending_tokens,
+                    item.num_new_tokens);
+      batch.push_back(SequenceInput{std::span<const int32_t>(&placeholder, 1),
+                                    r.num_computed_tokens, blocks_.block_table(r.sequence),
+                                    r.pending_row});
+      continue;
+    }
     batch.push_back(SequenceInput{
         std::span<const int32_t>(r.all_ids).subspan(static_cast<size_t>(r.num_computed_tokens),
                                                     static_cast<size_t>(item.num_new_tokens)),
@@ -190,7 +220,7 @@ std::vector<RequestOutput> LLMEngine::step() {
   }
   Tensor logits;
   try {
-    logits = runner_.execute(batch);
+    logits = runner_.execute(batch, previous ? previous->draws.device_ids() : Tensor());
   } catch (const std::exception& error) {
     // The batch's requests fail; the engine and every other request go on.
     spdlog::error("a step of {} request(s) failed: {}", batch.size(), error.what());
@@ -200,8 +230,7 @@ std::vector<RequestOutput> LLMEngine::step() {
       finish(*item.request, output, FinishReason::error);
       outputs.push_back(std::move(output));
     }
-    publish_gauges();
-    return outputs;
+    return;
   }
   // Rows of prefill chunks that do not end their prompt: drawn greedily on the device, ignored.
   static const SamplingParams plain_greedy = [] {
@@ -210,7 +239,7 @@ std::vector<RequestOutput> LLMEngine::step() {
     return p;
   }();
   std::vector<SamplingRow> rows;
-  std::vector<Request*> sampled;  // per row: the request, or nullptr for a partial prefill
+  InFlightStep step;
   int64_t prompt_tokens = 0;
   for (const ScheduledRequest& item : scheduled.scheduled) {
     Request& r = *item.request;
@@ -220,23 +249,39 @@ std::vector<RequestOutput> LLMEngine::step() {
                                  std::max(r.num_computed_tokens, r.num_cached_tokens));
     r.num_computed_tokens += item.num_new_tokens;
     blocks_.cache_blocks(r.sequence, r.all_ids, r.num_computed_tokens);
-    if (r.num_computed_tokens == r.num_tokens()) {
-      rows.push_back(SamplingRow{&r.params, r.seed, static_cast<int64_t>(r.output_ids.size()),
+    if (r.num_computed_tokens == r.num_tokens_with_pending()) {
+      rows.push_back(SamplingRow{&r.params, r.seed, r.num_tokens_with_pending() - prompt_length,
                                  r.prompt_ids, r.output_ids});
-      sampled.push_back(&r);
+      r.pending_row = static_cast<int32_t>(step.rows.size());
+      ++r.num_pending_tokens;
+      step.rows.emplace_back(r.sequence);
+      step.needs_host_tokens |= r.params.has_penalties();
     } else {
       rows.push_back(SamplingRow{&plain_greedy, 0, 0, {}, {}});
-      sampled.push_back(nullptr);
+      step.rows.emplace_back(std::nullopt);
     }
   }
   metrics_.update([&](EngineMetrics& m) { m.prompt_tokens += prompt_tokens; });
-  std::vector<SampledToken> tokens = sample_tokens(logits, rows);
-  for (size_t i = 0; i < sampled.size(); ++i) {
-    if (!sampled[i]) continue;
-    Request& r = *sampled[i];
+  step.draws = launch_sampling(logits, rows);
+  in_flight_ = std::move(step);
+}
+
+void LLMEngine::collect(InFlightStep& step, std::vector<RequestOutput>& outputs) {
+  std::vector<SampledToken> tokens = step.draws.wait();
+  for (size_t i = 0; i < step.rows.size(); ++i) {
+    if (!step.rows[i]) continue;
+    const SequenceId sequence = *step.rows[i];
+    // A request that finished (stopped, aborted, failed) since the launch is gone: its row is
+    // dropped. Sequences are never reused, so the pointer is followed only when still alive.
+    auto found = by_sequence_.find(sequence);
+    if (found == by_sequence_.end()) continue;
+    Request& r = *found->second;
+    --r.num_pending_tokens;
     RequestOutput output;
     output.request_id = r.id;
     append_token(r, tokens[i], output);
+    if (r.status == RequestStatus::running)
+      blocks_.cache_blocks(r.sequence, r.all_ids, r.num_computed_tokens);
     output.prompt_tokens = static_cast<int64_t>(r.prompt_ids.size());
     output.completion_tokens = static_cast<int64_t>(r.output_ids.size());
     output.cached_tokens = r.num_cached_tokens;
@@ -251,8 +296,6 @@ std::vector<RequestOutput> LLMEngine::step() {
       outputs.push_back(std::move(output));
     }
   }
-  publish_gauges();
-  return outputs;
 }
 
 void LLMEngine::publish_gauges() {

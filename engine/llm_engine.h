@@ -3,9 +3,19 @@
 // whose prompt is done, and each request's TextStream turns tokens into text and finds stop
 // strings. Outputs go to each request's OutputStream and back to the caller. Not thread-safe:
 // AsyncEngine (engine/async_engine.h) runs it on its own thread for the server.
+//
+// Asynchronous scheduling (EngineOptions::async_scheduling, vLLM's --async-scheduling): a step
+// is launched before the step before it has reached the host, and then that one is collected.
+// A token still in flight counts for the scheduler as one to compute, and the new step takes it
+// from the old step's draws on the device, so the host schedules, builds inputs and reads
+// tokens while the device computes. What is learned one step late costs one wasted row: a
+// request that stopped (end token, stop string) was computed once more, and that row is dropped.
+// A request that samples with penalties needs its tokens on the host, so a step holding one is
+// collected before the next is scheduled.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -14,6 +24,7 @@
 #include "engine/metrics.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
+#include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "models/tokenizer.h"
 
@@ -25,6 +36,8 @@ struct EngineOptions {
   int64_t max_num_seqs = 64;
   int64_t max_model_len = 0;  // 0: the model's positions
   uint64_t seed = 0;          // seeds of requests that give none derive from it
+  // Launch a step before the step before it is collected (see LLMEngine).
+  bool async_scheduling = true;
 };
 
 class LLMEngine {
@@ -58,6 +71,19 @@ class LLMEngine {
   SharedMetrics& metrics() { return metrics_; }
 
  private:
+  // A launched step: its draws and, per row, the sequence of the request it drew for (none: a
+  // prefill chunk that ends inside its prompt).
+  struct InFlightStep {
+    SampledBatch draws;
+    std::vector<std::optional<SequenceId>> rows;
+    bool needs_host_tokens = false;  // a row samples with penalties
+  };
+  // Runs the scheduled requests' forward and launches their draws: the new in_flight_. A token
+  // still in flight is taken from `previous`'s draws on the device.
+  void launch(const SchedulerOutput& scheduled, const std::optional<InFlightStep>& previous,
+              std::vector<RequestOutput>& outputs);
+  // Waits for the step's tokens and hands them to their requests (those still unfinished).
+  void collect(InFlightStep& step, std::vector<RequestOutput>& outputs);
   void finish(Request& request, RequestOutput& output, FinishReason reason);
   // Appends the sampled token, turns it into text, checks every stop condition.
   void append_token(Request& request, const SampledToken& token, RequestOutput& output);
@@ -70,7 +96,9 @@ class LLMEngine {
   KVCacheManager blocks_;
   Scheduler scheduler_;
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  std::unordered_map<SequenceId, Request*> by_sequence_;  // the same requests
   SequenceId next_sequence_ = 0;
+  std::optional<InFlightStep> in_flight_;  // asynchronous scheduling: the step not collected yet
   uint64_t requests_added_ = 0;
   SharedMetrics metrics_;
 };

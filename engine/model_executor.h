@@ -23,8 +23,11 @@ class ModelExecutor {
  public:
   virtual ~ModelExecutor() = default;
   // Logits [num_seqs, vocab] as f32 on the (first) device, one row per sequence (its last new
-  // token), valid until the next call.
-  virtual Tensor execute(std::span<const SequenceInput> batch) = 0;
+  // token), valid until the next call. `sampled_ids` is the previous step's draws on the
+  // (first) device (SampledBatch::device_ids), which a sequence's one new token may name by row
+  // (SequenceInput::sampled_row) before the host has it; undefined when no sequence does.
+  virtual Tensor execute(std::span<const SequenceInput> batch, const Tensor& sampled_ids) = 0;
+  Tensor execute(std::span<const SequenceInput> batch) { return execute(batch, Tensor()); }
   // The (first rank's) model: its config's vocab_size and max_positions() are the model's.
   virtual const CausalLM& model() const = 0;
   virtual const RunnerOptions& options() const = 0;

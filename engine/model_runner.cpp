@@ -12,6 +12,7 @@
 #include "compile/ops/ops.h"
 #include "compile/piecewise_backend.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/sampler.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/profiler.h"
@@ -324,7 +325,9 @@ AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> bat
     meta.seq_lens.push_back(static_cast<int32_t>(seq_len));
     for (int64_t i = 0; i < count; ++i) {
       int64_t position = sequence.start_position + i;
-      token_ids.push_back(sequence.token_ids[i]);
+      // A draw still on the device: -1 - its row, for take_sampled_ids.
+      token_ids.push_back(sequence.sampled_row >= 0 ? -1 - sequence.sampled_row
+                                                    : sequence.token_ids[i]);
       positions.push_back(static_cast<int32_t>(position));
       meta.slot_mapping.push_back(static_cast<int32_t>(
           sequence.block_table[position / options_.block_size] * options_.block_size +
@@ -348,8 +351,8 @@ AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> bat
   return meta;
 }
 
-void check_batch(std::span<const SequenceInput> batch, const CausalLM& model,
-                 int64_t max_num_seqs) {
+void check_batch(std::span<const SequenceInput> batch, const CausalLM& model, int64_t max_num_seqs,
+                 const Tensor& sampled_ids) {
   TESSERA_REQUIRE(!batch.empty(), "execute: the batch is empty");
   TESSERA_REQUIRE(static_cast<int64_t>(batch.size()) <= max_num_seqs,
                   "a step of {} sequences exceeds engine.max_num_seqs ({})", batch.size(),
@@ -362,14 +365,26 @@ void check_batch(std::span<const SequenceInput> batch, const CausalLM& model,
         sequence.start_position >= 0 && sequence.start_position <= model.max_positions() - count,
         "sequence of {} tokens exceeds the maximum model length {}",
         sequence.start_position + count, model.max_positions());
+    if (sequence.sampled_row >= 0) {
+      TESSERA_REQUIRE(count == 1 && sampled_ids.defined() && sampled_ids.dim() == 1 &&
+                          sequence.sampled_row < sampled_ids.size(0) &&
+                          sampled_ids.device() == model.device(),
+                      "a sequence takes its new token from row {} of the previous step's draws, "
+                      "which {}",
+                      sequence.sampled_row,
+                      count != 1               ? "needs exactly one new token"
+                      : !sampled_ids.defined() ? "were not given"
+                                               : "do not hold that row on the model's device");
+      continue;
+    }
     for (int32_t id : sequence.token_ids)
       TESSERA_REQUIRE(id >= 0 && id < vocab, "token id {} is outside the model's vocabulary of {}",
                       id, vocab);
   }
 }
 
-Tensor ModelRunner::execute(std::span<const SequenceInput> batch) {
-  check_batch(batch, *model_, options_.max_num_seqs);
+Tensor ModelRunner::execute(std::span<const SequenceInput> batch, const Tensor& sampled_ids) {
+  check_batch(batch, *model_, options_.max_num_seqs, sampled_ids);
   CommunicatorScope communicator(options_.communicator);
   ProgrammaticLaunchScope programmatic(options_.compilation.programmatic_dependent_launch);
   std::vector<int32_t> token_ids, positions, last_token_rows;
@@ -382,7 +397,7 @@ Tensor ModelRunner::execute(std::span<const SequenceInput> batch) {
   AttentionMetadata meta = build_metadata(batch, token_ids, positions, last_token_rows, use_graph);
   if (use_graph) {
     region.emplace("forward");
-    return decode_graphs_->run(meta, token_ids, positions);
+    return decode_graphs_->run(meta, token_ids, positions, sampled_ids);
   }
   // Otherwise the batch runs padded up to the nearest piecewise-captured size, if any: the
   // padding rows are token 0 at position 0, outside the metadata's tokens, so attention neither
@@ -395,6 +410,8 @@ Tensor ModelRunner::execute(std::span<const SequenceInput> batch) {
     positions.resize(static_cast<size_t>(*padded), 0);
   }
   std::vector<Tensor> inputs{int_tensor(token_ids, device), int_tensor(positions, device)};
+  if (std::any_of(token_ids.begin(), token_ids.end(), [](int32_t id) { return id < 0; }))
+    take_sampled_ids(inputs[0], sampled_ids);
   ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
   region.emplace("forward");
   Tensor hidden = (*compiled_)(inputs).at(0);

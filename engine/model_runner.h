@@ -41,6 +41,9 @@ struct SequenceInput {
   std::span<const int32_t> token_ids;  // the tokens to process this step
   int64_t start_position = 0;          // tokens of this sequence already in the KV cache
   std::span<const int32_t> block_table;
+  // >= 0: the one new token is row `sampled_row` of the previous step's draws, still on the
+  // device (execute's sampled_ids); token_ids then holds one placeholder, which is not read.
+  int32_t sampled_row = -1;
 };
 
 class ModelRunner final : public ModelExecutor {
@@ -50,7 +53,8 @@ class ModelRunner final : public ModelExecutor {
   // Logits [num_seqs, vocab] as f32 on the model's device, one row per sequence (its last new
   // token), valid until the next call. Nothing is copied to the host: the sampler asks for ids
   // or rows. A step of more than max_num_seqs sequences is an error.
-  Tensor execute(std::span<const SequenceInput> batch) override;
+  using ModelExecutor::execute;
+  Tensor execute(std::span<const SequenceInput> batch, const Tensor& sampled_ids) override;
 
   const CausalLM& model() const override { return *model_; }
   const RunnerOptions& options() const override { return options_; }
@@ -112,9 +116,10 @@ class ModelRunner final : public ModelExecutor {
 };
 
 // Throws, naming what is wrong, unless `batch` holds 1..max_num_seqs sequences and each has new
-// tokens inside the model's vocabulary and fits its maximum length (ModelRunner::execute checks
-// this first).
-void check_batch(std::span<const SequenceInput> batch, const CausalLM& model, int64_t max_num_seqs);
+// tokens inside the model's vocabulary and fits its maximum length, and every sampled_row names
+// a row of `sampled_ids` for a sequence of one new token (ModelRunner::execute checks this first).
+void check_batch(std::span<const SequenceInput> batch, const CausalLM& model, int64_t max_num_seqs,
+                 const Tensor& sampled_ids);
 
 // The rows of host-readable logits as vectors: for tests and dumps, not for the decode loop.
 std::vector<std::vector<float>> logits_to_host(const Tensor& logits);

@@ -70,6 +70,10 @@ struct Request {
   int64_t num_computed_tokens = 0;  // of all_ids, in the KV cache
   int64_t num_cached_tokens = 0;    // of the prompt, taken from the prefix cache
   int64_t num_preemptions = 0;
+  // Tokens drawn by steps still in flight (asynchronous scheduling): counted, not yet in
+  // output_ids; the newest is row `pending_row` of the newest step's draws, on the device.
+  int64_t num_pending_tokens = 0;
+  int32_t pending_row = -1;
   std::unique_ptr<TextStream> text;
   std::shared_ptr<OutputStream> stream;
   Clock::time_point arrival = Clock::now();
@@ -77,6 +81,8 @@ struct Request {
   Clock::time_point last_token_time;
 
   int64_t num_tokens() const { return static_cast<int64_t>(all_ids.size()); }
+  // With the drawn tokens not on the host yet: what the KV cache will hold.
+  int64_t num_tokens_with_pending() const { return num_tokens() + num_pending_tokens; }
 };
 
 }  // namespace tessera

@@ -57,25 +57,31 @@ KernelInputs kernel_inputs(std::span<const SamplingRow> rows, int64_t vocab) {
   return in;
 }
 
-}  // namespace
-
-std::vector<int32_t> greedy_token_ids(const Tensor& logits) {
-  TESSERA_CHECK(logits.dim() == 2 && logits.size(1) > 0, "logits must be [rows, vocab]");
-  std::vector<int64_t> ids = ops::argmax(logits).to_ints();
-  return std::vector<int32_t>(ids.begin(), ids.end());
+std::unique_ptr<HostReadback> start_readback(const Tensor& tensor) {
+  TESSERA_CHECK(tensor.is_contiguous(), "a readback of a strided tensor");
+  return backend(tensor.device())
+      .start_readback(tensor.data_ptr(), tensor.device(), tensor.nbytes());
 }
 
-std::vector<SampledToken> sample_tokens(const Tensor& logits, std::span<const SamplingRow> rows) {
+}  // namespace
+
+SampledBatch::~SampledBatch() = default;
+
+SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows) {
   TESSERA_CHECK(logits.dim() == 2 && logits.size(0) == static_cast<int64_t>(rows.size()),
                 "{} sampling rows for logits {}", rows.size(), logits.str());
-  std::vector<SampledToken> tokens(rows.size());
-  if (rows.empty()) return tokens;
+  SampledBatch batch;
+  batch.vocab_ = logits.size(1);
+  for (const SamplingRow& row : rows)
+    batch.asked_logprobs_.push_back(row.params->logprobs ? *row.params->logprobs : -1);
+  if (rows.empty()) return batch;
   bool all_greedy = std::all_of(rows.begin(), rows.end(),
                                 [](const SamplingRow& row) { return plain_greedy(*row.params); });
-  if (all_greedy) {  // the common serving case: one argmax launch
-    std::vector<int32_t> ids = greedy_token_ids(logits);
-    for (size_t i = 0; i < rows.size(); ++i) tokens[i].id = ids[i];
-    return tokens;
+  if (all_greedy) {                    // the common serving case: one argmax launch
+    ProfileRegion region("sampling");  // names the greedy pick's launches in a profile
+    batch.ids_ = ops::argmax(logits);
+    batch.ids_copy_ = start_readback(batch.ids_);
+    return batch;
   }
   const Device device = logits.device();
   const int64_t count = static_cast<int64_t>(rows.size());
@@ -101,28 +107,64 @@ std::vector<SampledToken> sample_tokens(const Tensor& logits, std::span<const Sa
     run_kernel("sample_tokens", device.type, KernelArgs{inputs, no_attributes, outputs});
   }
   // Only the ids cross to the host, and the logprobs when a row asked for them.
-  std::vector<int64_t> ids = outputs[0].to_ints();
-  bool any_logprobs = std::any_of(rows.begin(), rows.end(),
-                                  [](const SamplingRow& row) { return row.params->logprobs; });
-  std::vector<float> logprobs;
-  std::vector<int64_t> top_ids;
-  if (any_logprobs) {
-    logprobs = outputs[1].to_floats();
-    top_ids = outputs[2].to_ints();
+  batch.ids_ = outputs[0];
+  batch.ids_copy_ = start_readback(batch.ids_);
+  if (std::any_of(rows.begin(), rows.end(),
+                  [](const SamplingRow& row) { return row.params->logprobs.has_value(); })) {
+    batch.width_ = in.width;
+    batch.logprobs_ = outputs[1];
+    batch.top_ids_ = outputs[2];
+    batch.logprobs_copy_ = start_readback(batch.logprobs_);
+    batch.top_ids_copy_ = start_readback(batch.top_ids_);
   }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    tokens[i].id = static_cast<int32_t>(ids[i]);
-    if (!rows[i].params->logprobs) continue;
-    const size_t base = i * static_cast<size_t>(in.width + 1);
-    tokens[i].logprob = logprobs[base];
-    const int64_t n = std::min(*rows[i].params->logprobs, vocab);
-    for (int64_t k = 0; k < n; ++k)
-      tokens[i].top.push_back(
-          {static_cast<int32_t>(
-               top_ids[i * static_cast<size_t>(in.width) + static_cast<size_t>(k)]),
-           logprobs[base + 1 + static_cast<size_t>(k)]});
+  return batch;
+}
+
+std::vector<SampledToken> SampledBatch::wait() {
+  std::vector<SampledToken> tokens(asked_logprobs_.size());
+  if (tokens.empty()) return tokens;
+  TESSERA_CHECK(ids_copy_ != nullptr, "SampledBatch::wait called twice");
+  const void* ids = ids_copy_->wait();
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i].id = ids_.dtype() == DType::i64
+                       ? static_cast<int32_t>(static_cast<const int64_t*>(ids)[i])
+                       : static_cast<const int32_t*>(ids)[i];
+  if (logprobs_copy_) {
+    const auto* logprobs = static_cast<const float*>(logprobs_copy_->wait());
+    const auto* top_ids = static_cast<const int32_t*>(top_ids_copy_->wait());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (asked_logprobs_[i] < 0) continue;
+      const size_t base = i * static_cast<size_t>(width_ + 1);
+      tokens[i].logprob = logprobs[base];
+      const int64_t n = std::min(asked_logprobs_[i], vocab_);
+      for (int64_t k = 0; k < n; ++k)
+        tokens[i].top.push_back({top_ids[i * static_cast<size_t>(width_) + static_cast<size_t>(k)],
+                                 logprobs[base + 1 + static_cast<size_t>(k)]});
+    }
   }
+  ids_copy_.reset();
+  logprobs_copy_.reset();
+  top_ids_copy_.reset();
   return tokens;
+}
+
+std::vector<SampledToken> sample_tokens(const Tensor& logits, std::span<const SamplingRow> rows) {
+  return launch_sampling(logits, rows).wait();
+}
+
+void take_sampled_ids(Tensor& token_ids, const Tensor& sampled_ids) {
+  TESSERA_CHECK(sampled_ids.defined() && sampled_ids.device() == token_ids.device(),
+                "take_sampled_ids: the sampled ids must be on the inputs' device {}",
+                token_ids.device().str());
+  const Tensor inputs[] = {sampled_ids};
+  Tensor outputs[] = {token_ids};
+  Attributes no_attributes;
+  ProfiledLaunch profiled("take_sampled_ids", KernelClass::sampling, [&] {
+    return LaunchDetail{static_cast<double>(token_ids.nbytes() * 2 + sampled_ids.nbytes()), 0,
+                        fmt::format("{} from {}", token_ids.numel(), sampled_ids.numel())};
+  });
+  run_kernel("take_sampled_ids", token_ids.device().type,
+             KernelArgs{inputs, no_attributes, outputs});
 }
 
 SampledToken sample_row(std::span<const float> logits, const SamplingRow& row) {

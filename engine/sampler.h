@@ -9,10 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "kernels/backend.h"
 #include "kernels/tensor.h"
 
 namespace tessera {
@@ -37,14 +39,43 @@ struct SampledToken {
   std::vector<TokenLogprob> top;  // the params' logprobs count of most likely tokens
 };
 
-// One token per row of logits [rows.size(), vocab] (f32, any device), drawn on that device. When
-// every row is plain greedy (no penalties, no logprobs) one argmax launch does it.
+// A step's draws on their way to the host. The ids stay on the device, where the next step may
+// take them as its input before the host has them (the engine's asynchronous scheduling), while
+// their copy to the host (and the asked-for logprobs') is in flight.
+class SampledBatch {
+ public:
+  SampledBatch() = default;
+  SampledBatch(SampledBatch&&) noexcept = default;
+  SampledBatch& operator=(SampledBatch&&) noexcept = default;
+  ~SampledBatch();
+
+  // The draws [rows] (i32 or i64) on the logits' device.
+  const Tensor& device_ids() const { return ids_; }
+  int64_t size() const { return static_cast<int64_t>(asked_logprobs_.size()); }
+  // Blocks until the ids (and asked-for logprobs) are on the host; once.
+  std::vector<SampledToken> wait();
+
+ private:
+  friend SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows);
+  Tensor ids_, logprobs_, top_ids_;  // on the device until their copies land
+  std::unique_ptr<HostReadback> ids_copy_, logprobs_copy_, top_ids_copy_;
+  std::vector<int64_t> asked_logprobs_;  // per row: top logprobs asked for, -1 for none
+  int64_t width_ = 1;                    // top_ids_' columns
+  int64_t vocab_ = 0;
+};
+
+// Draws one token per row of logits [rows.size(), vocab] (f32, any device) on that device and
+// starts their copy to the host; returns without waiting for it. When every row is plain greedy
+// (no penalties, no logprobs) one argmax launch does it. `rows` is read before it returns.
+SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows);
+// launch_sampling(...).wait(): one token per row.
 std::vector<SampledToken> sample_tokens(const Tensor& logits, std::span<const SamplingRow> rows);
 // One row of host logits.
 SampledToken sample_row(std::span<const float> logits, const SamplingRow& row);
 
-// The greedy pick of every row of logits [rows, vocab] (any device): the first maximum of each row,
-// found on the device; only the ids come back to the host.
-std::vector<int32_t> greedy_token_ids(const Tensor& logits);
+// Asynchronous scheduling's hand-over on the device: every entry -1 - r of `token_ids` (i32, a
+// step's inputs) becomes row r of `sampled_ids` (SampledBatch::device_ids of the step before);
+// one launch ("take_sampled_ids", kernels/sampling.h).
+void take_sampled_ids(Tensor& token_ids, const Tensor& sampled_ids);
 
 }  // namespace tessera

@@ -31,7 +31,12 @@ SchedulerOutput Scheduler::schedule() {
   int64_t budget = limits_.max_num_batched_tokens;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* request = running_[i];
-    int64_t count = std::min(request->num_tokens() - request->num_computed_tokens, budget);
+    if (request->num_tokens_with_pending() >= request->max_total_tokens) {
+      ++i;  // its last token is in flight: it finishes (length) when the host gets it
+      continue;
+    }
+    int64_t count =
+        std::min(request->num_tokens_with_pending() - request->num_computed_tokens, budget);
     TESSERA_CHECK(count > 0, "running request {} has nothing to compute", request->id);
     const int64_t total = request->num_computed_tokens + count;
     bool preempted_self = false;
@@ -53,6 +58,8 @@ SchedulerOutput Scheduler::schedule() {
   while (output.preempted.empty() && !waiting_.empty() && budget > 0 &&
          static_cast<int64_t>(running_.size()) < limits_.max_num_seqs) {
     Request* request = waiting_.front();
+    // Preempted with a token in flight: it is recomputed once that token is on the host.
+    if (request->num_pending_tokens > 0) break;
     std::span<const int32_t> tokens(request->all_ids);
     const int64_t cached = blocks_.cached_prefix_tokens(tokens);
     const int64_t count = std::min(request->num_tokens() - cached, budget);

@@ -3,7 +3,9 @@
 // and a sequence budget (max_num_seqs). A prompt longer than what is left of the budget is split
 // over steps (chunked prefill). When the KV cache has no block for a running request, the most
 // recently admitted one is preempted: its blocks are freed and it goes back to the front of the
-// queue, to be recomputed (prompt and output so far) when blocks are free again.
+// queue, to be recomputed (prompt and output so far) when blocks are free again. A request's token
+// drawn by a step still in flight (asynchronous scheduling, engine/llm_engine.h) counts as a
+// token to compute: the next step takes it on the device.
 #pragma once
 
 #include <cstdint>

@@ -135,12 +135,27 @@ void TensorParallelRunner::on_every_rank(const std::function<void(int)>& work) {
   }
 }
 
-Tensor TensorParallelRunner::execute(std::span<const SequenceInput> batch) {
+Tensor TensorParallelRunner::execute(std::span<const SequenceInput> batch,
+                                     const Tensor& sampled_ids) {
   // A bad batch is refused here, before any rank starts a collective, so the group stays usable.
-  check_batch(batch, model(), options().max_num_seqs);
+  check_batch(batch, model(), options().max_num_seqs, sampled_ids);
+  // Draws named by row are read to the host here, the ranks then run on host ids: every rank
+  // needs them, and they live on the first device only. (So the ranks wait for the step before.)
+  std::vector<SequenceInput> resolved(batch.begin(), batch.end());
+  std::vector<int32_t> taken(batch.size());
+  if (std::any_of(batch.begin(), batch.end(),
+                  [](const SequenceInput& s) { return s.sampled_row >= 0; })) {
+    const std::vector<int64_t> draws = sampled_ids.to_ints();
+    for (size_t s = 0; s < resolved.size(); ++s) {
+      if (resolved[s].sampled_row < 0) continue;
+      taken[s] = static_cast<int32_t>(draws[static_cast<size_t>(resolved[s].sampled_row)]);
+      resolved[s].token_ids = std::span<const int32_t>(&taken[s], 1);
+      resolved[s].sampled_row = -1;
+    }
+  }
   Tensor logits;
   on_every_rank([&](int rank) {
-    Tensor rank_logits = runners_[static_cast<size_t>(rank)]->execute(batch);
+    Tensor rank_logits = runners_[static_cast<size_t>(rank)]->execute(resolved);
     if (rank == 0) logits = rank_logits;
   });
   return logits;

@@ -34,7 +34,8 @@ class TensorParallelRunner final : public ModelExecutor {
                        RunnerOptions options);
   ~TensorParallelRunner() override;
 
-  Tensor execute(std::span<const SequenceInput> batch) override;
+  using ModelExecutor::execute;
+  Tensor execute(std::span<const SequenceInput> batch, const Tensor& sampled_ids) override;
 
   const CausalLM& model() const override { return runners_.front()->model(); }
   const RunnerOptions& options() const override { return runners_.front()->options(); }

@@ -30,6 +30,15 @@ class Event {
   virtual float elapsed_ms(const Event& end) const = 0;
 };
 
+// A copy to the host that the host collects later (DeviceBackend::start_readback): the engine
+// reads a step's sampled ids this way while the next step already runs.
+class HostReadback {
+ public:
+  virtual ~HostReadback() = default;
+  // Blocks until the bytes have landed; they stay valid while this object lives.
+  virtual const void* wait() = 0;
+};
+
 // An instantiated captured graph: the work recorded on a stream between begin/end capture.
 class GraphExec {
  public:
@@ -58,6 +67,12 @@ class DeviceBackend {
   // Copies bytes; either side may be the host (Device kCPU) or this backend's device.
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
                     size_t bytes) = 0;
+
+  // Queues a copy of `bytes` from `src` (on `src_device`, this backend's) to host memory the
+  // readback owns, ordered after the work queued on the current stream; returns at once where
+  // the device runs asynchronously. The default copies now (right for synchronous devices).
+  virtual std::unique_ptr<HostReadback> start_readback(const void* src, Device src_device,
+                                                       size_t bytes);
 
   virtual bool supports_graphs() const = 0;
   virtual void begin_capture(Stream& stream) = 0;

@@ -26,6 +26,13 @@
 //          1 logprobs [R, 1 + N] f32: the chosen token's, then the top N's (N = top_ids' width)
 //          2 top_ids [R, N] i32 (N >= 1)
 //          3 scratch [R, V] f32: working space
+//
+// The "take_sampled_ids" kernel feeds a step's sampled ids, still on the device, to the next
+// step's input (asynchronous scheduling, engine/llm_engine.h):
+// inputs:  0 sampled_ids [S] i32 or i64: the previous step's draws, one per row
+// outputs: 0 token_ids [T] i32, in place: an entry -1 - r (negative) becomes sampled_ids[r]; the
+//            others stay. An r outside 0..S-1 gives 0 (the host checks rows before; no read
+//            outside the buffer either way).
 #pragma once
 
 #include <cmath>

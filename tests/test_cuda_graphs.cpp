@@ -6,9 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "engine/decode_graphs.h"
 #include "engine/generator.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/llm_engine.h"
 #include "engine/run_setup.h"
 #include "kernels/backend.h"
 #include "kernels/check.h"
@@ -137,6 +140,7 @@ TEST(GpuCudaGraphs, GreedyDecodeWithGraphsIsTokenForTokenTheSame) {
   request.sampling.temperature = 0;
   request.sampling.max_tokens = 64;
   request.sampling.ignore_eos = true;  // never stop early: 64 decode steps
+  request.async_scheduling = false;
   auto run = [&](ModelRunner& runner) { return generate(runner, *tokenizer, request).output_ids; };
   RunnerOptions eager_options;
   ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
@@ -147,11 +151,54 @@ TEST(GpuCudaGraphs, GreedyDecodeWithGraphsIsTokenForTokenTheSame) {
     ModelRunner first(model,
                       with_kv_blocks_for(compiled_runner(mode, cache), model->max_positions()));
     EXPECT_EQ(run(first), want);
+    // Each step's token taken from the draws on the device, in the graph's staged inputs.
+    request.async_scheduling = true;
+    EXPECT_EQ(run(first), want);
+    request.async_scheduling = false;
     // A second runner capturing its own graphs leaves the first one's intact.
     ModelRunner second(model,
                        with_kv_blocks_for(compiled_runner(mode, cache), model->max_positions()));
     EXPECT_EQ(run(second), want);
     EXPECT_EQ(run(first), want);
+  }
+}
+
+// Batches padded up to a captured size take their tokens from the draws on the device row by row
+// (asynchronous scheduling), and decode as with the host in step.
+TEST(GpuCudaGraphs, AsynchronousSchedulingDecodesBatchesAsSynchronousDoes) {
+  Device gpu;
+  if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
+  auto model = stories(gpu);
+  auto tokenizer = load_tokenizer(kStories + "/tok512.bin");
+  const std::string cache = fresh_temp_dir("graphs_async");
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog ran",
+                                            "Lily and Ben", "One day, a big bird", "Tom"};
+  for (const char* mode : {"piecewise", "full_and_piecewise"}) {
+    SCOPED_TRACE(mode);
+    ModelRunner runner(model, with_kv_blocks_for(compiled_runner(mode, cache), 1024));
+    std::map<bool, std::map<std::string, std::vector<int32_t>>> tokens;
+    for (bool async : {false, true}) {
+      EngineOptions options;
+      options.async_scheduling = async;
+      options.max_num_seqs = 8;
+      options.enable_prefix_caching = false;
+      LLMEngine engine(runner, *tokenizer, options);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        SamplingParams params;
+        params.temperature = 0;
+        params.ignore_eos = true;
+        params.max_tokens = 20 + 7 * static_cast<int64_t>(i);  // the batch shrinks: 5, 4, ... 1
+        engine.add_request(std::to_string(i), tokenizer->encode(prompts[i], true), params);
+      }
+      for (int step = 0; engine.has_unfinished() && step < 1000; ++step)
+        for (const RequestOutput& output : engine.step()) {
+          auto& got = tokens[async][output.request_id];
+          got.insert(got.end(), output.token_ids.begin(), output.token_ids.end());
+        }
+      EXPECT_FALSE(engine.has_unfinished());
+    }
+    ASSERT_EQ(tokens[true].size(), prompts.size());
+    for (const auto& [id, want] : tokens[false]) EXPECT_EQ(tokens[true][id], want) << id;
   }
 }
 

@@ -111,6 +111,7 @@ TEST(Scheduler, DecodesFirstThenPrefillsUnderBothBudgets) {
     r->id = std::to_string(i);
     r->sequence = i;
     r->prompt_ids = r->all_ids = std::vector<int32_t>(7, 1);
+    r->max_total_tokens = 100;
     scheduler.add(r.get());
     requests.push_back(std::move(r));
   }
@@ -308,4 +309,104 @@ TEST(LLMEngine, WhatCannotFitIsRefusedAtAdmission) {
   // A KV cache smaller than one sequence of max_model_len is a startup error.
   StoriesEngineParts small = setup(8);
   EXPECT_THROW(LLMEngine(*small.runner, *small.tokenizer, engine_options()), Error);
+}
+
+namespace {
+
+// Counts what the engine asks of the runner: forward calls, and new tokens it named by their row
+// in the previous step's draws (asynchronous scheduling's hand-over on the device).
+class CountingExecutor final : public ModelExecutor {
+ public:
+  explicit CountingExecutor(ModelExecutor& inner) : inner_(inner) {}
+  using ModelExecutor::execute;
+  Tensor execute(std::span<const SequenceInput> batch, const Tensor& sampled_ids) override {
+    ++calls;
+    for (const SequenceInput& sequence : batch) taken_on_device += sequence.sampled_row >= 0;
+    return inner_.execute(batch, sampled_ids);
+  }
+  const CausalLM& model() const override { return inner_.model(); }
+  const RunnerOptions& options() const override { return inner_.options(); }
+  int64_t num_kv_blocks() const override { return inner_.num_kv_blocks(); }
+  size_t kv_cache_bytes() const override { return inner_.kv_cache_bytes(); }
+  std::string memory_report() const override { return inner_.memory_report(); }
+  const CompiledFunction* compiled() const override { return inner_.compiled(); }
+  std::shared_ptr<const CompiledPlan> latest_plan() const override { return inner_.latest_plan(); }
+  std::vector<int64_t> captured_sizes() const override { return inner_.captured_sizes(); }
+
+  int64_t calls = 0;
+  int64_t taken_on_device = 0;
+
+ private:
+  ModelExecutor& inner_;
+};
+
+}  // namespace
+
+// Every request gets what it gets with the host in step: greedy, seeded sampling, end tokens,
+// penalties, logprobs and stop strings, under chunked prefill and preemption.
+TEST(LLMEngine, AsynchronousSchedulingGivesWhatSynchronousGives) {
+  std::map<bool, std::map<std::string, Finished>> results;
+  for (bool async : {false, true}) {
+    StoriesEngineParts s = setup(12, 2048, 128);  // 12 blocks of 16: preemption
+    CountingExecutor counting(*s.runner);
+    EngineOptions options = engine_options(4, 24);
+    options.async_scheduling = async;
+    LLMEngine engine(counting, *s.tokenizer, options);
+    auto add = [&](const std::string& id, size_t prompt, SamplingParams params) {
+      engine.add_request(id, prompt_of(*s.tokenizer, kPrompts[prompt]), params);
+    };
+    add("greedy", 0, greedy(60));
+    SamplingParams until_end = greedy(90);
+    until_end.ignore_eos = false;
+    add("until-end", 1, until_end);
+    SamplingParams seeded;
+    seeded.temperature = 1.0;
+    seeded.top_p = 0.9;
+    seeded.seed = 5;
+    seeded.max_tokens = 70;
+    add("seeded", 2, seeded);
+    SamplingParams penalized = greedy(50);
+    penalized.presence_penalty = 0.5;
+    penalized.frequency_penalty = 0.3;
+    add("penalized", 3, penalized);
+    SamplingParams with_logprobs = greedy(40);
+    with_logprobs.logprobs = 3;
+    add("logprobs", 4, with_logprobs);
+    SamplingParams stopped = greedy(60);
+    stopped.stop = {" the"};
+    add("stop", 0, stopped);
+    results[async] = run_all(engine);
+    EXPECT_GT(engine.metrics().snapshot().preemptions, 0) << "the test must preempt";
+    EXPECT_EQ(engine.kv_cache().num_free(), 12);
+    if (async) {
+      EXPECT_GT(counting.taken_on_device, 0) << "no step took a token still in flight";
+    } else {
+      EXPECT_EQ(counting.taken_on_device, 0);
+    }
+  }
+  ASSERT_EQ(results[true].size(), 6u);
+  for (const auto& [id, expected] : results[false]) {
+    const Finished& got = results[true][id];
+    EXPECT_EQ(got.tokens, expected.tokens) << id;
+    EXPECT_EQ(got.text, expected.text) << id;
+    EXPECT_EQ(got.reason, expected.reason) << id;
+    EXPECT_EQ(got.stop_reason, expected.stop_reason) << id;
+  }
+  EXPECT_EQ(results[false]["stop"].reason, FinishReason::stop);
+}
+
+// A request's last token (max_tokens) is known to be the last before it is drawn: no step runs
+// past it, in either mode.
+TEST(LLMEngine, NoStepRunsPastMaxTokens) {
+  for (bool async : {false, true}) {
+    StoriesEngineParts s = setup(64);
+    CountingExecutor counting(*s.runner);
+    EngineOptions options = engine_options();
+    options.async_scheduling = async;
+    LLMEngine engine(counting, *s.tokenizer, options);
+    engine.add_request("ten", prompt_of(*s.tokenizer, kPrompts[0]), greedy(10));
+    EXPECT_EQ(run_all(engine)["ten"].tokens.size(), 10u);
+    EXPECT_EQ(counting.calls, 10) << "async " << async;  // the prefill and nine decode steps
+    EXPECT_EQ(engine.kv_cache().num_free(), 64);
+  }
 }

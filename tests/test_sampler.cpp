@@ -4,6 +4,7 @@
 // do; logprobs are those of the model's own distribution.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -46,17 +47,41 @@ TEST(Sampler, GreedyOnATensorPicksEachRowsFirstMaximum) {
   std::vector<float> values = logits.to_floats();
   values[2 * 50 + 7] = values[2 * 50 + 9] = 100.0f;  // a tie: the first index wins
   logits = Tensor::from_floats(values, {3, 50});
-  std::vector<int32_t> ids = greedy_token_ids(logits);
-  ASSERT_EQ(ids.size(), 3u);
   SamplingParams greedy = with_temperature(0);
   std::vector<SamplingRow> rows(3, SamplingRow{&greedy, 0, 0, {}, {}});
   std::vector<SampledToken> tokens = sample_tokens(logits, rows);
+  ASSERT_EQ(tokens.size(), 3u);
   for (size_t row = 0; row < 3; ++row) {
-    std::span<const float> host(values.data() + row * 50, 50);
-    EXPECT_EQ(ids[row], sample_row(host, rows[row]).id) << row;
-    EXPECT_EQ(tokens[row].id, ids[row]) << row;
+    const float* begin = values.data() + row * 50;
+    EXPECT_EQ(tokens[row].id, std::max_element(begin, begin + 50) - begin) << row;
   }
-  EXPECT_EQ(ids[2], 7);
+  EXPECT_EQ(tokens[2].id, 7);
+}
+
+// Asynchronous scheduling's hand-over: the draws stay on the device, and an input id -1 - r
+// becomes draw r there; the host's copy is the same draws.
+TEST(Sampler, LaunchedDrawsFeedTheNextStepsInputs) {
+  std::vector<float> values(3 * 20, 0.0f);
+  values[0 * 20 + 11] = values[1 * 20 + 4] = values[2 * 20 + 17] = 5.0f;
+  Tensor logits = Tensor::from_floats(values, {3, 20});
+  for (bool greedy_only : {true, false}) {
+    SamplingParams greedy = with_temperature(0);
+    SamplingParams greedy_with_logprobs = greedy;
+    greedy_with_logprobs.logprobs = 1;  // not plain greedy: the sampling kernel's path
+    std::vector<SamplingRow> rows(3, SamplingRow{&greedy, 0, 0, {}, {}});
+    if (!greedy_only) rows[1].params = &greedy_with_logprobs;
+    SampledBatch draws = launch_sampling(logits, rows);
+    ASSERT_EQ(draws.size(), 3);
+    const std::vector<int64_t> with_rows{7, -3, -1, 9, -2};
+    Tensor inputs = Tensor::from_ints(with_rows, {5}, DType::i32);
+    take_sampled_ids(inputs, draws.device_ids());
+    EXPECT_EQ(inputs.to_ints(), (std::vector<int64_t>{7, 17, 11, 9, 4})) << greedy_only;
+    std::vector<SampledToken> tokens = draws.wait();
+    EXPECT_EQ(tokens[0].id, 11);
+    EXPECT_EQ(tokens[1].id, 4);
+    EXPECT_EQ(tokens[2].id, 17);
+    EXPECT_EQ(tokens[1].top.size(), greedy_only ? 0u : 1u);
+  }
 }
 
 TEST(Sampler, EachRowIsSampledFromItsOwnLogits) {
@@ -208,6 +233,29 @@ TEST(Sampler, ParamsOutOfRangeNameTheField) {
   p.stop = {""};
   EXPECT_NE(message(p).find("stop"), std::string::npos);
   EXPECT_EQ(message(SamplingParams{}), "");
+}
+
+TEST(GpuSampler, LaunchedDrawsFeedInputsOnTheDevice) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU device is available";
+  std::vector<float> values(3 * 20, 0.0f);
+  values[0 * 20 + 11] = values[1 * 20 + 4] = values[2 * 20 + 17] = 5.0f;
+  Tensor logits = Tensor::from_floats(values, {3, 20}).to(gpu);
+  SamplingParams greedy = with_temperature(0);
+  SamplingParams sampled = with_temperature(0.5);  // the sampling kernel's i32 draws
+  for (const SamplingParams* params : {&greedy, &sampled}) {
+    std::vector<SamplingRow> rows(3, SamplingRow{params, 9, 0, {}, {}});
+    SampledBatch draws = launch_sampling(logits, rows);
+    const std::vector<int64_t> with_rows{7, -3, -1, 9, -2};
+    Tensor inputs = Tensor::from_ints(with_rows, {5}, DType::i32, gpu);
+    take_sampled_ids(inputs, draws.device_ids());
+    std::vector<SampledToken> tokens = draws.wait();
+    EXPECT_EQ(inputs.to_ints(),
+              (std::vector<int64_t>{7, tokens[2].id, tokens[0].id, 9, tokens[1].id}));
+    if (params == &greedy) {
+      EXPECT_EQ(tokens[2].id, 17);
+    }
+  }
 }
 
 TEST(GpuSampler, TheDeviceDrawsWhatTheCpuDraws) {

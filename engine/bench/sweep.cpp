@@ -264,22 +264,22 @@ double Sweep::prefill_tokens_per_second(ModelExecutor& runner, int64_t batch) co
 }
 
 DecodeMeasurement Sweep::measure_decode(ModelExecutor& runner, int64_t batch) const {
-  Workload workload(runner, budget(), max_sequences_);
+  Workload workload(runner, budget(), max_sequences_, options_.config.engine.async_scheduling);
   for (int64_t s = 0; s < batch; ++s) workload.add_prompt(options_.context, 7000);
   workload.advance();  // the prefill; each sequence then holds its first sampled token
-  for (int64_t step = 0; step < options_.warmup; ++step) workload.advance();
-  DeviceBackend& device_backend = backend(device_);
-  Stream& stream = device_backend.current_stream(device_.index);
-  auto start = device_backend.create_event(device_.index);
-  auto end = device_backend.create_event(device_.index);
+  for (int64_t step = 0; step < options_.warmup; ++step) workload.decode_step();
   DecodeMeasurement measurement;
+  // A step is the time between two steps' returns on the host: forward, greedy pick on the
+  // device, ids to the host (with asynchronous scheduling the ids of the step before, so the
+  // rate at which a serving loop gets tokens).
+  auto last = Clock::now();
   for (int64_t step = 0; step < options_.steps; ++step) {
-    start->record(stream);
-    workload.advance();  // forward, greedy pick on the device, ids to the host
-    end->record(stream);
-    end->synchronize();
-    measurement.step_ms.push_back(start->elapsed_ms(*end));
+    workload.decode_step();
+    const auto now = Clock::now();
+    measurement.step_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
   }
+  workload.drain();
   if (options_.profile)
     measurement.profile = profile_decode(workload, device_, report_.copy_gb_per_second);
   return measurement;

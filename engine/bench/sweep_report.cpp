@@ -67,6 +67,7 @@ std::string sweep_json(const SweepReport& report) {
         {"prompt_len", options.prompt_len},
         {"max_model_len", options.max_model_len},
         {"profile", options.profile},
+        {"async_scheduling", engine.async_scheduling},
         {"linear", options.linear_path},
         {"max_num_batched_tokens", engine.max_num_batched_tokens},
         {"max_num_seqs",
@@ -149,12 +150,13 @@ std::string sweep_table(const SweepReport& report) {
   std::string text = fmt::format(
       "=== tessera bench sweep: {} ({}) {} on {} ({}), commit {} ===\n"
       "context {} tokens, median and p90 of {} decode steps after {} warm-up; prefill and TTFT "
-      "at {}-token prompts; linear path {}; model length {}\n"
+      "at {}-token prompts; linear path {}; model length {}; async scheduling {}\n"
       "copy bandwidth {:.1f} GB/s (read + write); weights {:.1f} MiB, {:.1f} MiB read per step; "
       "load {:.2f} s\n",
       options.config.engine.model, report.model_description, report.dtype, report.device.device,
       report.device.name, report.commit, options.context, options.steps, options.warmup,
-      options.prompt_len, options.linear_path, report.model_length, report.copy_gb_per_second,
+      options.prompt_len, options.linear_path, report.model_length,
+      options.config.engine.async_scheduling ? "on" : "off", report.copy_gb_per_second,
       report.weight_bytes / kMiB, report.weight_bytes_per_step / kMiB, report.load_seconds);
   for (const std::string& note : report.notes) text += "note: " + note + "\n";
   text += fmt::format("\n{:<28} {:>6} {:>11} {:>11} {:>12} {:>14} {:>13} {:>9}\n", "mode", "batch",

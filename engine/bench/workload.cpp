@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <span>
+#include <utility>
 
 #include "engine/sampler.h"
 #include "kernels/check.h"
@@ -9,11 +10,27 @@
 
 namespace tessera::bench {
 
-Workload::Workload(ModelExecutor& runner, int64_t token_budget, int64_t max_sequences_per_step)
+namespace {
+
+// Every row greedy: the sweep's decode loop is forward plus greedy pick.
+std::vector<SamplingRow> greedy_rows(size_t count) {
+  static const SamplingParams greedy = [] {
+    SamplingParams params;
+    params.temperature = 0;
+    return params;
+  }();
+  return std::vector<SamplingRow>(count, SamplingRow{&greedy, 0, 0, {}, {}});
+}
+
+}  // namespace
+
+Workload::Workload(ModelExecutor& runner, int64_t token_budget, int64_t max_sequences_per_step,
+                   bool async_scheduling)
     : runner_(runner),
       blocks_(runner.num_kv_blocks(), runner.options().block_size),
       token_budget_(token_budget),
-      max_sequences_per_step_(max_sequences_per_step) {
+      max_sequences_per_step_(max_sequences_per_step),
+      async_scheduling_(async_scheduling) {
   TESSERA_CHECK(token_budget > 0 && max_sequences_per_step > 0, "empty step budget");
 }
 
@@ -31,6 +48,7 @@ void Workload::add_prompt(int64_t length, uint64_t seed) {
 }
 
 void Workload::advance() {
+  drain();
   // The tokens pending now; the ids sampled on the way wait for the next call.
   std::vector<int64_t> target(sequences_.size());
   for (size_t s = 0; s < sequences_.size(); ++s)
@@ -59,19 +77,67 @@ void Workload::advance() {
       budget -= take;
     }
     const Tensor logits = runner_.execute(batch);
-    std::vector<int32_t> ids;
-    {
-      ProfileRegion region("sampling");  // names the greedy pick's launches in a profile
-      ids = greedy_token_ids(logits);
-    }
+    const std::vector<SampledToken> ids = sample_tokens(logits, greedy_rows(batch.size()));
     TESSERA_CHECK(ids.size() == members.size(), "{} ids for {} sequences", ids.size(),
                   members.size());
     for (size_t i = 0; i < members.size(); ++i) {
       Sequence& sequence = sequences_[members[i]];
       sequence.cached += static_cast<int64_t>(batch[i].token_ids.size());
       // A chunk that ends inside the prompt samples nothing a decode loop would keep.
-      if (finishing[i]) sequence.tokens.push_back(ids[i]);
+      if (finishing[i]) sequence.tokens.push_back(ids[i].id);
     }
+  }
+}
+
+void Workload::decode_step() {
+  static const int32_t placeholder = 0;  // a token the runner takes from the draws instead
+  TESSERA_CHECK(static_cast<int64_t>(sequences_.size()) <= max_sequences_per_step_,
+                "a decode step of {} sequences, at most {} per step", sequences_.size(),
+                max_sequences_per_step_);
+  std::vector<SequenceInput> batch;
+  for (size_t s = 0; s < sequences_.size(); ++s) {
+    Sequence& sequence = sequences_[s];
+    const int64_t known = static_cast<int64_t>(sequence.tokens.size());
+    TESSERA_CHECK(known + sequence.in_flight - sequence.cached == 1,
+                  "sequence {} has {} tokens to compute, a decode step takes one", s,
+                  known + sequence.in_flight - sequence.cached);
+    blocks_.allocate(static_cast<SequenceId>(s), sequence.cached + 1);
+    const std::span<const int32_t> table = blocks_.block_table(static_cast<SequenceId>(s));
+    if (sequence.in_flight > 0)
+      batch.push_back(
+          SequenceInput{std::span(&placeholder, 1), sequence.cached, table, sequence.newest_row});
+    else
+      batch.push_back(SequenceInput{std::span(sequence.tokens).subspan(sequence.cached, 1),
+                                    sequence.cached, table});
+  }
+  std::optional<InFlightStep> previous = std::move(in_flight_);
+  in_flight_.reset();
+  const Tensor logits = runner_.execute(batch, previous ? previous->draws.device_ids() : Tensor());
+  InFlightStep step{launch_sampling(logits, greedy_rows(batch.size())), {}};
+  for (size_t s = 0; s < sequences_.size(); ++s) {
+    Sequence& sequence = sequences_[s];
+    ++sequence.cached;
+    ++sequence.in_flight;
+    sequence.newest_row = static_cast<int32_t>(s);
+    step.members.push_back(s);
+  }
+  in_flight_ = std::move(step);
+  if (previous) collect(*previous);
+  if (!async_scheduling_) drain();
+}
+
+void Workload::drain() {
+  if (!in_flight_) return;
+  collect(*in_flight_);
+  in_flight_.reset();
+}
+
+void Workload::collect(InFlightStep& step) {
+  const std::vector<SampledToken> ids = step.draws.wait();
+  for (size_t i = 0; i < step.members.size(); ++i) {
+    Sequence& sequence = sequences_[step.members[i]];
+    sequence.tokens.push_back(ids[i].id);
+    --sequence.in_flight;
   }
 }
 

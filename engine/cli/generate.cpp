@@ -78,7 +78,7 @@ int run_generate(const std::vector<std::string>& args) {
                engine.model, model->config().architecture, dtype_name(model->dtype()),
                model->device().str(), model->weight_bytes() / 1048576.0,
                runner.kv_cache_bytes() / 1048576.0, runner_options.mode);
-  GenerateRequest request{options.prompt, options.sampling, {}};
+  GenerateRequest request{options.prompt, options.sampling, {}, engine.async_scheduling};
   if (!options.quiet) fmt::print("{}", options.prompt);
   std::fflush(stdout);
   GenerationResult result = generate(runner, *tokenizer, request, [&](const std::string& piece) {

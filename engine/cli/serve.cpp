@@ -97,13 +97,15 @@ int run_serve(const std::vector<std::string>& args) {
   engine_options.max_num_seqs = engine_config.max_num_seqs;
   engine_options.max_model_len = model->max_positions();
   engine_options.seed = static_cast<uint64_t>(engine_config.seed);
+  engine_options.async_scheduling = engine_config.async_scheduling;
   auto engine = std::make_unique<LLMEngine>(runner, *tokenizer, engine_options);
   spdlog::info(
       "engine: KV cache {} blocks of {} tokens, max_model_len {}, max_num_seqs {}, "
-      "max_num_batched_tokens {}, prefix caching {}",
+      "max_num_batched_tokens {}, prefix caching {}, async scheduling {}",
       engine->kv_cache().num_blocks(), engine->kv_cache().block_size(), engine->max_model_len(),
       engine_config.max_num_seqs, engine_config.max_num_batched_tokens,
-      engine_config.enable_prefix_caching ? "on" : "off");
+      engine_config.enable_prefix_caching ? "on" : "off",
+      engine_config.async_scheduling ? "on" : "off");
   AsyncEngine async_engine(std::move(engine), options.max_waiting_requests);
 
   ServerOptions server_options;

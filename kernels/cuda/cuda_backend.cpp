@@ -384,6 +384,58 @@ struct DeviceState {
   // reads pinned pages at full speed, where pageable copies go through the driver's slow path.
   std::mutex staging_mutex;
   void* staging = nullptr;
+  // Pinned buffers of finished readbacks, by size, for the next ones (an allocation of pinned
+  // memory costs far more than a decode step's copy of its ids).
+  std::mutex readback_mutex;
+  std::multimap<size_t, void*> free_readback_buffers;
+};
+
+// A copy to pinned host memory behind the stream's queued work, and an event after it: the host
+// waits on the event, not on the stream, so work queued later keeps the device busy meanwhile.
+class GpuHostReadback final : public HostReadback {
+ public:
+  GpuHostReadback(DeviceState& state, int device_index, const void* src, size_t bytes,
+                  gpuStream_t stream)
+      : state_(state), device_index_(device_index) {
+    // Whole pages, so that buffers of nearby sizes are reused for each other.
+    capacity_ = std::max<size_t>(4096, (bytes + 4095) / 4096 * 4096);
+    {
+      std::lock_guard lock(state_.readback_mutex);
+      auto found = state_.free_readback_buffers.find(capacity_);
+      if (found != state_.free_readback_buffers.end()) {
+        buffer_ = found->second;
+        state_.free_readback_buffers.erase(found);
+      }
+    }
+    DeviceGuard device(device_index_);
+    if (buffer_ == nullptr) GPU_CHECK(gpuHostMalloc(&buffer_, capacity_));
+    GPU_CHECK(gpuEventCreate(&event_));
+    if (bytes > 0) GPU_CHECK(gpuMemcpyAsync(buffer_, src, bytes, gpuMemcpyDeviceToHost, stream));
+    GPU_CHECK(gpuEventRecord(event_, stream));
+  }
+  ~GpuHostReadback() override {
+    // The copy may still be in flight: the buffer goes back only once it has landed.
+    if (!waited_ && gpuEventSynchronize(event_) != gpuSuccess) (void)gpuGetLastError();
+    if (gpuEventDestroy(event_) != gpuSuccess) (void)gpuGetLastError();
+    std::lock_guard lock(state_.readback_mutex);
+    state_.free_readback_buffers.emplace(capacity_, buffer_);
+  }
+  const void* wait() override {
+    if (!waited_) {
+      stream_gates().open_all();
+      GPU_CHECK(gpuEventSynchronize(event_));
+      waited_ = true;
+    }
+    return buffer_;
+  }
+
+ private:
+  DeviceState& state_;
+  int device_index_;
+  size_t capacity_ = 0;
+  void* buffer_ = nullptr;
+  gpuEvent_t event_ = nullptr;
+  bool waited_ = false;
 };
 
 constexpr size_t kStagingBytes = size_t{16} << 20;     // the pinned buffer, per device
@@ -503,6 +555,16 @@ class GpuBackend final : public DeviceBackend {
         GPU_CHECK(gpuStreamSynchronize(handle));
       }
     }
+  }
+
+  std::unique_ptr<HostReadback> start_readback(const void* src, Device src_device,
+                                               size_t bytes) override {
+    TESSERA_CHECK(src_device.type == kGpuDeviceType, "a {} readback from {}", runtime_name(),
+                  src_device.str());
+    stream_gates().open_all();  // a gate would hold the copy back until its timeout
+    Stream& stream = current_stream(src_device.index);
+    return std::make_unique<GpuHostReadback>(state(src_device.index), src_device.index, src, bytes,
+                                             stream_handle(stream));
   }
 
   void copy(void* dst, Device dst_device, const void* src, Device src_device,
