@@ -294,7 +294,11 @@ TEST(TensorParallel, GenerateThroughTheEngineMatchesOneRank) {
     request.prompt = "Once upon a time";
     request.sampling.temperature = 0;
     request.sampling.max_tokens = 24;
+    request.async_scheduling = false;
     texts[ranks - 1] = generate(*executor, *tokenizer, request).text;
+    // Asynchronous scheduling: the ranks take the draws of the step before through the host.
+    request.async_scheduling = true;
+    EXPECT_EQ(generate(*executor, *tokenizer, request).text, texts[ranks - 1]) << ranks;
   }
   EXPECT_EQ(texts[1], texts[0]);
   EXPECT_GT(texts[0].size(), 20u);
