@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "engine/bench/statistics.h"
+#include "kernels/backend.h"
 #include "support/server_process.h"
 #include "support/test_tensors.h"
 
@@ -240,6 +241,25 @@ TEST(BenchSweepOptions, WhatCannotApplyIsAnError) {
   CommandResult which = run_shell(fmt::format("'{}' bench fly", TESSERA_BINARY), true);
   EXPECT_EQ(which.status, 2);
   EXPECT_THAT(which.error_output, HasSubstr("expected sweep or serve"));
+}
+
+// --linear takes the GPU's skinny variants by name (registered when its module loads) on a
+// device given on the command line.
+TEST(GpuBenchSweepOptions, ASkinnyVariantIsALinearPath) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU device is available";
+  const std::string directory = fresh_temp_dir("bench_sweep_variant");
+  std::filesystem::create_directories(directory);
+  CommandResult forced = run_sweep(fmt::format(
+      "--device {} --model synthetic:tiny --modes compiled --cudagraph-modes none --batch-sizes 2 "
+      "--context 8 --steps 2 --warmup 0 --prompt-len 8 --linear simt_r4 --json '{}/sweep.json'",
+      gpu.str(), directory));
+  ASSERT_EQ(forced.status, 0) << forced.error_output;
+  std::ifstream file(directory + "/sweep.json");
+  EXPECT_EQ(nlohmann::json::parse(file)["config"]["linear"], "simt_r4");
+  CommandResult unknown = run_sweep(fmt::format("--device {} --linear fastest", gpu.str()));
+  EXPECT_EQ(unknown.status, 1);
+  EXPECT_THAT(unknown.error_output, HasSubstr("simt_r4"));  // the choices are listed
 }
 
 // The profile of a compiled decode step after the row: the launch counts of one step, then the

@@ -458,6 +458,9 @@ SweepOptions resolve_sweep_options(SweepOptions options, bool device_given, bool
   }
   engine.device = device.str();
   const bool gpu = !device.is_cpu();
+  // The GPU's module registers its skinny GEMM variants (--linear's choices) as it loads; a
+  // missing module or device is an error here, naming it.
+  if (gpu) (void)backend(device);
   if (!model_given) engine.model = gpu ? "synthetic:llama-1b" : "synthetic:tiny";
   if (options.batch_sizes.empty())
     options.batch_sizes = gpu ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64, 128, 256}
