@@ -106,6 +106,9 @@ std::vector<std::string> LLMEngine::unfinished_ids() const {
 }
 
 void LLMEngine::fail_all(const std::string& message) {
+  // A step in flight is dropped with its requests (after a device fault, waiting for it would
+  // only fail again).
+  in_flight_.reset();
   for (const std::string& id : unfinished_ids()) {
     RequestOutput output;
     output.error = message;

@@ -410,3 +410,23 @@ TEST(LLMEngine, NoStepRunsPastMaxTokens) {
     EXPECT_EQ(engine.kv_cache().num_free(), 64);
   }
 }
+
+// After a fault every request fails, the step in flight is dropped, and the engine serves the next
+// requests as before.
+TEST(LLMEngine, FailAllDropsTheStepInFlightAndTheEngineGoesOn) {
+  StoriesEngineParts s = setup(64);
+  LLMEngine engine(*s.runner, *s.tokenizer, engine_options());
+  auto stream = engine.add_request("a", prompt_of(*s.tokenizer, kPrompts[0]), greedy(30));
+  engine.step();
+  engine.step();  // a step is in flight now
+  engine.fail_all("device fault");
+  std::optional<RequestOutput> last;
+  while (auto output = stream->pop(std::chrono::milliseconds(0))) last = output;
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->finish_reason, FinishReason::error);
+  EXPECT_EQ(last->error, "device fault");
+  EXPECT_FALSE(engine.has_unfinished());
+  EXPECT_EQ(engine.kv_cache().num_free(), 64);
+  engine.add_request("b", prompt_of(*s.tokenizer, kPrompts[2]), greedy(20));
+  EXPECT_EQ(run_all(engine)["b"].tokens, alone(kPrompts[2], 20));
+}
