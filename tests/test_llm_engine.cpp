@@ -430,3 +430,30 @@ TEST(LLMEngine, FailAllDropsTheStepInFlightAndTheEngineGoesOn) {
   engine.add_request("b", prompt_of(*s.tokenizer, kPrompts[2]), greedy(20));
   EXPECT_EQ(run_all(engine)["b"].tokens, alone(kPrompts[2], 20));
 }
+
+// A sequence that names a row of the previous step's draws gets a clear error when there are none
+// or the row is not there, and the runner goes on.
+TEST(ModelRunner, ARowOfDrawsThatIsNotThereIsAClearError) {
+  StoriesEngineParts s = setup(64);
+  KVCacheManager blocks(64, 16);
+  blocks.allocate(0, 4);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  SequenceInput first{prompt, 0, blocks.block_table(0)};
+  Tensor logits = s.runner->execute(std::span(&first, 1));
+  const int32_t placeholder = 0;
+  SequenceInput next{std::span(&placeholder, 1), 3, blocks.block_table(0), 1};
+  auto error_of = [&](const Tensor& draws) {
+    try {
+      s.runner->execute(std::span(&next, 1), draws);
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string();
+  };
+  EXPECT_THAT(error_of(Tensor()), HasSubstr("were not given"));
+  const std::vector<int64_t> one_draw{7};
+  EXPECT_THAT(error_of(Tensor::from_ints(one_draw, {1}, DType::i32)),
+              HasSubstr("do not hold that row"));
+  next.sampled_row = 0;  // the row that is there
+  EXPECT_EQ(error_of(Tensor::from_ints(one_draw, {1}, DType::i32)), "");
+}
