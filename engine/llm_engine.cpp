@@ -106,8 +106,8 @@ std::vector<std::string> LLMEngine::unfinished_ids() const {
 }
 
 void LLMEngine::fail_all(const std::string& message) {
-  // A step in flight is dropped with its requests (after a device fault, waiting for it would
-  // only fail again).
+  // A step in flight is dropped with its requests: its tokens are not collected (after a device
+  // fault, collecting would only throw again; dropping waits for its copies and ignores errors).
   in_flight_.reset();
   for (const std::string& id : unfinished_ids()) {
     RequestOutput output;

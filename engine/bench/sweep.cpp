@@ -268,6 +268,9 @@ DecodeMeasurement Sweep::measure_decode(ModelExecutor& runner, int64_t batch) co
   for (int64_t s = 0; s < batch; ++s) workload.add_prompt(options_.context, 7000);
   workload.advance();  // the prefill; each sequence then holds its first sampled token
   for (int64_t step = 0; step < options_.warmup; ++step) workload.decode_step();
+  // Asynchronous: the first step has no step before it to collect, so it would time only its
+  // launch; it runs untimed even without warm-up.
+  if (options_.config.engine.async_scheduling && options_.warmup == 0) workload.decode_step();
   DecodeMeasurement measurement;
   // A step is the time between two steps' returns on the host: forward, greedy pick on the
   // device, ids to the host (with asynchronous scheduling the ids of the step before, so the

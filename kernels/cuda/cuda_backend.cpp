@@ -408,14 +408,28 @@ class GpuHostReadback final : public HostReadback {
       }
     }
     DeviceGuard device(device_index_);
-    if (buffer_ == nullptr) GPU_CHECK(gpuHostMalloc(&buffer_, capacity_));
-    GPU_CHECK(gpuEventCreate(&event_));
-    if (bytes > 0) GPU_CHECK(gpuMemcpyAsync(buffer_, src, bytes, gpuMemcpyDeviceToHost, stream));
-    GPU_CHECK(gpuEventRecord(event_, stream));
+    try {
+      if (buffer_ == nullptr) GPU_CHECK(gpuHostMalloc(&buffer_, capacity_));
+      GPU_CHECK(gpuEventCreate(&event_));
+      if (bytes > 0) GPU_CHECK(gpuMemcpyAsync(buffer_, src, bytes, gpuMemcpyDeviceToHost, stream));
+      GPU_CHECK(gpuEventRecord(event_, stream));
+    } catch (...) {
+      // No destructor runs for a constructor that throws: give back what it holds.
+      if (event_ != nullptr && gpuEventDestroy(event_) != gpuSuccess) (void)gpuGetLastError();
+      if (buffer_ != nullptr) {
+        std::lock_guard lock(state_.readback_mutex);
+        state_.free_readback_buffers.emplace(capacity_, buffer_);
+      }
+      throw;
+    }
   }
   ~GpuHostReadback() override {
-    // The copy may still be in flight: the buffer goes back only once it has landed.
-    if (!waited_ && gpuEventSynchronize(event_) != gpuSuccess) (void)gpuGetLastError();
+    // The copy may still be in flight: the buffer goes back only once it has landed (an error
+    // from a faulted device is dropped here; wait() is where it is reported).
+    if (!waited_) {
+      stream_gates().open_all();  // a profiler's gate would hold the copy until its timeout
+      if (gpuEventSynchronize(event_) != gpuSuccess) (void)gpuGetLastError();
+    }
     if (gpuEventDestroy(event_) != gpuSuccess) (void)gpuGetLastError();
     std::lock_guard lock(state_.readback_mutex);
     state_.free_readback_buffers.emplace(capacity_, buffer_);
