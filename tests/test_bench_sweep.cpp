@@ -243,6 +243,20 @@ TEST(BenchSweepOptions, WhatCannotApplyIsAnError) {
   EXPECT_THAT(which.error_output, HasSubstr("expected sweep or serve"));
 }
 
+// With asynchronous scheduling the first decode step runs untimed even without warm-up, and the
+// model the sweep sizes holds that step too.
+TEST(BenchSweepOptions, NoWarmUpStillFitsTheUntimedFirstStep) {
+  for (const char* async : {"true", "false"}) {
+    CommandResult result = run_sweep(fmt::format(
+        "--device cpu --model synthetic:tiny --modes eager --batch-sizes 1 --context 8 --steps 2 "
+        "--warmup 0 --prompt-len 8 -O engine.async_scheduling={}",
+        async));
+    EXPECT_EQ(result.status, 0) << async << ": " << result.error_output;
+    EXPECT_THAT(result.output, HasSubstr(fmt::format("async scheduling {}",
+                                                     std::string(async) == "true" ? "on" : "off")));
+  }
+}
+
 // --linear takes the GPU's skinny variants by name (registered when its module loads) on a
 // device given on the command line.
 TEST(GpuBenchSweepOptions, ASkinnyVariantIsALinearPath) {

@@ -28,10 +28,17 @@
 namespace tessera::bench {
 namespace {
 
-// The tokens a decode measurement's sequence holds: its context, then warm-up and timed steps,
+// The decode steps before the timed ones: --warmup, and at least one with asynchronous scheduling
+// (the first step has no step before it to collect, so it would time only its launch).
+int64_t untimed_decode_steps(const SweepOptions& options) {
+  return std::max<int64_t>(options.warmup, options.config.engine.async_scheduling ? 1 : 0);
+}
+
+// The tokens a decode measurement's sequence holds: its context, then untimed and timed steps,
 // and with profile one counted and one profiled step.
 int64_t decode_sequence_length(const SweepOptions& options) {
-  return options.context + options.warmup + options.steps + (options.profile ? 2 : 0);
+  return options.context + untimed_decode_steps(options) + options.steps +
+         (options.profile ? 2 : 0);
 }
 
 // The longest sequence any measurement holds: a decode sequence or a prefill prompt.
@@ -267,10 +274,7 @@ DecodeMeasurement Sweep::measure_decode(ModelExecutor& runner, int64_t batch) co
   Workload workload(runner, budget(), max_sequences_, options_.config.engine.async_scheduling);
   for (int64_t s = 0; s < batch; ++s) workload.add_prompt(options_.context, 7000);
   workload.advance();  // the prefill; each sequence then holds its first sampled token
-  for (int64_t step = 0; step < options_.warmup; ++step) workload.decode_step();
-  // Asynchronous: the first step has no step before it to collect, so it would time only its
-  // launch; it runs untimed even without warm-up.
-  if (options_.config.engine.async_scheduling && options_.warmup == 0) workload.decode_step();
+  for (int64_t step = 0; step < untimed_decode_steps(options_); ++step) workload.decode_step();
   DecodeMeasurement measurement;
   // A step is the time between two steps' returns on the host: forward, greedy pick on the
   // device, ids to the host (with asynchronous scheduling the ids of the step before, so the
@@ -492,7 +496,8 @@ SweepOptions resolve_sweep_options(SweepOptions options, bool device_given, bool
     const int64_t needed = longest_sequence(options);
     TESSERA_REQUIRE(options.max_model_len >= needed,
                     "--max-model-len {} is shorter than the {} tokens the sweep's sequences hold "
-                    "(--context + --warmup + --steps, 2 more with --profile, or --prompt-len)",
+                    "(--context + --warmup (at least 1 with engine.async_scheduling) + --steps, 2 "
+                    "more with --profile, or --prompt-len)",
                     options.max_model_len, needed);
   }
   for (int64_t batch : options.batch_sizes)
