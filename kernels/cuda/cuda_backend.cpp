@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -20,7 +18,9 @@
 #include "kernels/check.h"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/gpu_vendor.h"
+#include "kernels/cuda/host_readback.h"
 #include "kernels/cuda/profiled_replay.h"
+#include "kernels/cuda/stream_gates.h"
 
 namespace tessera::gpu {
 namespace {
@@ -43,91 +43,6 @@ class RelaxedCaptureMode {
  private:
   gpuStreamCaptureMode mode_;
 };
-
-// ---- The step profiler's stream gates (DeviceBackend::hold_stream).
-
-// A wait queued on a stream: a host function that blocks until the host opens it or kGateTimeout
-// passes (so that a synchronizing call this file does not see cannot hang the process).
-struct StreamGate {
-  std::mutex mutex;
-  std::condition_variable opened_signal;
-  bool opened = false;
-  bool timed_out = false;
-};
-
-#if !defined(TESSERA_GPU_HIP)
-constexpr auto kGateTimeout = std::chrono::milliseconds(200);
-
-void wait_at_gate(void* data) {
-  auto* held = static_cast<std::shared_ptr<StreamGate>*>(data);
-  {
-    StreamGate& gate = **held;
-    std::unique_lock lock(gate.mutex);
-    if (!gate.opened_signal.wait_for(lock, kGateTimeout, [&] { return gate.opened; }))
-      gate.timed_out = true;
-  }
-  delete held;
-}
-#endif
-
-// The gates held now, one per stream at most; every synchronizing call of this file opens them
-// first (a stream held back by its gate would otherwise never finish).
-class StreamGates {
- public:
-  bool hold(gpuStream_t stream) {
-#if defined(TESSERA_GPU_HIP)
-    // HIP 5.2 has no hipLaunchHostFunc: no gate, so the profiler times without holding.
-    (void)stream;
-    return false;
-#else
-    std::lock_guard lock(mutex_);
-    for (const auto& [held_stream, gate] : held_)
-      if (held_stream == stream) return false;
-    gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
-    GPU_CHECK(gpuStreamIsCapturing(stream, &capture));
-    if (capture != gpuStreamCaptureStatusNone) return false;
-    auto gate = std::make_shared<StreamGate>();
-    auto* handed = new std::shared_ptr<StreamGate>(gate);
-    const gpuError_t error = gpuLaunchHostFunc(stream, wait_at_gate, handed);
-    if (error != gpuSuccess) {
-      delete handed;
-      throw_runtime_error("gpuLaunchHostFunc(stream, wait_at_gate, handed)", __FILE__, __LINE__,
-                          error);
-    }
-    held_.emplace_back(stream, std::move(gate));
-    return true;
-#endif
-  }
-
-  void open_all() {
-    std::lock_guard lock(mutex_);
-    for (auto& [stream, gate] : held_) {
-      {
-        std::lock_guard gate_lock(gate->mutex);
-        timeouts_ += gate->timed_out ? 1 : 0;
-        gate->opened = true;
-      }
-      gate->opened_signal.notify_all();
-    }
-    held_.clear();
-  }
-
-  size_t take_timeouts() {
-    std::lock_guard lock(mutex_);
-    return std::exchange(timeouts_, 0);
-  }
-
- private:
-  std::mutex mutex_;
-  // A few streams at most, so a list (hipcc 5.2's clang crashes instantiating a std::map of these).
-  std::vector<std::pair<gpuStream_t, std::shared_ptr<StreamGate>>> held_;
-  size_t timeouts_ = 0;
-};
-
-StreamGates& stream_gates() {
-  static StreamGates gates;
-  return gates;
-}
 
 // ---- Caching allocator.
 //
@@ -384,72 +299,7 @@ struct DeviceState {
   // reads pinned pages at full speed, where pageable copies go through the driver's slow path.
   std::mutex staging_mutex;
   void* staging = nullptr;
-  // Pinned buffers of finished readbacks, by size, for the next ones (an allocation of pinned
-  // memory costs far more than a decode step's copy of its ids).
-  std::mutex readback_mutex;
-  std::multimap<size_t, void*> free_readback_buffers;
-};
-
-// A copy to pinned host memory behind the stream's queued work, and an event after it: the host
-// waits on the event, not on the stream, so work queued later keeps the device busy meanwhile.
-class GpuHostReadback final : public HostReadback {
- public:
-  GpuHostReadback(DeviceState& state, int device_index, const void* src, size_t bytes,
-                  gpuStream_t stream)
-      : state_(state), device_index_(device_index) {
-    // Whole pages, so that buffers of nearby sizes are reused for each other.
-    capacity_ = std::max<size_t>(4096, (bytes + 4095) / 4096 * 4096);
-    {
-      std::lock_guard lock(state_.readback_mutex);
-      auto found = state_.free_readback_buffers.find(capacity_);
-      if (found != state_.free_readback_buffers.end()) {
-        buffer_ = found->second;
-        state_.free_readback_buffers.erase(found);
-      }
-    }
-    DeviceGuard device(device_index_);
-    try {
-      if (buffer_ == nullptr) GPU_CHECK(gpuHostMalloc(&buffer_, capacity_));
-      GPU_CHECK(gpuEventCreate(&event_));
-      if (bytes > 0) GPU_CHECK(gpuMemcpyAsync(buffer_, src, bytes, gpuMemcpyDeviceToHost, stream));
-      GPU_CHECK(gpuEventRecord(event_, stream));
-    } catch (...) {
-      // No destructor runs for a constructor that throws: give back what it holds.
-      if (event_ != nullptr && gpuEventDestroy(event_) != gpuSuccess) (void)gpuGetLastError();
-      if (buffer_ != nullptr) {
-        std::lock_guard lock(state_.readback_mutex);
-        state_.free_readback_buffers.emplace(capacity_, buffer_);
-      }
-      throw;
-    }
-  }
-  ~GpuHostReadback() override {
-    // The copy may still be in flight: the buffer goes back only once it has landed (an error
-    // from a faulted device is dropped here; wait() is where it is reported).
-    if (!waited_) {
-      stream_gates().open_all();  // a profiler's gate would hold the copy until its timeout
-      if (gpuEventSynchronize(event_) != gpuSuccess) (void)gpuGetLastError();
-    }
-    if (gpuEventDestroy(event_) != gpuSuccess) (void)gpuGetLastError();
-    std::lock_guard lock(state_.readback_mutex);
-    state_.free_readback_buffers.emplace(capacity_, buffer_);
-  }
-  const void* wait() override {
-    if (!waited_) {
-      stream_gates().open_all();
-      GPU_CHECK(gpuEventSynchronize(event_));
-      waited_ = true;
-    }
-    return buffer_;
-  }
-
- private:
-  DeviceState& state_;
-  int device_index_;
-  size_t capacity_ = 0;
-  void* buffer_ = nullptr;
-  gpuEvent_t event_ = nullptr;
-  bool waited_ = false;
+  PinnedReadbackPool readbacks;
 };
 
 constexpr size_t kStagingBytes = size_t{16} << 20;     // the pinned buffer, per device
@@ -575,10 +425,9 @@ class GpuBackend final : public DeviceBackend {
                                                size_t bytes) override {
     TESSERA_CHECK(src_device.type == kGpuDeviceType, "a {} readback from {}", runtime_name(),
                   src_device.str());
-    stream_gates().open_all();  // a gate would hold the copy back until its timeout
     Stream& stream = current_stream(src_device.index);
-    return std::make_unique<GpuHostReadback>(state(src_device.index), src_device.index, src, bytes,
-                                             stream_handle(stream));
+    return state(src_device.index)
+        .readbacks.start(src_device.index, src, bytes, stream_handle(stream));
   }
 
   void copy(void* dst, Device dst_device, const void* src, Device src_device,
