@@ -11,7 +11,9 @@
 //      once per kv head, q read, out written) against the copy ceiling; a call's blocks are
 //      scattered over a cache of at least 512 MiB, and consecutive calls use different blocks,
 //      so the timing reads HBM, not L2;
-//   4. times prefill (1 x 2048 and 8 x 512 new tokens, no cached prefix): TFLOP/s over the causal
+//   4. times a decode step's rope and attention apart and as rotary_attention (one tensor-core
+//      launch that rotates the query and the step's key itself) at the 1B shape, context 128;
+//   5. times prefill (1 x 2048 and 8 x 512 new tokens, no cached prefix): TFLOP/s over the causal
 //      FLOPs (4 * head_size * heads per visible (query, key) pair) against the GEMM ceiling.
 // Times are medians of event-timed samples after warm-up; a sample runs the op enough times back
 // to back to span about a millisecond (bench/lab_harness.h, with the ceilings). Exits non-zero
@@ -348,6 +350,56 @@ void time_decode(Lab& lab, const Shape4& shape, std::initializer_list<int64_t> c
   fmt::print("\n");
 }
 
+// Times a decode step's rope and attention at the Llama-3.2-1B shape as the compiled model runs
+// them with the rotary-attention pass off (rotary_embedding's kernel, then attention over the
+// rotated rows) and on (rotary_attention over the qkv rows: on tensor cores one launch that
+// rotates the query and the step's key itself; compile/passes/rotary_attention.cpp).
+void time_rotary_decode(Lab& lab, const Shape4& shape, int64_t context) {
+  fmt::print("rope + decode: {} q heads, {} kv heads, head {}, {}, context {}\n", shape.heads,
+             shape.kv_heads, shape.head_size, dtype_name(shape.dtype), context);
+  fmt::print("{:>6} {:>16} {:>22} {:>8}\n", "batch", "apart us", "rotary_attention us", "saved");
+  for (int64_t batch : {1, 8, 32, 128}) {
+    Problem problem = lab.make_problem(
+        shape, std::vector<Sequence>(static_cast<size_t>(batch), Sequence{context - 1, 1}),
+        kColdCacheBytes);
+    const int64_t width = (shape.heads + 2 * shape.kv_heads) * shape.head_size;
+    LabRandom random(lab.device());
+    const Tensor qkv = random.uniform({batch, width}, shape.dtype);
+    const Tensor positions = Tensor::from_ints(std::vector<int64_t>(batch, context - 1), {batch},
+                                               DType::i32, lab.device());
+    const Tensor cos_sin = random.uniform({context, shape.head_size}, DType::f32);
+    std::array<Tensor, 4> outputs{
+        problem.out, Tensor::empty(problem.inputs[0].sizes(), shape.dtype, lab.device()),
+        Tensor::empty(problem.inputs[1].sizes(), shape.dtype, lab.device()),
+        Tensor::empty(problem.inputs[2].sizes(), shape.dtype, lab.device())};
+    const Attributes rope_attributes{{"head_size", shape.head_size}, {"is_neox", true}};
+    Attributes fused_attributes = problem.attributes;
+    fused_attributes.set("is_neox", true);
+    const double apart = lab.time_us([&](int call) {
+      const size_t instance = static_cast<size_t>(call) % problem.instances.size();
+      ForwardContextScope scope(ForwardContext{&problem.instances[instance], &problem.caches});
+      const Tensor rope_inputs[] = {positions, problem.inputs[0], problem.inputs[1], cos_sin};
+      run_kernel("rotary_embedding", lab.device().type,
+                 KernelArgs{rope_inputs, rope_attributes, std::span(outputs.data() + 1, 2)});
+      const Tensor attention_inputs[] = {outputs[1], outputs[2], problem.inputs[2]};
+      run_kernel("attention", lab.device().type,
+                 KernelArgs{attention_inputs, problem.attributes, std::span(outputs.data(), 1)});
+    });
+    const double fused = lab.time_us([&](int call) {
+      const size_t instance = static_cast<size_t>(call) % problem.instances.size();
+      ForwardContextScope scope(ForwardContext{&problem.instances[instance], &problem.caches});
+      const Tensor inputs[] = {positions, qkv, cos_sin};
+      run_kernel("rotary_attention", lab.device().type,
+                 KernelArgs{inputs, fused_attributes, outputs});
+    });
+    fmt::print("{:>6} {:>16.1f} {:>22.1f} {:>7.1f}%\n", batch, apart, fused,
+               100.0 * (apart - fused) / apart);
+    problem = Problem{};
+    lab.gpu().allocator(lab.device().index).empty_cache();
+  }
+  fmt::print("\n");
+}
+
 void time_prefill(Lab& lab) {
   fmt::print("prefill: {} q heads, {} kv heads, head {}, {}, causal, no cached prefix\n", kHeads,
              kKvHeads, kHeadSize, dtype_name(kDType));
@@ -377,6 +429,7 @@ int run_lab(const LabArgs& args) {
     time_decode(lab, Shape4{kHeads, kKvHeads, 64, kDType}, {128});
     // As `tessera serve` runs it: its decode graphs are captured for the model's length.
     time_decode(lab, Shape4{kHeads, kKvHeads, 64, kDType}, {128, 1024}, 131072);
+    time_rotary_decode(lab, Shape4{kHeads, kKvHeads, 64, kDType}, 128);
     time_prefill(lab);
   }
   if (!passed) fmt::print("some checks FAILED\n");

@@ -19,6 +19,10 @@ struct PassConfig {
   // it ends, so it streams in while the small kernels between them run
   // (compile/passes/weight_prefetch.cpp).
   bool enable_weight_prefetch = true;
+  // Fold rotary_embedding into the attention that reads it (one splitting op, rotary_attention,
+  // over the qkv projection's rows; compile/passes/rotary_attention.cpp): a GPU decode step
+  // rotates the query and key inside its attention kernel instead of in a launch of its own.
+  bool enable_rotary_attention_fusion = true;
 };
 
 struct CompilationConfig {

@@ -79,6 +79,8 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
   dump(config, "01_cleanup.txt", plan->graph.str());
   timed("linear_prologue", [&] { fuse_linear_prologues(plan->graph, config.pass_config); });
   dump(config, "01b_linear_prologue.txt", plan->graph.str());
+  timed("rotary_attention", [&] { fuse_rotary_attention(plan->graph, config.pass_config); });
+  dump(config, "01c_rotary_attention.txt", plan->graph.str());
   timed("split", [&] {
     plan->steps = split_into_pieces(plan->graph, config.splitting_ops, &plan->num_pieces);
   });
@@ -138,7 +140,7 @@ CompileOptions compiled_mode_options(const CompilerOptions& compiler,
   options.backend_function =
       make_compiled_backend(compiler, std::move(on_plan), std::move(on_backend));
   options.dynamic_dims = std::move(dynamic_dims);
-  options.custom_ops = std::move(custom_ops);
+  options.custom_ops = custom_ops_for_passes(custom_ops, compiler.config.pass_config);
   options.recompile_limit = static_cast<int>(compiler.config.recompile_limit);
   return options;
 }

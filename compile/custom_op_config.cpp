@@ -66,6 +66,12 @@ bool CustomOpConfig::enabled(const std::string& op_name) const {
   return all_enabled_ || contains(enabled_, op_name);
 }
 
+CustomOpConfig CustomOpConfig::with_enabled(const std::string& op_name) const {
+  CustomOpConfig config = *this;
+  if (!config.enabled(op_name) && !contains(disabled_, op_name)) config.enabled_.push_back(op_name);
+  return config;
+}
+
 std::string CustomOpConfig::str() const {
   std::vector<std::string> parts{all_enabled_ ? "all" : "none"};
   for (const auto& name : enabled_) parts.push_back("+" + name);

@@ -16,6 +16,9 @@ class CustomOpConfig {
   static CustomOpConfig parse(const std::vector<std::string>& entries, bool default_enabled);
 
   bool enabled(const std::string& op_name) const;
+  // This config with `op_name` enabled too, unless the list disables it by name ("-name"): a
+  // pass that matches a custom op needs it recorded as itself, as vLLM's fusion passes do.
+  CustomOpConfig with_enabled(const std::string& op_name) const;
   std::string str() const;
 
  private:

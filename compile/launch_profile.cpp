@@ -81,9 +81,10 @@ LaunchDetail launch_detail(const OpDef& op, std::span<const Tensor> inputs,
     const int64_t m = n > 0 ? out.numel() / n : 0;
     detail.flops = 2.0 * static_cast<double>(out.numel()) * static_cast<double>(k);
     detail.shape = fmt::format("{}x{}x{} {}", m, n, k, dtype_name(out.dtype()));
-  } else if (op.kind == OpKind::splitting && op.name == "attention" && !inputs.empty()) {
-    add_attention_cache(inputs[0], attributes, detail);
-    detail.shape = fmt::format("{} tokens", inputs[0].size(0));
+  } else if (op.kind == OpKind::splitting && !outputs.empty() && attributes.has("layer")) {
+    // attention and rotary_attention: output 0 has the query's rows.
+    add_attention_cache(outputs[0], attributes, detail);
+    detail.shape = fmt::format("{} tokens", outputs[0].size(0));
   } else if (!outputs.empty()) {
     detail.shape =
         fmt::format("{} {}", fmt::join(outputs[0].sizes(), "x"), dtype_name(outputs[0].dtype()));

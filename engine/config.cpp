@@ -174,6 +174,11 @@ const Fields& fields() {
         "true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
           c.compilation.pass_config.enable_weight_prefetch = scalar_as<bool>(n, w, "true or false");
         }};
+    f["compilation.pass_config.enable_rotary_attention_fusion"] =
+        Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
+                c.compilation.pass_config.enable_rotary_attention_fusion =
+                    scalar_as<bool>(n, w, "true or false");
+              }};
     f["compilation.cache_dir"] = make_field(compilation, &C::cache_dir, "a directory");
     f["compilation.dump_dir"] = make_field(compilation, &C::dump_dir, "a directory");
     f["compilation.recompile_limit"] = make_field<C, int64_t>(

@@ -131,7 +131,7 @@ TEST(Compiler, Stories260KTextIsIdenticalInEveryModeAndExplainShowsThePieces) {
   EXPECT_EQ(texts["compiled"], texts["eager"]);
   ASSERT_NE(plan, nullptr);
   std::string explain = plan->explain();
-  EXPECT_THAT(explain, HasSubstr("6 pieces, 5 splitting ops (attention)")) << explain;
+  EXPECT_THAT(explain, HasSubstr("6 pieces, 5 splitting ops (rotary_attention)")) << explain;
   EXPECT_THAT(explain, HasSubstr("unique pieces: 3 of 6")) << explain;
   std::printf("%s", explain.c_str());
 }

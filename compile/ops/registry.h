@@ -105,6 +105,9 @@ struct OpDef {
   // weight-prefetch pass has the step before pull it into the device's cache.
   int streamed_weight = -1;
   bool custom = false;  // enabled/disabled by the compilation config's custom_ops
+  // A splitting op that a pass makes out of another (rotary_attention out of attention) splits
+  // the graph wherever compilation.splitting_ops lists that other op.
+  std::string splits_as;
   bool strided_inputs =
       false;  // its kernels read any strides; otherwise inputs are made contiguous
   std::string doc;

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "compile/passes/passes.h"
+#include "compile/passes/value_uses.h"
 #include "kernels/check.h"
 
 namespace tessera {
@@ -21,23 +22,6 @@ struct Match {
   int gated_input = -1;       // x [..., 2d]
   const OpDef* fused = nullptr;
   Attributes attributes;  // the activation's
-};
-
-// Reads the graph: who consumes each value, and which values the graph returns.
-struct Uses {
-  std::vector<std::vector<int>> consumers;
-  std::vector<bool> returned;
-
-  explicit Uses(const Graph& graph)
-      : consumers(graph.num_values()), returned(graph.num_values(), false) {
-    for (size_t i = 0; i < graph.nodes().size(); ++i)
-      for (int id : graph.nodes()[i].inputs) consumers[id].push_back(static_cast<int>(i));
-    for (int id : graph.outputs()) returned[id] = true;
-  }
-  // Whether value `id` is read by node `reader` alone (once) and not returned.
-  bool only_reader(int id, int reader) const {
-    return !returned[id] && consumers[id].size() == 1 && consumers[id][0] == reader;
-  }
 };
 
 const Node* producer_call(const Graph& graph, int value) {
@@ -66,7 +50,7 @@ bool is_half_slice(const Graph& graph, const Node* node, int64_t half_index, int
 }
 
 // The activation feeding linear node `linear` (its input 0), or nothing.
-std::optional<Match> match(const Graph& graph, const Uses& uses, int linear) {
+std::optional<Match> match(const Graph& graph, const ValueUses& uses, int linear) {
   const Node& node = graph.nodes()[linear];
   const int activated = node.inputs[0];
   const Node* producer = producer_call(graph, activated);
@@ -112,7 +96,7 @@ std::optional<Match> match(const Graph& graph, const Uses& uses, int linear) {
 
 void fuse_linear_prologues(Graph& graph, const PassConfig& config) {
   if (!config.enable_linear_prologue_fusion) return;
-  const Uses uses(graph);
+  const ValueUses uses(graph);
   std::vector<std::optional<Match>> at_linear(graph.nodes().size());
   std::set<int> absorbed;
   for (size_t i = 0; i < graph.nodes().size(); ++i) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "compile/compiled_plan.h"
+#include "compile/custom_op_config.h"
 
 namespace tessera {
 
@@ -17,6 +18,12 @@ void cleanup(Graph& graph, const PassConfig& config);
 // Replaces each gated activation read only by a linear with one <activation>_and_mul_linear
 // node.
 void fuse_linear_prologues(Graph& graph, const PassConfig& config);
+// The custom ops the enabled passes match, enabled for tracing (unless the list disables one by
+// name): rotary_embedding for the rotary-attention pass.
+CustomOpConfig custom_ops_for_passes(const CustomOpConfig& custom_ops, const PassConfig& config);
+// Replaces each attention whose query and key come from rotary_embedding alone, all three
+// column slices of one qkv tensor, with one rotary_attention node.
+void fuse_rotary_attention(Graph& graph, const PassConfig& config);
 // Orders the nodes into steps: views, library kernels, splitting ops (piece boundaries).
 std::vector<Step> split_into_pieces(const Graph& graph,
                                     const std::vector<std::string>& splitting_ops, int* num_pieces);

@@ -16,15 +16,17 @@ std::vector<Step> split_into_pieces(const Graph& graph,
     const OpDef* op = OpRegistry::global().find(name);
     TESSERA_REQUIRE(op != nullptr, "compilation.splitting_ops: '{}' is not a registered op", name);
   }
+  auto listed = [&](const std::string& name) {
+    return std::find(splitting_ops.begin(), splitting_ops.end(), name) != splitting_ops.end();
+  };
   // Ops of kind splitting (attention: its KV cache and metadata live outside the graph) always
   // split: a list without them would be a setting that does nothing.
   for (const OpDef* op : OpRegistry::global().all()) {
-    TESSERA_REQUIRE(
-        op->kind != OpKind::splitting ||
-            std::find(splitting_ops.begin(), splitting_ops.end(), op->name) != splitting_ops.end(),
-        "compilation.splitting_ops must list '{}': it always runs between the "
-        "compiled pieces",
-        op->name);
+    TESSERA_REQUIRE(op->kind != OpKind::splitting || listed(op->name) ||
+                        (!op->splits_as.empty() && listed(op->splits_as)),
+                    "compilation.splitting_ops must list '{}': it always runs between the "
+                    "compiled pieces",
+                    op->splits_as.empty() ? op->name : op->splits_as);
   }
   std::vector<Step> steps;
   int piece = 0;
@@ -34,9 +36,7 @@ std::vector<Step> split_into_pieces(const Graph& graph,
     Step step;
     step.node = static_cast<int>(i);
     step.piece = piece;
-    bool splitting =
-        node.op->kind == OpKind::splitting ||
-        std::find(splitting_ops.begin(), splitting_ops.end(), node.op->name) != splitting_ops.end();
+    const bool splitting = node.op->kind == OpKind::splitting || listed(node.op->name);
     if (splitting) {
       step.kind = StepKind::splitting;
       ++piece;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 
+#include "compile/passes/passes.h"
 #include "engine/cli/command.h"
 #include "engine/cli/model_flags.h"
 #include "engine/config.h"
@@ -55,7 +56,9 @@ int run_explain(const std::vector<std::string>& args) {
   TESSERA_CHECK(plan != nullptr, "compiled mode produced no plan");
   const auto& trace = runner.compiled()->entries().at(0).trace;
   fmt::print("model {}: {}\n", config.engine.model, model->config().str());
-  fmt::print("custom ops: {}; splitting ops: {}\n", options.custom_ops.str(),
+  // As traced: the passes' custom ops enabled (rotary_embedding for the rotary-attention pass).
+  fmt::print("custom ops: {}; splitting ops: {}\n",
+             custom_ops_for_passes(options.custom_ops, config.compilation.pass_config).str(),
              fmt::join(config.compilation.splitting_ops, ", "));
   fmt::print("traced graph: {} nodes ({} ops); guards: {}\n", trace.graph.nodes().size(),
              trace.graph.num_calls(), trace.guards.empty() ? "none" : "");

@@ -26,6 +26,7 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/rotary_attention.h"
 
 namespace tessera::gpu::attention {
 namespace {
@@ -156,6 +157,7 @@ bool launch_prefill_on_tensor_cores(const AttentionParams<T>& params, const Laun
 
 template <typename T, int kHeadSize, bool kExact>
 void launch_prefill(const AttentionParams<T>& params, const Launch& launch) {
+  TESSERA_CHECK(params.rope_cos_sin == nullptr, "rotary attention reached a prefill kernel");
   if (launch_prefill_on_tensor_cores<T, kHeadSize, kExact>(params, launch)) return;
   const size_t shared_bytes = prefill_shared_bytes(params.head_size);
   auto* kernel = prefill_attention_kernel<T, kHeadSize, kExact>;
@@ -243,6 +245,8 @@ template <typename T, int kHeadSize, bool kExact>
 void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
   const int group = params.num_heads / params.num_kv_heads;
   const bool tensor_cores = decode_on_tensor_cores<T, kHeadSize, kExact>(group, launch);
+  TESSERA_CHECK(params.rope_cos_sin == nullptr || tensor_cores,
+                "rotary attention reached a decode kernel that does not rotate");
   DecodeSplit split{};
   if (tensor_cores) {  // a warp takes the whole group
     split.head_chunks = 1;
@@ -334,25 +338,33 @@ void require_metadata_tensor(const Tensor& tensor, const char* name, int64_t val
                   name, values, device.str(), tensor.defined() ? tensor.str() : "undefined");
 }
 
-void attention_gpu(const KernelArgs& args) {
+// rotary_attention's rotation, for a decode on tensor cores (attention_rope.cuh).
+struct Rope {
+  const Tensor& positions;
+  const Tensor& cos_sin_cache;
+  bool is_neox;
+};
+
+// The attention op's work: query rows [tokens, Hq * D] and key / value rows [tokens, Hk * D],
+// each with unit column stride and any row stride (rotary_attention passes the column slices of
+// the qkv rows); with `rope`, the query and the step's key are rotated first, which only the
+// tensor-core decode kernel does (the caller checks fused_rotary_decode_fits).
+void attend(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& out,
+            const Attributes& attributes, const Rope* rope) {
   ForwardContext& context = current_forward_context();
   TESSERA_CHECK(context.attention != nullptr, "the forward context has no attention metadata");
   const AttentionMetadata& meta = *context.attention;
-  const int64_t layer = args.attributes.get_int("layer");
+  const int64_t layer = attributes.get_int("layer");
   TESSERA_CHECK(
       context.kv_caches && layer >= 0 && layer < static_cast<int64_t>(context.kv_caches->size()),
       "no KV cache for layer {}", layer);
   PagedKVCache& cache = (*context.kv_caches)[layer];
-  const int64_t heads = args.attributes.get_int("num_heads");
-  const int64_t kv_heads = args.attributes.get_int("num_kv_heads");
-  const int64_t head_size = args.attributes.get_int("head_size");
-  const double scale = args.attributes.get_float("scale");
-  const int64_t sliding_window = args.attributes.get_int("sliding_window", 0);
-  const double logit_softcap = args.attributes.get_float("logit_softcap", 0.0);
-  const Tensor& query = args.inputs[0];
-  const Tensor& key = args.inputs[1];
-  const Tensor& value = args.inputs[2];
-  const Tensor& out = args.outputs[0];
+  const int64_t heads = attributes.get_int("num_heads");
+  const int64_t kv_heads = attributes.get_int("num_kv_heads");
+  const int64_t head_size = attributes.get_int("head_size");
+  const double scale = attributes.get_float("scale");
+  const int64_t sliding_window = attributes.get_int("sliding_window", 0);
+  const double logit_softcap = attributes.get_float("logit_softcap", 0.0);
   const Device device = query.device();
 
   TESSERA_REQUIRE(head_size <= kMaxHeadSize,
@@ -394,11 +406,17 @@ void attention_gpu(const KernelArgs& args) {
   // rows; everything else writes the cache first.
   // (Every token must be some sequence's: the kernel writes each sequence's one token.)
   const bool decode = meta.max_query_len == 1 && meta.num_seqs > 0 && tokens <= meta.num_seqs;
-  const bool write_in_decode = decode && key_rows.is_contiguous() && value_rows.is_contiguous() &&
-                               key_rows.dim() == 2 && key_rows.size(1) == kv_heads * head_size &&
-                               value_rows.sizes() == key_rows.sizes();
-  if (!write_in_decode)
+  const bool write_in_decode =
+      decode && key_rows.dim() == 2 && key_rows.size(1) == kv_heads * head_size &&
+      key_rows.stride(1) == 1 && value_rows.sizes() == key_rows.sizes() &&
+      value_rows.stride(1) == 1 && value_rows.stride(0) == key_rows.stride(0);
+  TESSERA_CHECK(rope == nullptr || write_in_decode,
+                "rotary attention fused into a step that is not a decode of plain rows");
+  if (!write_in_decode) {
+    TESSERA_CHECK(key_rows.is_contiguous() && value_rows.is_contiguous(),
+                  "attention: the cache write takes contiguous key and value rows");
     reshape_and_cache(key_rows, value_rows, cache, meta.device_slot_mapping, scope.stream());
+  }
   if (meta.num_seqs == 0) return;
   require_metadata_tensor(meta.device_query_start_loc, "device_query_start_loc", meta.num_seqs + 1,
                           device);
@@ -412,7 +430,11 @@ void attention_gpu(const KernelArgs& args) {
   const Launch launch{meta.num_seqs, meta.max_query_len, meta.max_seq_len, device, scope.stream()};
   visit_device_float_dtype(kOp, query.dtype(), [&]<typename T>() {
     AttentionParams<T> params{};
+    TESSERA_CHECK(query_rows.dim() == 2 && query_rows.stride(1) == 1,
+                  "attention: the query {} must have contiguous rows", query_rows.str());
     params.query = static_cast<const T*>(query_rows.data_ptr());
+    params.query_row_stride = query_rows.stride(0);
+    params.new_row_stride = key_rows.stride(0);
     params.key_cache = static_cast<T*>(cache.key.data_ptr());
     params.value_cache = static_cast<T*>(cache.value.data_ptr());
     if (write_in_decode) {
@@ -433,15 +455,24 @@ void attention_gpu(const KernelArgs& args) {
     params.scale_log2 = static_cast<float>(scale * 1.4426950408889634);  // log2(e)
     params.sliding_window = static_cast<int>(std::min<int64_t>(sliding_window, INT32_MAX));
     params.softcap_log2 = static_cast<float>(logit_softcap * 1.4426950408889634);
+    if (rope != nullptr) {
+      params.rope_cos_sin = rope->cos_sin_cache.data<float>();
+      params.rope_positions = rope->positions.data_ptr();
+      params.rope_positions_i64 = rope->positions.dtype() == DType::i64;
+      params.rope_max_position = rope->cos_sin_cache.size(0);
+      params.rope_is_neox = rope->is_neox;
+    }
     // The packed kernels move whole 16-byte packs of rows; other layouts take the generic one.
     constexpr int E = kPackElements<T>;
     bool aligned = true;
     for (const Tensor* tensor :
          std::initializer_list<const Tensor*>{&query, &out, &cache.key, &cache.value})
       aligned = aligned && pack_aligned<T, E>(tensor->data_ptr());
+    // Rows a whole number of packs apart.
+    aligned = aligned && params.query_row_stride % E == 0;
     if (write_in_decode)  // the decode kernel moves the new rows in packs too
       aligned = aligned && pack_aligned<T, E>(key_rows.data_ptr()) &&
-                pack_aligned<T, E>(value_rows.data_ptr());
+                pack_aligned<T, E>(value_rows.data_ptr()) && params.new_row_stride % E == 0;
     if (aligned && head_size == 64) {
       launch_attention<T, 64, true>(params, launch);
     } else if (aligned && head_size == 128) {
@@ -452,7 +483,69 @@ void attention_gpu(const KernelArgs& args) {
   });
 }
 
+void attention_gpu(const KernelArgs& args) {
+  attend(args.inputs[0], args.inputs[1], args.inputs[2], args.outputs[0], args.attributes, nullptr);
+}
+
+// Whether rotary_attention's step can run as one tensor-core decode launch: a decode step of
+// bf16/f16 rows with head size 64 or 128, aligned packs, a GQA group that fits, sm_80+, the
+// rotation over the whole head with an f32 cos/sin cache and positions of the step's tokens.
+bool fused_rotary_decode_fits(const KernelArgs& args, const QkvWidths& width) {
+#if defined(TESSERA_GPU_HIP)
+  (void)args;
+  (void)width;
+  return false;
+#else
+  const Tensor& positions = args.inputs[0];
+  const Tensor& qkv = args.inputs[1];
+  const Tensor& cos_sin_cache = args.inputs[2];
+  const ForwardContext& context = current_forward_context();
+  if (context.attention == nullptr) return false;
+  const AttentionMetadata& meta = *context.attention;
+  const bool decode = meta.max_query_len == 1 && meta.num_seqs > 0 &&
+                      meta.num_tokens <= meta.num_seqs && meta.num_tokens <= qkv.size(0);
+  const int64_t head_size = args.attributes.get_int("head_size");
+  const int64_t heads = args.attributes.get_int("num_heads");
+  const int64_t kv_heads = args.attributes.get_int("num_kv_heads");
+  if (!decode || (head_size != 64 && head_size != 128) || heads % kv_heads != 0 ||
+      heads / kv_heads > kDecodeMmaMaxGroup)
+    return false;
+  if (qkv.dtype() != DType::bf16 && qkv.dtype() != DType::f16) return false;
+  if (!qkv.is_contiguous() || qkv.dim() != 2 || (qkv.size(1) % 8) != 0 ||
+      (reinterpret_cast<uintptr_t>(qkv.data_ptr()) % 16) != 0 || width.query % 8 != 0 ||
+      width.key % 8 != 0)
+    return false;
+  if (cos_sin_cache.dtype() != DType::f32 || !cos_sin_cache.is_contiguous() ||
+      cos_sin_cache.dim() != 2 || cos_sin_cache.size(1) != head_size ||
+      cos_sin_cache.device() != qkv.device())
+    return false;
+  if ((positions.dtype() != DType::i32 && positions.dtype() != DType::i64) ||
+      !positions.is_contiguous() || positions.dim() != 1 || positions.numel() < meta.num_tokens ||
+      positions.device() != qkv.device())
+    return false;
+  if (!tensor_core_decode_allowed()) return false;
+  return device_limits(qkv.device().index).compute_major >= 8;
+#endif
+}
+
+// rotary_attention (compile/ops/rotary_attention.cpp): a decode step on tensor cores rotates
+// inside the attention kernel and leaves outputs 1 to 3 unwritten, as the op allows; anything
+// else runs the rotary and attention kernels apart.
+void rotary_attention_gpu(const KernelArgs& args) {
+  const QkvWidths width = qkv_widths(args.attributes);
+  if (!fused_rotary_decode_fits(args, width)) {
+    rotate_then_attend(args);
+    return;
+  }
+  const Tensor& qkv = args.inputs[1];
+  const Rope rope{args.inputs[0], args.inputs[2], args.attributes.get_bool("is_neox", true)};
+  attend(qkv.slice(1, 0, width.query), qkv.slice(1, width.query, width.query + width.key),
+         qkv.slice(1, width.query + width.key, width.query + 2 * width.key), args.outputs[0],
+         attention_attributes(args.attributes), &rope);
+}
+
 TESSERA_REGISTER_KERNEL("attention", kGpuDeviceType, attention_gpu);
+TESSERA_REGISTER_KERNEL("rotary_attention", kGpuDeviceType, rotary_attention_gpu);
 
 }  // namespace
 }  // namespace tessera::gpu::attention

@@ -20,7 +20,7 @@ constexpr int kMaxHeadSize = 256;
 
 template <typename T>
 struct AttentionParams {
-  const T* query;                  // [tokens, num_heads * head_size]
+  const T* query;                  // [tokens, num_heads * head_size], rows query_row_stride apart
   T* key_cache;                    // [num_blocks, block_size, num_kv_heads, head_size]
   T* value_cache;                  // same
   T* out;                          // [tokens, num_heads * head_size]
@@ -42,6 +42,19 @@ struct AttentionParams {
   const T* new_value;           // same
   const int32_t* slot_mapping;  // [tokens]; -1 (padding) or a slot past num_slots: not written
   int64_t num_slots;            // num_blocks * block_size
+  // Elements from one token's row to the next: of `query` (num_heads * head_size when
+  // contiguous) and of new_key / new_value (num_kv_heads * head_size when contiguous).
+  // rotary_attention passes the qkv projection's rows, which hold all three.
+  int64_t query_row_stride;
+  int64_t new_row_stride;
+  // rotary_attention's decode on tensor cores only: the query and the step's key are rotated as
+  // rotary_embedding would rotate them (pairs over the whole head; attention_rope.cuh). Null
+  // rope_cos_sin: no rotation.
+  const float* rope_cos_sin;   // [rope_max_position, head_size]: cos, then sin
+  const void* rope_positions;  // [tokens], i32 or i64 (rope_positions_i64)
+  int64_t rope_max_position;
+  bool rope_positions_i64;
+  bool rope_is_neox;  // pairs (i, i + head_size / 2); otherwise (2i, 2i + 1)
 };
 
 // tanh softcapping in the exp2 domain: with s = score * log2(e) and c = cap * log2(e),
@@ -71,7 +84,8 @@ __device__ __forceinline__ NewRows<T> step_rows(const AttentionParams<T>& params
   NewRows<T> rows;
   if (params.slot_mapping == nullptr) return rows;
   rows.slot = params.slot_mapping[token];
-  const int64_t offset = (static_cast<int64_t>(token) * params.num_kv_heads + kv_head) * head_size;
+  const int64_t offset = static_cast<int64_t>(token) * params.new_row_stride +
+                         static_cast<int64_t>(kv_head) * head_size;
   rows.key = params.new_key + offset;
   rows.value = params.new_value + offset;
   return rows;

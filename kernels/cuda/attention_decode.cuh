@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
 
   // q rows of the chunk's heads (as many rows as the largest chunk; unused ones are zeros).
   {
-    const T* query_row = params.query + token * query_width;
+    const T* query_row = params.query + token * params.query_row_stride;
     const int padded_elements = split.heads_per_block * padded;
     for (int i = tid; i < padded_elements; i += kDecodeThreads) {
       const int g = i / padded;

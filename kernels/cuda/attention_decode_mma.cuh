@@ -38,6 +38,7 @@
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_mma_tile.cuh"
+#include "kernels/cuda/attention_rope.cuh"
 #include "kernels/cuda/decode_layout.h"
 #include "kernels/cuda/mma.cuh"
 
@@ -155,7 +156,7 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
 
   // The group's q heads as A fragment rows (group and group + 8); rows past the group are zeros.
   const int64_t query_width = static_cast<int64_t>(params.num_heads) * kHeadSize;
-  const T* query_row = params.query + token * query_width;
+  const T* query_row = params.query + token * params.query_row_stride;
   const T* query_low =
       group < heads ? query_row + static_cast<int64_t>(first_head + group) * kHeadSize : nullptr;
   const T* query_high = group + 8 < heads
@@ -163,6 +164,12 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
                             : nullptr;
   uint32_t q_fragments[kSteps][4];
   load_query_fragments(query_low, query_high, quad_lane, q_fragments);
+  // rotary_attention: the query rotated in registers; the step's key as its tile row arrives and
+  // as it is cached (attention_rope.cuh).
+  const RopeRow rope = rope_row(params, token, kHeadSize);
+  if (rope.cos_sin != nullptr) rotate_query_fragments<T, kSteps>(q_fragments, quad_lane, rope);
+  // The step's own key (the sequence's last), where a tile holds it from the step's rows.
+  const int own_key = rope.cos_sin != nullptr && new_rows.slot >= 0 ? params.seq_lens[seq] - 1 : -1;
 
   float out[kOutGroups][4];
 #pragma unroll
@@ -194,8 +201,13 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     }
     __syncwarp();  // every lane's copies of this tile are visible
     const int buffer = ((tile_begin - begin) / kDecodeMmaKeyTile) % buffers;
-    const T* k_tile = tiles + buffer * 2 * kTileElements;
+    T* k_tile = tiles + buffer * 2 * kTileElements;
     const T* v_tile = k_tile + kTileElements;
+    if (own_key >= tile_begin && own_key < tile_begin + kDecodeMmaKeyTile && own_key < end) {
+      T* row = k_tile + (own_key - tile_begin) * kStride;
+      rotate_key_row<T, kHeadSize>(row, row, lane, rope);
+      __syncwarp();
+    }
 
     // S = Q K^T for the group's rows and the tile's keys; scaled into the exp2 domain,
     // softcapped, keys past the partition masked; the softmax; O += P V.
@@ -220,7 +232,10 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
   if (partition == 0 && new_rows.slot >= 0 && new_rows.slot < params.num_slots) {
     const int64_t cache_offset =
         new_rows.slot * kv_width + static_cast<int64_t>(kv_head) * kHeadSize;
-    for (int chunk = lane; chunk < 2 * kChunksPerRow; chunk += kDecodeMmaThreads) {
+    if (rope.cos_sin != nullptr)
+      rotate_key_row<T, kHeadSize>(new_rows.key, params.key_cache + cache_offset, lane, rope);
+    for (int chunk = rope.cos_sin != nullptr ? kChunksPerRow + lane : lane;
+         chunk < 2 * kChunksPerRow; chunk += kDecodeMmaThreads) {
       const bool value = chunk >= kChunksPerRow;
       const int column = chunk % kChunksPerRow * 8;
       *reinterpret_cast<uint4*>((value ? params.value_cache : params.key_cache) + cache_offset +

@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
   load_tile<T, kHeadSize, kExact, kPrefillThreads, kQueryTile>(
       q_tile, stride, head_size, params.scale_log2, [&](int row) -> const T* {
         if (row >= rows) return nullptr;
-        return params.query + (query_begin + tile_begin + row) * query_width +
+        return params.query + (query_begin + tile_begin + row) * params.query_row_stride +
                static_cast<int64_t>(head) * head_size;
       });
 

@@ -117,13 +117,15 @@ __global__ void __launch_bounds__(kMmaThreads)
   // This warp's 16 q rows as A fragments; rows past the query are zeros.
   const int row_low = warp * 16 + group;  // and row_low + 8
   const T* query_low = row_low < rows
-                           ? params.query + (query_begin + tile_begin + row_low) * query_width +
+                           ? params.query +
+                                 (query_begin + tile_begin + row_low) * params.query_row_stride +
                                  static_cast<int64_t>(head) * kHeadSize
                            : nullptr;
   const T* query_high =
-      row_low + 8 < rows ? params.query + (query_begin + tile_begin + row_low + 8) * query_width +
-                               static_cast<int64_t>(head) * kHeadSize
-                         : nullptr;
+      row_low + 8 < rows
+          ? params.query + (query_begin + tile_begin + row_low + 8) * params.query_row_stride +
+                static_cast<int64_t>(head) * kHeadSize
+          : nullptr;
   uint32_t q_fragments[kSteps][4];
   load_query_fragments(query_low, query_high, quad_lane, q_fragments);
   // Positions of the two rows; rows past the query repeat the last row (finite, not stored).

@@ -1,0 +1,29 @@
+// rotary_attention (compile/ops/rotary_attention.cpp) as its two ops apart: what every device
+// runs where its fused kernel does not fit (the CPU always; on a GPU, prefill and the CUDA-core
+// decode kernel).
+#pragma once
+
+#include "kernels/attributes.h"
+#include "kernels/kernel_registry.h"
+
+namespace tessera {
+
+// The columns of the query and of the key (and of the value) within qkv's rows; throws naming
+// the attribute when the heads or head size are not positive or out of range.
+struct QkvWidths {
+  int64_t query;
+  int64_t key;
+};
+QkvWidths qkv_widths(const Attributes& attributes);
+
+// The attributes rotary_embedding and attention take, out of rotary_attention's.
+Attributes rotary_embedding_attributes(const Attributes& attributes);
+Attributes attention_attributes(const Attributes& attributes);
+
+// Copies the query, key and value columns of qkv into the contiguous outputs, rotates the query
+// and key with the device's rotary_embedding kernel and attends with its attention kernel: the
+// outputs are then all written, as rotary_attention's contract says. Uses outputs 0 and 3 as
+// scratch for the unrotated query and key before they take their own results.
+void rotate_then_attend(const KernelArgs& args);
+
+}  // namespace tessera
