@@ -47,12 +47,15 @@ TEST(Config, OverridesApplyAfterTheFile) {
   RunConfig config = load_run_config(
       path,
       {"compilation.mode=eager", "compilation.splitting_ops=[attention, argmax]",
-       "compilation.custom_ops=[none, +rms_norm]", "compilation.pass_config.enable_fusion=false"});
+       "compilation.custom_ops=[none, +rms_norm]", "compilation.pass_config.enable_fusion=false",
+       "compilation.pass_config.enable_rotary_attention_fusion=false"});
   EXPECT_EQ(config.engine.max_num_seqs, 8);
   EXPECT_EQ(config.compilation.mode, "eager");
   EXPECT_EQ(config.compilation.splitting_ops, (std::vector<std::string>{"attention", "argmax"}));
   EXPECT_EQ(config.compilation.custom_ops, (std::vector<std::string>{"none", "+rms_norm"}));
   EXPECT_FALSE(config.compilation.pass_config.enable_fusion);
+  EXPECT_FALSE(config.compilation.pass_config.enable_rotary_attention_fusion);
+  EXPECT_TRUE(load_run_config(path, {}).compilation.pass_config.enable_rotary_attention_fusion);
 }
 
 TEST(Config, DefaultCaptureSizesFollowVllm) {
