@@ -1,5 +1,4 @@
-// rotary_attention as its two ops apart: see rotary_attention.h. Registered as the CPU kernel;
-// the GPU kernel (kernels/cuda/attention.cu) calls it where its fused decode does not fit.
+// rotary_attention as its two ops apart: see rotary_attention.h. Registered as the CPU kernel.
 #include "kernels/rotary_attention.h"
 
 #include "kernels/check.h"

@@ -1,6 +1,5 @@
-// rotary_attention (compile/ops/rotary_attention.cpp) as its two ops apart: what every device
-// runs where its fused kernel does not fit (the CPU always; on a GPU, prefill and the CUDA-core
-// decode kernel).
+// rotary_attention (compile/ops/rotary_attention.cpp) as its two ops apart, on the CPU (the GPU
+// kernel, kernels/cuda/attention.cu, reads the qkv slices where they lie instead).
 #pragma once
 
 #include "kernels/attributes.h"
@@ -20,10 +19,10 @@ QkvWidths qkv_widths(const Attributes& attributes);
 Attributes rotary_embedding_attributes(const Attributes& attributes);
 Attributes attention_attributes(const Attributes& attributes);
 
-// Copies the query, key and value columns of qkv into the contiguous outputs, rotates the query
-// and key with the device's rotary_embedding kernel and attends with its attention kernel: the
-// outputs are then all written, as rotary_attention's contract says. Uses outputs 0 and 3 as
-// scratch for the unrotated query and key before they take their own results.
+// Copies the query, key and value columns of qkv into the contiguous outputs (the CPU kernels take
+// contiguous tensors), rotates the query and key with the device's rotary_embedding kernel and
+// attends with its attention kernel. Uses outputs 0 and 3 as scratch for the unrotated query and
+// key before they take their own results.
 void rotate_then_attend(const KernelArgs& args);
 
 }  // namespace tessera

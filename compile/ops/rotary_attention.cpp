@@ -5,11 +5,11 @@
 // tensor, so that a GPU decode step rotates the query and the step's key inside its attention
 // kernel instead of in a launch of its own (kernels/cuda/attention.cu).
 //
-// Outputs: the attention's [T, Hq D], then the rotated query, the rotated key and the value as
-// contiguous rows, as the two ops apart would hand them to attention. A path that runs rope and
-// attention apart (the CPU, prefill, the CUDA-core decode kernel) writes them; the fused decode
-// kernel leaves them unwritten, which is why the pass makes this op only where nothing else
-// reads them.
+// Outputs: the attention's [T, Hq D], then room for the rotated query, the rotated key and the
+// value as contiguous rows, for the kernels that run rope and attention apart and need them
+// (kernels/rotary_attention.h). A kernel may leave any of the three unwritten (the fused decode
+// kernel writes none, the GPU's apart path only the rotated pair), which is why the pass makes
+// this op only where nothing else reads them.
 #include "kernels/rotary_attention.h"
 #include "compile/ops/dispatch.h"
 #include "compile/ops/meta_helpers.h"

@@ -48,7 +48,7 @@ template <typename U, int E>
 __global__ void __launch_bounds__(kCopyThreads)
     reshape_and_cache_kernel(const U* key, const U* value, U* key_cache, U* value_cache,
                              const int32_t* slot_mapping, int64_t tokens, int64_t row,
-                             int64_t num_slots) {
+                             int64_t key_stride, int64_t value_stride, int64_t num_slots) {
   wait_for_prior_grids();
   allow_next_grid();
   const int64_t packs_per_row = row / E;
@@ -61,19 +61,23 @@ __global__ void __launch_bounds__(kCopyThreads)
     // -1 marks padding tokens; a slot past the cache cannot be reported without a device sync,
     // so it is skipped rather than written out of bounds.
     if (slot < 0 || slot >= num_slots) continue;
-    store_pack<E>(key_cache + slot * row + offset, load_pack<E>(key + token * row + offset));
-    store_pack<E>(value_cache + slot * row + offset, load_pack<E>(value + token * row + offset));
+    store_pack<E>(key_cache + slot * row + offset, load_pack<E>(key + token * key_stride + offset));
+    store_pack<E>(value_cache + slot * row + offset,
+                  load_pack<E>(value + token * value_stride + offset));
   }
 }
 
 void reshape_and_cache(const Tensor& key, const Tensor& value, PagedKVCache& cache,
                        const Tensor& slot_mapping, gpuStream_t stream) {
+  // Key and value rows: contiguous, or apart (the column slices of one qkv row).
   const int64_t tokens = key.size(0);
   const int64_t row = key.size(1);
+  const int64_t key_stride = tokens > 1 ? key.stride(0) : row;
+  const int64_t value_stride = tokens > 1 ? value.stride(0) : row;
   const int64_t num_slots = cache.num_blocks() * cache.block_size();
   visit_element_bits(key.dtype(), [&]<typename U>() {
     constexpr int E = static_cast<int>(16 / sizeof(U));
-    bool packed = row % E == 0;
+    bool packed = row % E == 0 && key_stride % E == 0 && value_stride % E == 0;
     for (const Tensor* tensor :
          std::initializer_list<const Tensor*>{&key, &value, &cache.key, &cache.value})
       packed = packed && pack_aligned<U, E>(tensor->data_ptr());
@@ -85,7 +89,7 @@ void reshape_and_cache(const Tensor& key, const Tensor& value, PagedKVCache& cac
           stream, key.device().index, static_cast<const U*>(key.data_ptr()),
           static_cast<const U*>(value.data_ptr()), static_cast<U*>(cache.key.data_ptr()),
           static_cast<U*>(cache.value.data_ptr()), slot_mapping.data<int32_t>(), tokens, row,
-          num_slots);
+          key_stride, value_stride, num_slots);
       GPU_CHECK_LAUNCH("attention reshape_and_cache");
     };
     if (packed) {
@@ -413,8 +417,9 @@ void attend(const Tensor& query, const Tensor& key, const Tensor& value, const T
   TESSERA_CHECK(rope == nullptr || write_in_decode,
                 "rotary attention fused into a step that is not a decode of plain rows");
   if (!write_in_decode) {
-    TESSERA_CHECK(key_rows.is_contiguous() && value_rows.is_contiguous(),
-                  "attention: the cache write takes contiguous key and value rows");
+    TESSERA_CHECK(key_rows.dim() == 2 && key_rows.stride(1) == 1 && value_rows.dim() == 2 &&
+                      value_rows.stride(1) == 1 && value_rows.sizes() == key_rows.sizes(),
+                  "attention: the cache write takes key and value rows of contiguous elements");
     reshape_and_cache(key_rows, value_rows, cache, meta.device_slot_mapping, scope.stream());
   }
   if (meta.num_seqs == 0) return;
@@ -528,20 +533,31 @@ bool fused_rotary_decode_fits(const KernelArgs& args, const QkvWidths& width) {
 #endif
 }
 
-// rotary_attention (compile/ops/rotary_attention.cpp): a decode step on tensor cores rotates
-// inside the attention kernel and leaves outputs 1 to 3 unwritten, as the op allows; anything
-// else runs the rotary and attention kernels apart.
+// rotary_attention (compile/ops/rotary_attention.cpp) over the qkv rows' column slices, without
+// copying them out: a decode step on tensor cores rotates inside the attention kernel (one
+// launch); anything else rotates the query and key into outputs 1 and 2 with rotary_embedding's
+// kernel and attends over them and the value's slice. Output 3 stays unwritten, as the op allows.
 void rotary_attention_gpu(const KernelArgs& args) {
   const QkvWidths width = qkv_widths(args.attributes);
-  if (!fused_rotary_decode_fits(args, width)) {
-    rotate_then_attend(args);
+  const Tensor& qkv = args.inputs[1];
+  TESSERA_REQUIRE(
+      qkv.dim() == 2 && qkv.size(1) == width.query + 2 * width.key && qkv.stride(1) == 1,
+      "rotary_attention: qkv {} must be rows of {} contiguous columns", qkv.str(),
+      width.query + 2 * width.key);
+  const Tensor query = qkv.slice(1, 0, width.query);
+  const Tensor key = qkv.slice(1, width.query, width.query + width.key);
+  const Tensor value = qkv.slice(1, width.query + width.key, width.query + 2 * width.key);
+  const Attributes attributes = attention_attributes(args.attributes);
+  if (fused_rotary_decode_fits(args, width)) {
+    const Rope rope{args.inputs[0], args.inputs[2], args.attributes.get_bool("is_neox", true)};
+    attend(query, key, value, args.outputs[0], attributes, &rope);
     return;
   }
-  const Tensor& qkv = args.inputs[1];
-  const Rope rope{args.inputs[0], args.inputs[2], args.attributes.get_bool("is_neox", true)};
-  attend(qkv.slice(1, 0, width.query), qkv.slice(1, width.query, width.query + width.key),
-         qkv.slice(1, width.query + width.key, width.query + 2 * width.key), args.outputs[0],
-         attention_attributes(args.attributes), &rope);
+  const Tensor rotary_inputs[] = {args.inputs[0], query, key, args.inputs[2]};
+  const Attributes rotary_attributes = rotary_embedding_attributes(args.attributes);
+  run_kernel("rotary_embedding", qkv.device().type,
+             KernelArgs{rotary_inputs, rotary_attributes, args.outputs.subspan(1, 2)});
+  attend(args.outputs[1], args.outputs[2], value, args.outputs[0], attributes, nullptr);
 }
 
 TESSERA_REGISTER_KERNEL("attention", kGpuDeviceType, attention_gpu);

@@ -34,6 +34,10 @@ struct RotaryParams {
   int key_heads;
   int head_size;
   int rot_dim;
+  // Elements from one token's input row to the next (the widths when contiguous; wider for
+  // the column slices of a qkv projection, which rotary_attention passes).
+  int64_t query_stride;
+  int64_t key_stride;
 };
 
 // N elements as f32: one packed access when kVector, else element by element (any alignment).
@@ -123,8 +127,8 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int half = params.rot_dim / 2;
   const int query_width = params.query_heads * params.head_size;
   const int key_width = params.key_heads * params.head_size;
-  const T* query_row = query + token * query_width;
-  const T* key_row = key + token * key_width;
+  const T* query_row = query + token * params.query_stride;
+  const T* key_row = key + token * params.key_stride;
   T* query_out_row = query_out + token * query_width;
   T* key_out_row = key_out + token * key_width;
   const int heads = params.query_heads + params.key_heads;
@@ -188,7 +192,8 @@ void launch_rotary_style(const RotaryParams& params, const RotaryTensors& tensor
   // neox: an item is V first-half and V second-half elements; gptj: V adjacent elements.
   constexpr int kVectorPairs = kNeox ? V : V / 2;
   const int unit = kNeox ? params.rot_dim / 2 : params.rot_dim;
-  bool vectorized = unit % V == 0 && params.head_size % V == 0;
+  bool vectorized = unit % V == 0 && params.head_size % V == 0 && params.query_stride % V == 0 &&
+                    params.key_stride % V == 0;
   for (const Tensor* tensor :
        {&tensors.query, &tensors.key, &tensors.query_out, &tensors.key_out}) {
     vectorized = vectorized && pack_aligned<T, V>(tensor->data_ptr());
@@ -207,10 +212,15 @@ void rotary_embedding_kernel_entry(const KernelArgs& args) {
   const Tensor& query = tensors.query;
   const Tensor& key = tensors.key;
   const Tensor& cache = tensors.cache;
+  // Query and key rows may lie apart (column slices of one qkv row); everything else is
+  // contiguous.
   for (const Tensor* tensor :
        {&positions, &query, &key, &cache, &tensors.query_out, &tensors.key_out}) {
-    TESSERA_REQUIRE(tensor->numel() == 0 || tensor->is_contiguous(), "{}: {} must be contiguous",
-                    kOp, tensor->str());
+    const bool rows = (tensor == &query || tensor == &key) && tensor->dim() == 2 &&
+                      tensor->stride(1) == 1 && tensor->stride(0) >= tensor->size(1);
+    TESSERA_REQUIRE(tensor->numel() == 0 || tensor->is_contiguous() || rows,
+                    "{}: {} must be contiguous (query and key: contiguous rows)", kOp,
+                    tensor->str());
     TESSERA_REQUIRE(tensor->device() == query.device(), "{}: {} must be on {} with the query", kOp,
                     tensor->str(), query.device().str());
   }
@@ -255,6 +265,8 @@ void rotary_embedding_kernel_entry(const KernelArgs& args) {
   params.key_heads = static_cast<int>(key.size(1) / head_size);
   params.head_size = static_cast<int>(head_size);
   params.rot_dim = static_cast<int>(rot_dim);
+  params.query_stride = query.stride(0);
+  params.key_stride = key.stride(0);
   const bool is_neox = args.attributes.get_bool("is_neox", true);
 
   LaunchScope scope(query.device());
