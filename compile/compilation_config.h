@@ -20,8 +20,10 @@ struct PassConfig {
   // (compile/passes/weight_prefetch.cpp).
   bool enable_weight_prefetch = true;
   // Fold rotary_embedding into the attention that reads it (one splitting op, rotary_attention,
-  // over the qkv projection's rows; compile/passes/rotary_attention.cpp): a GPU decode step
-  // rotates the query and key inside its attention kernel instead of in a launch of its own.
+  // over the qkv projection's rows; compile/passes/rotary_attention.cpp): a GPU decode step on
+  // tensor cores (bf16/f16, head 64 or 128) rotates the query and key inside its attention
+  // kernel instead of in a launch of its own. While on, rotary_embedding is traced as itself
+  // (custom_ops_for_passes), unless custom_ops lists "-rotary_embedding".
   bool enable_rotary_attention_fusion = true;
 };
 

@@ -68,7 +68,10 @@ KernelClass kernel_class_of(const OpDef& op) {
 LaunchDetail launch_detail(const OpDef& op, std::span<const Tensor> inputs,
                            std::span<const Tensor> outputs, const Attributes& attributes) {
   LaunchDetail detail;
-  detail.bytes = tensor_bytes(outputs);
+  // A splitting op's output 0 is its result; rotary_attention's others are scratch that its
+  // fused kernel never writes.
+  detail.bytes = tensor_bytes(op.kind == OpKind::splitting && !outputs.empty() ? outputs.first(1)
+                                                                                : outputs);
   const int64_t rows = op.kind == OpKind::gather && !outputs.empty() && outputs[0].dim() > 0
                            ? outputs[0].size(0)
                            : INT64_MAX;

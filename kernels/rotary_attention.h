@@ -8,7 +8,7 @@
 namespace tessera {
 
 // The columns of the query and of the key (and of the value) within qkv's rows; throws naming
-// the attribute when the heads or head size are not positive or out of range.
+// num_heads, num_kv_heads and head_size when one is not positive or out of range.
 struct QkvWidths {
   int64_t query;
   int64_t key;

@@ -132,6 +132,10 @@ struct RotaryCase {
   int64_t heads, kv_heads, head_size;
   bool is_neox;
   std::vector<std::pair<int64_t, int64_t>> sequences;  // (cached tokens, new tokens)
+  // Rows of qkv past the step's tokens (a captured graph's padding), and a token whose slot is -1
+  // (written nowhere; -1: none).
+  int64_t padding_rows = 0;
+  int64_t unwritten_token = -1;
 };
 
 struct RotaryResult {
@@ -181,6 +185,9 @@ RotaryResult run_rotary_attention(const RotaryCase& c, Device device, uint32_t s
   }
   meta.block_tables = tables;
   meta.num_tokens = meta.query_start_loc.back();
+  if (c.unwritten_token >= 0) meta.slot_mapping[static_cast<size_t>(c.unwritten_token)] = -1;
+  const int64_t rows = meta.num_tokens + c.padding_rows;
+  positions.resize(static_cast<size_t>(rows), 0);
   const Shape cache_shape{next_block, kBlockSize, c.kv_heads, c.head_size};
   std::vector<PagedKVCache> caches{
       {Tensor::from_floats(random(static_cast<size_t>(shape_numel(cache_shape))), cache_shape,
@@ -197,10 +204,9 @@ RotaryResult run_rotary_attention(const RotaryCase& c, Device device, uint32_t s
     meta.device_block_tables = ints(meta.block_tables);
     meta.device_slot_mapping = ints(meta.slot_mapping);
   }
-  const Tensor qkv = Tensor::from_floats(random(static_cast<size_t>(meta.num_tokens * width)),
-                                         {meta.num_tokens, width}, DType::bf16, device);
-  const Tensor position_tensor =
-      Tensor::from_ints(positions, {meta.num_tokens}, DType::i64, device);
+  const Tensor qkv = Tensor::from_floats(random(static_cast<size_t>(rows * width)), {rows, width},
+                                         DType::bf16, device);
+  const Tensor position_tensor = Tensor::from_ints(positions, {rows}, DType::i64, device);
   const Tensor cos_sin =
       Tensor::from_floats(random(static_cast<size_t>(kMaxPosition * c.head_size)),
                           {kMaxPosition, c.head_size}, DType::f32, device);
@@ -214,8 +220,9 @@ RotaryResult run_rotary_attention(const RotaryCase& c, Device device, uint32_t s
   {
     ForwardContextScope scope(ForwardContext{&meta, &caches});
     const std::vector<Tensor> inputs{position_tensor, qkv, cos_sin};
+    // The step's rows only: past them the kernels leave the outputs as they are.
     for (const Tensor& out : call_op("rotary_attention", inputs, attributes))
-      result.outputs.push_back(out.to_floats());
+      result.outputs.push_back(out.slice(0, 0, meta.num_tokens).to_floats());
   }
   result.key_cache = caches[0].key.to_floats();
   result.value_cache = caches[0].value.to_floats();
@@ -240,6 +247,8 @@ const std::vector<RotaryCase>& gpu_cases() {
       {8, 2, 128, true, {{40, 1}, {257, 1}}},
       {16, 2, 64, false, {{33, 1}, {0, 1}}},
       {16, 1, 128, true, {{500, 1}}},
+      // a graph's padding rows past the step's tokens, and a token written nowhere (slot -1)
+      {32, 8, 64, true, {{60, 1}, {9, 1}, {200, 1}}, 5, 1},
       // a mixed step (prefill chunks and decodes: the kernels apart)
       {8, 2, 64, true, {{0, 7}, {20, 1}, {16, 5}}},
   };

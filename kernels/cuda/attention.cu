@@ -3,8 +3,9 @@
 // token), then each new token attends causally over its sequence through the block table, GQA
 // aware, with f32 math, optionally within a sliding window and with softcapped scores. Kernels:
 // reshape_and_cache (below), decode (attention_decode.cuh: every sequence has one new token; it
-// writes the new rows itself, so a decode step has no reshape_and_cache launch) and prefill/mixed
-// (attention_prefill.cuh).
+// writes the new rows itself where they are rows of contiguous elements, so a decode step has no
+// reshape_and_cache launch) and prefill/mixed (attention_prefill.cuh). Query, key and value rows
+// may lie apart (rotary_attention's qkv slices). rotary_attention's kernel is at the end.
 //
 // The host reads only metadata scalars (num_seqs, max_query_len, max_seq_len,
 // max_blocks_per_seq) and never copies from the device: per-sequence values come from the
@@ -342,6 +343,26 @@ void require_metadata_tensor(const Tensor& tensor, const char* name, int64_t val
                   name, values, device.str(), tensor.defined() ? tensor.str() : "undefined");
 }
 
+// The packed kernels move whole 16-byte packs of rows; other layouts take the generic one.
+bool aligned_to_packs(const void* pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
+}
+
+// Rows of contiguous elements, aligned and a whole number of packs apart.
+bool rows_in_packs(const Tensor& rows) {
+  return aligned_to_packs(rows.data_ptr()) &&
+         rows.stride(0) * static_cast<int64_t>(element_size(rows.dtype())) % 16 == 0;
+}
+
+// Whether a launch can take the packed (exact head size) kernels: the query rows, the output and
+// the caches, and the step's key and value rows where the decode kernel reads them itself.
+bool launch_in_packs(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& out,
+                     const PagedKVCache& cache, bool reads_new_rows) {
+  return rows_in_packs(query) && aligned_to_packs(out.data_ptr()) &&
+         aligned_to_packs(cache.key.data_ptr()) && aligned_to_packs(cache.value.data_ptr()) &&
+         (!reads_new_rows || (rows_in_packs(key) && rows_in_packs(value)));
+}
+
 // rotary_attention's rotation, for a decode on tensor cores (attention_rope.cuh).
 struct Rope {
   const Tensor& positions;
@@ -410,10 +431,10 @@ void attend(const Tensor& query, const Tensor& key, const Tensor& value, const T
   // rows; everything else writes the cache first.
   // (Every token must be some sequence's: the kernel writes each sequence's one token.)
   const bool decode = meta.max_query_len == 1 && meta.num_seqs > 0 && tokens <= meta.num_seqs;
-  const bool write_in_decode =
-      decode && key_rows.dim() == 2 && key_rows.size(1) == kv_heads * head_size &&
-      key_rows.stride(1) == 1 && value_rows.sizes() == key_rows.sizes() &&
-      value_rows.stride(1) == 1 && value_rows.stride(0) == key_rows.stride(0);
+  const bool write_in_decode = decode && key_rows.dim() == 2 &&
+                               key_rows.size(1) == kv_heads * head_size &&
+                               key_rows.stride(1) == 1 && value_rows.sizes() == key_rows.sizes() &&
+                               value_rows.stride(1) == 1;
   TESSERA_CHECK(rope == nullptr || write_in_decode,
                 "rotary attention fused into a step that is not a decode of plain rows");
   if (!write_in_decode) {
@@ -439,7 +460,8 @@ void attend(const Tensor& query, const Tensor& key, const Tensor& value, const T
                   "attention: the query {} must have contiguous rows", query_rows.str());
     params.query = static_cast<const T*>(query_rows.data_ptr());
     params.query_row_stride = query_rows.stride(0);
-    params.new_row_stride = key_rows.stride(0);
+    params.new_key_row_stride = key_rows.stride(0);
+    params.new_value_row_stride = value_rows.stride(0);
     params.key_cache = static_cast<T*>(cache.key.data_ptr());
     params.value_cache = static_cast<T*>(cache.value.data_ptr());
     if (write_in_decode) {
@@ -467,17 +489,8 @@ void attend(const Tensor& query, const Tensor& key, const Tensor& value, const T
       params.rope_max_position = rope->cos_sin_cache.size(0);
       params.rope_is_neox = rope->is_neox;
     }
-    // The packed kernels move whole 16-byte packs of rows; other layouts take the generic one.
-    constexpr int E = kPackElements<T>;
-    bool aligned = true;
-    for (const Tensor* tensor :
-         std::initializer_list<const Tensor*>{&query, &out, &cache.key, &cache.value})
-      aligned = aligned && pack_aligned<T, E>(tensor->data_ptr());
-    // Rows a whole number of packs apart.
-    aligned = aligned && params.query_row_stride % E == 0;
-    if (write_in_decode)  // the decode kernel moves the new rows in packs too
-      aligned = aligned && pack_aligned<T, E>(key_rows.data_ptr()) &&
-                pack_aligned<T, E>(value_rows.data_ptr()) && params.new_row_stride % E == 0;
+    const bool aligned =
+        launch_in_packs(query_rows, key_rows, value_rows, out, cache, write_in_decode);
     if (aligned && head_size == 64) {
       launch_attention<T, 64, true>(params, launch);
     } else if (aligned && head_size == 128) {
@@ -516,9 +529,16 @@ bool fused_rotary_decode_fits(const KernelArgs& args, const QkvWidths& width) {
       heads / kv_heads > kDecodeMmaMaxGroup)
     return false;
   if (qkv.dtype() != DType::bf16 && qkv.dtype() != DType::f16) return false;
-  if (!qkv.is_contiguous() || qkv.dim() != 2 || (qkv.size(1) % 8) != 0 ||
-      (reinterpret_cast<uintptr_t>(qkv.data_ptr()) % 16) != 0 || width.query % 8 != 0 ||
-      width.key % 8 != 0)
+  // The packed kernel, as attend() chooses it for these rows.
+  const int64_t layer = args.attributes.get_int("layer");
+  if (!context.kv_caches || layer < 0 || layer >= static_cast<int64_t>(context.kv_caches->size()))
+    return false;
+  const PagedKVCache& cache = (*context.kv_caches)[static_cast<size_t>(layer)];
+  if (qkv.dim() != 2 || qkv.stride(1) != 1 || !cache.key.defined() || !cache.value.defined() ||
+      !launch_in_packs(qkv.slice(1, 0, width.query),
+                       qkv.slice(1, width.query, width.query + width.key),
+                       qkv.slice(1, width.query + width.key, width.query + 2 * width.key),
+                       args.outputs[0], cache, true))
     return false;
   if (cos_sin_cache.dtype() != DType::f32 || !cos_sin_cache.is_contiguous() ||
       cos_sin_cache.dim() != 2 || cos_sin_cache.size(1) != head_size ||

@@ -38,15 +38,16 @@ struct AttentionParams {
   // Decode only: this step's K/V rows, which the decode kernel writes into the cache itself (no
   // reshape_and_cache launch) and reads from here wherever a key's slot is the new one. Null
   // wherever the launch wrote the cache first (prefill, and decode steps whose rows it cannot).
-  const T* new_key;             // [tokens, num_kv_heads * head_size]
-  const T* new_value;           // same
+  const T* new_key;             // [tokens, num_kv_heads * head_size], new_key_row_stride apart
+  const T* new_value;           // the same, new_value_row_stride apart
   const int32_t* slot_mapping;  // [tokens]; -1 (padding) or a slot past num_slots: not written
   int64_t num_slots;            // num_blocks * block_size
   // Elements from one token's row to the next: of `query` (num_heads * head_size when
-  // contiguous) and of new_key / new_value (num_kv_heads * head_size when contiguous).
+  // contiguous) and of new_key and new_value (num_kv_heads * head_size when contiguous).
   // rotary_attention passes the qkv projection's rows, which hold all three.
   int64_t query_row_stride;
-  int64_t new_row_stride;
+  int64_t new_key_row_stride;
+  int64_t new_value_row_stride;
   // rotary_attention's decode on tensor cores only: the query and the step's key are rotated as
   // rotary_embedding would rotate them (pairs over the whole head; attention_rope.cuh). Null
   // rope_cos_sin: no rotation.
@@ -84,10 +85,10 @@ __device__ __forceinline__ NewRows<T> step_rows(const AttentionParams<T>& params
   NewRows<T> rows;
   if (params.slot_mapping == nullptr) return rows;
   rows.slot = params.slot_mapping[token];
-  const int64_t offset = static_cast<int64_t>(token) * params.new_row_stride +
-                         static_cast<int64_t>(kv_head) * head_size;
-  rows.key = params.new_key + offset;
-  rows.value = params.new_value + offset;
+  const int64_t head_offset = static_cast<int64_t>(kv_head) * head_size;
+  rows.key = params.new_key + static_cast<int64_t>(token) * params.new_key_row_stride + head_offset;
+  rows.value =
+      params.new_value + static_cast<int64_t>(token) * params.new_value_row_stride + head_offset;
   return rows;
 }
 

@@ -168,8 +168,13 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
   // as it is cached (attention_rope.cuh).
   const RopeRow rope = rope_row(params, token, kHeadSize);
   if (rope.cos_sin != nullptr) rotate_query_fragments<T, kSteps>(q_fragments, quad_lane, rope);
-  // The step's own key (the sequence's last), where a tile holds it from the step's rows.
-  const int own_key = rope.cos_sin != nullptr && new_rows.slot >= 0 ? params.seq_lens[seq] - 1 : -1;
+  // The step's own key (the sequence's last), where a tile holds it from the step's rows (its
+  // cache slot is the step's; load_tile_async reads every other row from the cache).
+  const int last_key = params.seq_lens[seq] - 1;
+  const int own_key = rope.cos_sin != nullptr && new_rows.slot >= 0 && last_key >= 0 &&
+                              cache_slot(params, block_table, last_key) == new_rows.slot
+                          ? last_key
+                          : -1;
 
   float out[kOutGroups][4];
 #pragma unroll
