@@ -169,14 +169,7 @@ class Lab {
       std::copy(tables[s].begin(), tables[s].end(),
                 meta.block_tables.begin() + static_cast<int64_t>(s) * meta.max_blocks_per_seq);
     }
-    auto device_ints = [&](const std::vector<int32_t>& values) {
-      std::vector<int64_t> wide(values.begin(), values.end());
-      return Tensor::from_ints(wide, {static_cast<int64_t>(values.size())}, DType::i32, device_);
-    };
-    meta.device_query_start_loc = device_ints(meta.query_start_loc);
-    meta.device_seq_lens = device_ints(meta.seq_lens);
-    meta.device_block_tables = device_ints(meta.block_tables);
-    meta.device_slot_mapping = device_ints(meta.slot_mapping);
+    upload_metadata(meta, device_);
     return meta;
   }
 

@@ -40,6 +40,10 @@ struct ForwardContext {
   std::vector<PagedKVCache>* kv_caches = nullptr;  // one per layer
 };
 
+// Fills meta's device tensors on `device` from its host vectors, one copy each (the model runner
+// packs them into one staging copy instead; this is for tests and kernel labs).
+void upload_metadata(AttentionMetadata& meta, Device device);
+
 // The context of the forward running on this thread; throws when none is set.
 ForwardContext& current_forward_context();
 bool has_forward_context();

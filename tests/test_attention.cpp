@@ -108,16 +108,7 @@ double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t see
       rounded(random_values(static_cast<size_t>(meta.num_tokens * q_row), rng));
   std::vector<PagedKVCache> caches{{Tensor::from_floats(key_cache, cache_shape, dtype, device),
                                     Tensor::from_floats(value_cache, cache_shape, dtype, device)}};
-  if (!device.is_cpu()) {
-    auto ints = [&](const std::vector<int32_t>& v) {
-      std::vector<int64_t> wide(v.begin(), v.end());
-      return Tensor::from_ints(wide, {static_cast<int64_t>(v.size())}, DType::i32, device);
-    };
-    meta.device_query_start_loc = ints(meta.query_start_loc);
-    meta.device_seq_lens = ints(meta.seq_lens);
-    meta.device_block_tables = ints(meta.block_tables);
-    meta.device_slot_mapping = ints(meta.slot_mapping);
-  }
+  if (!device.is_cpu()) upload_metadata(meta, device);
   double scale = 1.0 / std::sqrt(static_cast<double>(c.head_size));
   Tensor out;
   {

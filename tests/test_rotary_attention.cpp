@@ -194,16 +194,7 @@ RotaryResult run_rotary_attention(const RotaryCase& c, Device device, uint32_t s
                            DType::bf16, device),
        Tensor::from_floats(random(static_cast<size_t>(shape_numel(cache_shape))), cache_shape,
                            DType::bf16, device)}};
-  if (!device.is_cpu()) {
-    auto ints = [&](const std::vector<int32_t>& v) {
-      std::vector<int64_t> wide(v.begin(), v.end());
-      return Tensor::from_ints(wide, {static_cast<int64_t>(v.size())}, DType::i32, device);
-    };
-    meta.device_query_start_loc = ints(meta.query_start_loc);
-    meta.device_seq_lens = ints(meta.seq_lens);
-    meta.device_block_tables = ints(meta.block_tables);
-    meta.device_slot_mapping = ints(meta.slot_mapping);
-  }
+  if (!device.is_cpu()) upload_metadata(meta, device);
   const Tensor qkv = Tensor::from_floats(random(static_cast<size_t>(rows * width)), {rows, width},
                                          DType::bf16, device);
   const Tensor position_tensor = Tensor::from_ints(positions, {rows}, DType::i64, device);
