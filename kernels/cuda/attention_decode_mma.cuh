@@ -18,6 +18,8 @@
 //   - S = Q K^T from ldmatrix'd K, the online softmax on the accumulators, O += P V from
 //     ldmatrix.trans'd V;
 //   - partition 0's warp stores the step's new K/V rows into the cache as it ends;
+//   - for rotary_attention (params.rope_cos_sin set) the query is rotated in its A fragments, and
+//     the step's key in its tile row and as it is cached (attention_rope.cuh): no rope launch;
 //   - the tiles before the step's own key are cache rows of earlier steps, so the first ones
 //     (a buffer's worth each) are requested before the kernel waits for the one before it
 //     (programmatic launch): their latency overlaps that kernel's tail;
