@@ -66,6 +66,16 @@ void Graph::set_outputs(std::vector<int> value_ids) {
   nodes_.push_back(std::move(node));
 }
 
+std::vector<int> Graph::remapped(std::span<const int> ids, const std::vector<int>& remap) {
+  std::vector<int> out;
+  out.reserve(ids.size());
+  for (int id : ids) {
+    TESSERA_CHECK(remap[id] >= 0, "value {} used before it is defined", id);
+    out.push_back(remap[id]);
+  }
+  return out;
+}
+
 void Graph::copy_node(const Graph& from, const Node& node, std::vector<int> inputs,
                       std::vector<int>& remap) {
   switch (node.kind) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,9 @@ class Graph {
   // graph does for the nodes it keeps.
   void copy_node(const Graph& from, const Node& node, std::vector<int> inputs,
                  std::vector<int>& remap);
+  // The ids that values `ids` of the graph being rebuilt have here, by `remap` (as copy_node
+  // fills it); checks that each is already defined.
+  static std::vector<int> remapped(std::span<const int> ids, const std::vector<int>& remap);
 
   const std::vector<Node>& nodes() const { return nodes_; }
   std::vector<Node>& mutable_nodes() { return nodes_; }

@@ -43,11 +43,7 @@ void cleanup(Graph& graph, const PassConfig& config) {
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
     const Node& node = graph.nodes()[i];
     if (!live_node[i]) continue;
-    std::vector<int> inputs;
-    for (int id : node.inputs) {
-      TESSERA_CHECK(remap[id] >= 0, "value {} used before it is defined", id);
-      inputs.push_back(remap[id]);
-    }
+    std::vector<int> inputs = Graph::remapped(node.inputs, remap);
     if (node.kind != NodeKind::call) {
       rebuilt.copy_node(graph, node, std::move(inputs), remap);
       continue;

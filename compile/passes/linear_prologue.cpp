@@ -12,7 +12,6 @@
 
 #include "compile/passes/passes.h"
 #include "compile/passes/value_uses.h"
-#include "kernels/check.h"
 
 namespace tessera {
 namespace {
@@ -115,13 +114,9 @@ void fuse_linear_prologues(Graph& graph, const PassConfig& config) {
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
     const Node& node = graph.nodes()[i];
     if (absorbed.count(static_cast<int>(i))) continue;
-    std::vector<int> inputs;
-    for (size_t input = 0; input < node.inputs.size(); ++input) {
-      // A matched linear reads the gated input in place of the activation.
-      const int id = at_linear[i] && input == 0 ? at_linear[i]->gated_input : node.inputs[input];
-      TESSERA_CHECK(remap[id] >= 0, "value {} used before it is defined", id);
-      inputs.push_back(remap[id]);
-    }
+    std::vector<int> sources = node.inputs;
+    if (at_linear[i]) sources[0] = at_linear[i]->gated_input;  // in place of the activation
+    std::vector<int> inputs = Graph::remapped(sources, remap);
     if (!at_linear[i]) {
       rebuilt.copy_node(graph, node, std::move(inputs), remap);
       continue;

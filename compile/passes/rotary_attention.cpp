@@ -10,7 +10,6 @@
 
 #include "compile/passes/passes.h"
 #include "compile/passes/value_uses.h"
-#include "kernels/check.h"
 
 namespace tessera {
 namespace {
@@ -108,21 +107,13 @@ void fuse_rotary_attention(Graph& graph, const PassConfig& config) {
     const Node& node = graph.nodes()[i];
     if (absorbed.count(static_cast<int>(i))) continue;
     if (!at_attention[i]) {
-      std::vector<int> inputs;
-      for (int id : node.inputs) {
-        TESSERA_CHECK(remap[id] >= 0, "value {} used before it is defined", id);
-        inputs.push_back(remap[id]);
-      }
-      rebuilt.copy_node(graph, node, std::move(inputs), remap);
+      rebuilt.copy_node(graph, node, Graph::remapped(node.inputs, remap), remap);
       continue;
     }
     const Match& m = *at_attention[i];
     const Node& rope = graph.nodes()[m.rotary];
-    std::vector<int> inputs;
-    for (int id : {rope.inputs[0], m.qkv, rope.inputs[3]}) {
-      TESSERA_CHECK(remap[id] >= 0, "value {} used before it is defined", id);
-      inputs.push_back(remap[id]);
-    }
+    const int sources[] = {rope.inputs[0], m.qkv, rope.inputs[3]};
+    std::vector<int> inputs = Graph::remapped(sources, remap);
     Attributes attributes = node.attributes;
     attributes.set("is_neox", rope.attributes.get_bool("is_neox", true));
     std::vector<TensorMeta> metas{
