@@ -20,6 +20,7 @@
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/sampling.h"
 #include "kernels/tensor.h"
 
 namespace tessera::lab {
@@ -53,8 +54,8 @@ class Lab {
   Tensor random_condition(const Shape& sizes) { return random_.integers(sizes, DType::i32, 2); }
 
   void run(const std::string& op, std::span<const Tensor> inputs, const Attributes& attributes,
-           Tensor& out) {
-    run_kernel(op, device_.type, KernelArgs{inputs, attributes, std::span(&out, 1)});
+           std::span<Tensor> outputs) {
+    run_kernel(op, device_.type, KernelArgs{inputs, attributes, outputs});
   }
 
   void add(Row row) { rows_.push_back(std::move(row)); }
@@ -103,7 +104,21 @@ struct Case {
   std::string op;
   Attributes attributes;
   std::function<Problem(Lab&, bool small)> make;
+  // Timed as replays of a device graph of calls, as a decode graph runs the kernel (some kernels
+  // launch differently inside a capture: reduce.cu's argmax does not split its rows there).
+  bool in_graph = false;
+  std::string reference_op;             // the op whose reference checks it; empty: `op`
+  int64_t workspace_words_per_row = 0;  // > 0: a second output, i64 scratch of this many per row
 };
+
+// The case's outputs for `problem`: its result, then its scratch when it takes one.
+std::vector<Tensor> case_outputs(Lab& lab, const Case& test_case, const Problem& problem) {
+  std::vector<Tensor> outputs{Tensor::empty(problem.out_sizes, problem.out_dtype, lab.device())};
+  if (test_case.workspace_words_per_row > 0)
+    outputs.push_back(Tensor::empty({test_case.workspace_words_per_row * problem.out_sizes[0]},
+                                    DType::i64, lab.device()));
+  return outputs;
+}
 
 double bytes_of(const Tensor& tensor) {
   return static_cast<double>(tensor.nbytes());
@@ -114,18 +129,31 @@ void run_case(Lab& lab, const Case& test_case, bool timing) {
   row.kernel = test_case.name;
   {
     Problem small = test_case.make(lab, true);
-    Tensor out = Tensor::empty(small.out_sizes, small.out_dtype, lab.device());
-    lab.run(test_case.op, small.inputs, test_case.attributes, out);
-    row.check = compare(out, reference_outputs(test_case.op, small.inputs, test_case.attributes)[0],
-                        kNearZero);
+    std::vector<Tensor> outputs = case_outputs(lab, test_case, small);
+    const auto launch = [&](int) {
+      lab.run(test_case.op, small.inputs, test_case.attributes, outputs);
+    };
+    // Checked as it is timed: a case timed in a graph runs its check from one too.
+    if (test_case.in_graph)
+      (void)lab.timer().median_graph_us(launch, 1);
+    else
+      launch(0);
+    const std::string& reference =
+        test_case.reference_op.empty() ? test_case.op : test_case.reference_op;
+    row.check = compare(
+        outputs[0], reference_outputs(reference, small.inputs, test_case.attributes)[0], kNearZero);
     row.shape = small.shape;
     row.dtype = dtype_name(small.out_dtype);
   }
   if (timing) {
     Problem large = test_case.make(lab, false);
-    Tensor out = Tensor::empty(large.out_sizes, large.out_dtype, lab.device());
-    row.us = lab.timer().median_us(
-        [&](int) { lab.run(test_case.op, large.inputs, test_case.attributes, out); });
+    std::vector<Tensor> outputs = case_outputs(lab, test_case, large);
+    const auto launch = [&](int) {
+      lab.run(test_case.op, large.inputs, test_case.attributes, outputs);
+    };
+    constexpr int kGraphCalls = 20;
+    row.us = test_case.in_graph ? lab.timer().median_graph_us(launch, kGraphCalls)
+                                : lab.timer().median_us(launch);
     row.shape = large.shape;
     row.dtype = dtype_name(large.out_dtype);
     row.bytes = large.bytes;
@@ -262,6 +290,19 @@ std::vector<Case> reduce_cases() {
   for (int64_t rows : {1, 8, 128})
     cases.push_back(row_case(fmt::format("argmax (f32 logits, {} rows)", rows), "argmax", rows,
                              kVocab, DType::f32, DType::i64, true));
+  // The greedy pick inside a decode graph (compilation.fuse_greedy_sampling) over bf16 logits:
+  // the argmax op there runs a block per row (no scratch for a split in a capture); greedy_pick
+  // splits few rows with the caller's scratch, as the op does outside a graph.
+  for (const char* op : {"argmax", "greedy_pick"}) {
+    for (int64_t rows : {1, 8, 32, 128}) {
+      cases.push_back(row_case(fmt::format("{} (bf16 logits, {} rows, in a graph)", op, rows), op,
+                               rows, kVocab, DType::bf16, DType::i64, true));
+      cases.back().in_graph = true;
+      cases.back().reference_op = "argmax";
+      if (std::string(op) == "greedy_pick")
+        cases.back().workspace_words_per_row = kGreedyPickWorkspaceWords;
+    }
+  }
   cases.push_back(row_case("softmax", "softmax", kRows, kHidden, bf16, bf16, false));
   cases.push_back(row_case("softmax (short rows)", "softmax", kRows * 8, 512, bf16, bf16, false));
   cases.push_back(

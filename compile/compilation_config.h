@@ -42,6 +42,11 @@ struct CompilationConfig {
   // 9.0+ (kernels/programmatic_launch.h): each kernel's launch overlaps the previous kernel's
   // tail, in graphs too. false: plain stream order.
   bool programmatic_dependent_launch = true;
+  // A step whose every row is plain greedy (no penalties, no logprobs) takes its argmax in the
+  // compiled LM head, over the model dtype's logits, and a full decode graph holds that pick and
+  // the next step's hand-over of the draws (engine/decode_graphs.h): no f32 logits, no launches
+  // outside the graph. false: the LM head gives f32 logits and the sampler picks from them.
+  bool fuse_greedy_sampling = true;
   PassConfig pass_config;
   std::string cache_dir;  // empty: $XDG_CACHE_HOME/tessera or ~/.cache/tessera
   std::string dump_dir;   // empty: no dumps

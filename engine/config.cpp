@@ -152,6 +152,8 @@ const Fields& fields() {
         compilation, &C::cudagraph_num_warmups, "an integer >= 1", in_range(1, 1000));
     f["compilation.programmatic_dependent_launch"] =
         make_field(compilation, &C::programmatic_dependent_launch, "true or false");
+    f["compilation.fuse_greedy_sampling"] =
+        make_field(compilation, &C::fuse_greedy_sampling, "true or false");
     f["compilation.pass_config.enable_fusion"] =
         Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
                 c.compilation.pass_config.enable_fusion = scalar_as<bool>(n, w, "true or false");

@@ -7,8 +7,26 @@
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/profiler.h"
+#include "kernels/sampling.h"
 
 namespace tessera {
+namespace {
+
+// The first maximum of each row of `logits` written into `ids` (i64 [rows]): the "greedy_pick"
+// kernel (kernels/sampling.h), split over the SMs with `workspace` as its scratch, at addresses a
+// graph may hold.
+void greedy_pick(const Tensor& logits, Tensor ids, Tensor workspace) {
+  ProfiledLaunch profiled("greedy_pick", KernelClass::sampling, [&] {
+    return LaunchDetail{
+        static_cast<double>(logits.nbytes() + ids.nbytes()), 0,
+        fmt::format("{}x{} {}", logits.size(0), logits.size(1), dtype_name(logits.dtype()))};
+  });
+  const Tensor inputs[] = {logits};
+  Tensor outputs[] = {ids, workspace};
+  run_kernel("greedy_pick", logits.device().type, KernelArgs{inputs, Attributes{}, outputs});
+}
+
+}  // namespace
 
 std::vector<int64_t> decode_length_tiers(int64_t max_seq_len) {
   TESSERA_CHECK(max_seq_len >= 1, "decode graphs for sequences of {} keys", max_seq_len);
@@ -22,12 +40,14 @@ std::vector<int64_t> decode_length_tiers(int64_t max_seq_len) {
 
 DecodeGraphs::DecodeGraphs(Device device, std::vector<int64_t> sizes, int64_t max_blocks_per_seq,
                            int64_t max_seq_len, int64_t warmups, PiecewiseBackend& forward,
-                           PiecewiseBackend& logits, std::vector<PagedKVCache>& kv_caches)
+                           PiecewiseBackend& logits, PiecewiseBackend* head,
+                           std::vector<PagedKVCache>& kv_caches)
     : device_(device),
       max_blocks_per_seq_(max_blocks_per_seq),
       max_seq_len_(max_seq_len),
       forward_(forward),
       logits_(logits),
+      head_(head),
       kv_caches_(kv_caches),
       sizes_(std::move(sizes)),
       length_tiers_(decode_length_tiers(max_seq_len)) {
@@ -49,6 +69,12 @@ DecodeGraphs::DecodeGraphs(Device device, std::vector<int64_t> sizes, int64_t ma
   const int64_t staged_words = block_tables_offset() + largest * tier_blocks_.back();
   staging_ = Tensor::empty({staged_words}, DType::i32, device_);
   host_staging_.assign(static_cast<size_t>(staged_words), 0);
+  if (head_ != nullptr) {
+    // Zeros: the capture's hand-over reads them (its staged ids take none).
+    draws_ = Tensor::from_ints(std::vector<int64_t>(static_cast<size_t>(largest), 0), {largest},
+                               DType::i64, device_);
+    pick_workspace_ = Tensor::empty({kGreedyPickWorkspaceWords * largest}, DType::i64, device_);
+  }
   std::unique_ptr<Stream> stream = backend(device_).create_stream(device_.index);
   const size_t tiers = length_tiers_.size();
   captured_.resize(sizes_.size() * tiers);
@@ -58,6 +84,7 @@ DecodeGraphs::DecodeGraphs(Device device, std::vector<int64_t> sizes, int64_t ma
       Captured& captured = captured_[i * tiers + tier];
       captured.forward = &forward_.bind_tokens(size);
       captured.logits = &logits_.bind_tokens(size);
+      if (head_ != nullptr) captured.head = &head_->bind_tokens(size);
       // Warm-ups and capture see padding: token 0 at position 0, one cached token in block 0,
       // written nowhere (slot -1).
       std::fill(host_staging_.begin(), host_staging_.end(), 0);
@@ -67,11 +94,14 @@ DecodeGraphs::DecodeGraphs(Device device, std::vector<int64_t> sizes, int64_t ma
           Tensor::from_blob(host_staging_.data(), staging_.sizes(), DType::i32, kCPU));
       AttentionMetadata meta = device_metadata(size, tier);
       ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
-      for (int64_t w = 0; w < warmups; ++w) launch_step(size, captured, *stream);
-      CapturedGraph graph =
-          capture_graph(device_, *stream, [&](Stream& on) { launch_step(size, captured, on); });
-      captured.graph = std::move(graph.graph);
-      device_bytes_ += graph.device_bytes;
+      for (bool greedy : {false, true}) {
+        if (greedy && head_ == nullptr) continue;
+        for (int64_t w = 0; w < warmups; ++w) launch_step(size, captured, greedy, *stream);
+        CapturedGraph graph = capture_graph(
+            device_, *stream, [&](Stream& on) { launch_step(size, captured, greedy, on); });
+        (greedy ? captured.greedy_graph : captured.graph) = std::move(graph.graph);
+        device_bytes_ += graph.device_bytes;
+      }
     }
   }
 }
@@ -92,17 +122,30 @@ AttentionMetadata DecodeGraphs::device_metadata(int64_t sequences, size_t tier) 
   return meta;
 }
 
-void DecodeGraphs::launch_step(int64_t sequences, const Captured& captured, Stream& stream) const {
+void DecodeGraphs::launch_step(int64_t sequences, const Captured& captured, bool greedy,
+                               Stream& stream) const {
   StreamGuard on_stream(stream);
-  const Tensor inputs[] = {staging_.slice(0, field_offset(0), field_offset(0) + sequences),
-                           staging_.slice(0, field_offset(1), field_offset(1) + sequences)};
+  Tensor inputs[] = {staging_.slice(0, field_offset(0), field_offset(0) + sequences),
+                     staging_.slice(0, field_offset(1), field_offset(1) + sequences)};
+  if (draws_.defined()) {
+    // The ids go into the forward's input slot with the hand-over, so copy_inputs skips them.
+    ProfileRegion region("inputs");
+    Tensor slot = captured.forward->inputs.at(0);
+    take_sampled_ids(inputs[0], draws_, slot);
+    inputs[0] = slot;
+  }
   forward_.copy_inputs(*captured.forward, inputs);
   forward_.launch_all(*captured.forward, stream);
-  {
-    ProfileRegion region("logits");
+  ProfileRegion region("logits");
+  if (!greedy) {
     logits_.copy_inputs(*captured.logits, captured.forward->outputs);
     logits_.launch_all(*captured.logits, stream);
+    return;
   }
+  head_->copy_inputs(*captured.head, captured.forward->outputs);
+  head_->launch_all(*captured.head, stream);
+  ProfileRegion sampling("sampling");
+  greedy_pick(captured.head->outputs.at(0), draws_.slice(0, 0, sequences), pick_workspace_);
 }
 
 int64_t DecodeGraphs::size_for(int64_t sequences) const {
@@ -111,7 +154,9 @@ int64_t DecodeGraphs::size_for(int64_t sequences) const {
 }
 
 Tensor DecodeGraphs::run(const AttentionMetadata& meta, std::span<const int32_t> token_ids,
-                         std::span<const int32_t> positions, const Tensor& sampled_ids) {
+                         std::span<const int32_t> positions, const Tensor& sampled_ids,
+                         bool greedy) {
+  TESSERA_CHECK(!greedy || has_greedy(), "a greedy decode step without greedy graphs");
   const int64_t sequences = meta.num_seqs;
   const int64_t size = size_for(sequences);
   TESSERA_CHECK(size > 0, "no decode graph holds {} sequences", sequences);
@@ -157,9 +202,14 @@ Tensor DecodeGraphs::run(const AttentionMetadata& meta, std::span<const int32_t>
     words = block_tables_offset() + s * stride + used;
   }
   staging_.slice(0, 0, words).copy_from(Tensor::from_blob(staged, {words}, DType::i32, kCPU));
-  if (std::any_of(token_ids.begin(), token_ids.end(), [](int32_t id) { return id < 0; })) {
+  // The graph takes draws from `draws_` itself; others are taken here.
+  const bool in_draws = draws_.defined() && sampled_ids.defined() &&
+                        sampled_ids.data_ptr() == draws_.data_ptr() &&
+                        sampled_ids.dtype() == draws_.dtype();
+  if (!in_draws &&
+      std::any_of(token_ids.begin(), token_ids.end(), [](int32_t id) { return id < 0; })) {
     Tensor staged_ids = staging_.slice(0, field_offset(0), field_offset(0) + sequences);
-    take_sampled_ids(staged_ids, sampled_ids);
+    take_sampled_ids(staged_ids, sampled_ids, staged_ids);
   }
   Stream& stream = backend(device_).current_stream(device_.index);
   const KernelProfiler* profiler = active_profiler();
@@ -170,11 +220,13 @@ Tensor DecodeGraphs::run(const AttentionMetadata& meta, std::span<const int32_t>
     launched.query_start_loc = meta.query_start_loc;
     launched.seq_lens = meta.seq_lens;
     ForwardContextScope scope(ForwardContext{&launched, &kv_caches_});
-    launch_step(size, captured, stream);
+    launch_step(size, captured, greedy, stream);
   } else {
-    ProfiledGraphReplay profiled(captured.graph->num_nodes());
-    captured.graph->replay(stream);
+    GraphExec& graph = greedy ? *captured.greedy_graph : *captured.graph;
+    ProfiledGraphReplay profiled(graph.num_nodes());
+    graph.replay(stream);
   }
+  if (greedy) return draws_.slice(0, 0, sequences);
   return captured.logits->outputs.at(0).slice(0, 0, sequences);
 }
 

@@ -221,9 +221,28 @@ void LLMEngine::launch(const SchedulerOutput& scheduled,
                                                     static_cast<size_t>(item.num_new_tokens)),
         r.num_computed_tokens, blocks_.block_table(r.sequence)});
   }
-  Tensor logits;
+  // Rows of prefill chunks that do not end their prompt: drawn greedily on the device, ignored.
+  static const SamplingParams plain_greedy = [] {
+    SamplingParams p;
+    p.temperature = 0;
+    return p;
+  }();
+  // Who draws a token this step: a request whose scheduled tokens reach its end.
+  std::vector<bool> draws;
+  std::vector<SamplingRow> rows;
+  for (const ScheduledRequest& item : scheduled.scheduled) {
+    const Request& r = *item.request;
+    draws.push_back(r.num_computed_tokens + item.num_new_tokens == r.num_tokens_with_pending());
+    const int64_t output_index =
+        r.num_tokens_with_pending() - static_cast<int64_t>(r.prompt_ids.size());
+    rows.push_back(draws.back()
+                       ? SamplingRow{&r.params, r.seed, output_index, r.prompt_ids, r.output_ids}
+                       : SamplingRow{&plain_greedy, 0, 0, {}, {}});
+  }
+  InFlightStep step;
   try {
-    logits = runner_.execute(batch, previous ? previous->draws.device_ids() : Tensor());
+    step.draws = execute_and_sample(runner_, batch,
+                                    previous ? previous->draws.device_ids() : Tensor(), rows);
   } catch (const std::exception& error) {
     // The batch's requests fail; the engine and every other request go on.
     spdlog::error("a step of {} request(s) failed: {}", batch.size(), error.what());
@@ -235,16 +254,9 @@ void LLMEngine::launch(const SchedulerOutput& scheduled,
     }
     return;
   }
-  // Rows of prefill chunks that do not end their prompt: drawn greedily on the device, ignored.
-  static const SamplingParams plain_greedy = [] {
-    SamplingParams p;
-    p.temperature = 0;
-    return p;
-  }();
-  std::vector<SamplingRow> rows;
-  InFlightStep step;
   int64_t prompt_tokens = 0;
-  for (const ScheduledRequest& item : scheduled.scheduled) {
+  for (size_t i = 0; i < scheduled.scheduled.size(); ++i) {
+    const ScheduledRequest& item = scheduled.scheduled[i];
     Request& r = *item.request;
     const int64_t prompt_length = static_cast<int64_t>(r.prompt_ids.size());
     prompt_tokens +=
@@ -252,20 +264,16 @@ void LLMEngine::launch(const SchedulerOutput& scheduled,
                                  std::max(r.num_computed_tokens, r.num_cached_tokens));
     r.num_computed_tokens += item.num_new_tokens;
     blocks_.cache_blocks(r.sequence, r.all_ids, r.num_computed_tokens);
-    if (r.num_computed_tokens == r.num_tokens_with_pending()) {
-      rows.push_back(SamplingRow{&r.params, r.seed, r.num_tokens_with_pending() - prompt_length,
-                                 r.prompt_ids, r.output_ids});
+    if (draws[i]) {
       r.pending_row = static_cast<int32_t>(step.rows.size());
       ++r.num_pending_tokens;
       step.rows.emplace_back(r.sequence);
       step.needs_host_tokens |= r.params.has_penalties();
     } else {
-      rows.push_back(SamplingRow{&plain_greedy, 0, 0, {}, {}});
       step.rows.emplace_back(std::nullopt);
     }
   }
   metrics_.update([&](EngineMetrics& m) { m.prompt_tokens += prompt_tokens; });
-  step.draws = launch_sampling(logits, rows);
   in_flight_ = std::move(step);
 }
 

@@ -28,6 +28,11 @@ class ModelExecutor {
   // (SequenceInput::sampled_row) before the host has it; undefined when no sequence does.
   virtual Tensor execute(std::span<const SequenceInput> batch, const Tensor& sampled_ids) = 0;
   Tensor execute(std::span<const SequenceInput> batch) { return execute(batch, Tensor()); }
+  // The argmax of each sequence's logits row, [num_seqs] i64 on the (first) device: the tokens a
+  // plain-greedy sampler draws from execute's logits (the first maximum of a row), valid until
+  // the next call. By default argmax(execute(...)); a runner may pick them without the f32
+  // logits (ModelRunner: in its compiled LM head and decode graphs).
+  virtual Tensor execute_greedy(std::span<const SequenceInput> batch, const Tensor& sampled_ids);
   // The (first rank's) model: its config's vocab_size and max_positions() are the model's.
   virtual const CausalLM& model() const = 0;
   virtual const RunnerOptions& options() const = 0;

@@ -79,19 +79,29 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
   };
   compiled_ = std::make_unique<CompiledFunction>(forward, compile);
   if (options_.mode == "compiled") {
-    // The LM head of up to max_num_seqs rows: what a decode graph captures after the forward.
+    // The LM head of up to max_num_seqs rows, in `dtype` (undefined: the model's), compiled; its
+    // backend goes to `backend`. What a decode graph captures after the forward.
     const int64_t rows = std::min(options_.max_num_seqs, options_.max_num_batched_tokens);
-    CompileOptions logits = compiled_mode_options(
-        CompilerOptions{options_.compilation, rows}, {{0, 0}}, options_.custom_ops, {},
-        [latest = logits_backend_](std::shared_ptr<PiecewiseBackend> backend) {
-          *latest = std::move(backend);
-        });
-    logits.input_names = {"hidden"};
-    logits_compiled_ = std::make_unique<CompiledFunction>(
-        [model = model_](std::span<const Tensor> inputs) {
-          return std::vector<Tensor>{ops::cast(model->compute_logits(inputs[0]), DType::f32)};
-        },
-        logits);
+    auto compiled_head = [&](std::optional<DType> dtype,
+                             std::shared_ptr<std::shared_ptr<PiecewiseBackend>> backend) {
+      CompileOptions head = compiled_mode_options(
+          CompilerOptions{options_.compilation, rows}, {{0, 0}}, options_.custom_ops, {},
+          [backend](std::shared_ptr<PiecewiseBackend> compiled) {
+            *backend = std::move(compiled);
+          });
+      head.input_names = {"hidden"};
+      return std::make_unique<CompiledFunction>(
+          [model = model_, dtype](std::span<const Tensor> inputs) {
+            Tensor logits = model->compute_logits(inputs[0]);
+            return std::vector<Tensor>{dtype ? ops::cast(logits, *dtype) : logits};
+          },
+          head);
+    };
+    logits_compiled_ = compiled_head(DType::f32, logits_backend_);
+    // The greedy pick reads the LM head's own dtype: a cast to f32 is exact, so its argmax is the
+    // same, without writing and reading the f32 logits.
+    if (options_.compilation.fuse_greedy_sampling)
+      head_compiled_ = compiled_head(std::nullopt, head_backend_);
   }
   const std::string graph_mode =
       options_.compilation.resolved_cudagraph_mode(!model_->device().is_cpu(), options_.mode);
@@ -143,12 +153,14 @@ void ModelRunner::capture_decode_graphs() {
       model_->device(), sizes,
       KVCacheManager::blocks_for(model_->max_positions(), options_.block_size),
       model_->max_positions(), options_.compilation.cudagraph_num_warmups, **latest_backend_,
-      **logits_backend_, kv_caches_);
+      **logits_backend_, head_backend_->get(), kv_caches_);
   const std::vector<int64_t>& tiers = decode_graphs_->length_tiers();
   spdlog::info(
-      "captured {} decode graphs (forward and LM head) for batches of [{}] sequences of up to "
+      "captured {} decode graphs (forward and LM head{}) for batches of [{}] sequences of up to "
       "[{}] tokens in {:.2f} s, {:.3f} GiB",
-      sizes.size() * tiers.size(), fmt::join(sizes, ", "), fmt::join(tiers, ", "),
+      sizes.size() * tiers.size() * (*head_backend_ ? 2 : 1),
+      *head_backend_ ? "; with f32 logits and with the greedy pick" : "", fmt::join(sizes, ", "),
+      fmt::join(tiers, ", "),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
       decode_graphs_->device_bytes() / kGiB);
 }
@@ -156,6 +168,13 @@ void ModelRunner::capture_decode_graphs() {
 Tensor ModelRunner::compute_logits(const Tensor& hidden) {
   if (logits_compiled_) return (*logits_compiled_)(std::span(&hidden, 1)).at(0);
   return ops::cast(model_->compute_logits(hidden), DType::f32);
+}
+
+Tensor ModelRunner::compute_greedy_ids(const Tensor& hidden) {
+  const Tensor logits =
+      head_compiled_ ? (*head_compiled_)(std::span(&hidden, 1)).at(0) : compute_logits(hidden);
+  ProfileRegion region("sampling");
+  return ops::argmax(logits);
 }
 
 void ModelRunner::allocate_kv_cache(int64_t blocks) {
@@ -191,7 +210,9 @@ size_t ModelRunner::profile_forward() {
     ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
     Tensor hidden = (*compiled_)(inputs).at(0);
     const int64_t rows = std::min(options_.max_num_seqs, tokens);
-    Tensor logits = compute_logits(hidden.slice(0, 0, rows).contiguous());
+    Tensor last_rows = hidden.slice(0, 0, rows).contiguous();
+    Tensor logits = compute_logits(last_rows);
+    if (head_compiled_) (void)compute_greedy_ids(last_rows);
     backend(device).synchronize(device.index);
   }
   const MemoryStats stats = allocator.stats();
@@ -384,6 +405,16 @@ void check_batch(std::span<const SequenceInput> batch, const CausalLM& model, in
 }
 
 Tensor ModelRunner::execute(std::span<const SequenceInput> batch, const Tensor& sampled_ids) {
+  return run_step(batch, sampled_ids, false);
+}
+
+Tensor ModelRunner::execute_greedy(std::span<const SequenceInput> batch,
+                                   const Tensor& sampled_ids) {
+  return run_step(batch, sampled_ids, true);
+}
+
+Tensor ModelRunner::run_step(std::span<const SequenceInput> batch, const Tensor& sampled_ids,
+                             bool greedy) {
   check_batch(batch, *model_, options_.max_num_seqs, sampled_ids);
   CommunicatorScope communicator(options_.communicator);
   ProgrammaticLaunchScope programmatic(options_.compilation.programmatic_dependent_launch);
@@ -397,7 +428,12 @@ Tensor ModelRunner::execute(std::span<const SequenceInput> batch, const Tensor& 
   AttentionMetadata meta = build_metadata(batch, token_ids, positions, last_token_rows, use_graph);
   if (use_graph) {
     region.emplace("forward");
-    return decode_graphs_->run(meta, token_ids, positions, sampled_ids);
+    if (greedy && !decode_graphs_->has_greedy()) {
+      const Tensor logits = decode_graphs_->run(meta, token_ids, positions, sampled_ids, false);
+      ProfileRegion sampling("sampling");
+      return ops::argmax(logits);
+    }
+    return decode_graphs_->run(meta, token_ids, positions, sampled_ids, greedy);
   }
   // Otherwise the batch runs padded up to the nearest piecewise-captured size, if any: the
   // padding rows are token 0 at position 0, outside the metadata's tokens, so attention neither
@@ -411,12 +447,13 @@ Tensor ModelRunner::execute(std::span<const SequenceInput> batch, const Tensor& 
   }
   std::vector<Tensor> inputs{int_tensor(token_ids, device), int_tensor(positions, device)};
   if (std::any_of(token_ids.begin(), token_ids.end(), [](int32_t id) { return id < 0; }))
-    take_sampled_ids(inputs[0], sampled_ids);
+    take_sampled_ids(inputs[0], sampled_ids, inputs[0]);
   ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
   region.emplace("forward");
   Tensor hidden = (*compiled_)(inputs).at(0);
   region.emplace("logits");
-  return compute_logits(ops::embedding(hidden, int_tensor(last_token_rows, device)));
+  const Tensor last_rows = ops::embedding(hidden, int_tensor(last_token_rows, device));
+  return greedy ? compute_greedy_ids(last_rows) : compute_logits(last_rows);
 }
 
 std::vector<std::vector<float>> logits_to_host(const Tensor& logits) {

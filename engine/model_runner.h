@@ -55,6 +55,10 @@ class ModelRunner final : public ModelExecutor {
   // or rows. A step of more than max_num_seqs sequences is an error.
   using ModelExecutor::execute;
   Tensor execute(std::span<const SequenceInput> batch, const Tensor& sampled_ids) override;
+  // In compiled mode with compilation.fuse_greedy_sampling, the argmax reads the compiled LM
+  // head's logits in the model's dtype (the f32 cast is exact, so the pick is the same), and a
+  // decode batch replays its greedy decode graph.
+  Tensor execute_greedy(std::span<const SequenceInput> batch, const Tensor& sampled_ids) override;
 
   const CausalLM& model() const override { return *model_; }
   const RunnerOptions& options() const override { return options_; }
@@ -87,6 +91,11 @@ class ModelRunner final : public ModelExecutor {
   void capture_decode_graphs();
   // The f32 logits of `hidden`'s rows: the compiled LM head in compiled mode, else eager.
   Tensor compute_logits(const Tensor& hidden);
+  // The argmax of each row's logits (i64), over the model dtype's logits when there is a head
+  // for them, else over compute_logits'.
+  Tensor compute_greedy_ids(const Tensor& hidden);
+  // execute (greedy false) or execute_greedy (true).
+  Tensor run_step(std::span<const SequenceInput> batch, const Tensor& sampled_ids, bool greedy);
   // The blocks that fit in total * gpu_memory_utilization beside everything held now and the
   // profiled transient peak; logs every term, fails naming the settings when below one sequence.
   // graph_bytes: graphs held now (counted in used memory); graph_budget: left for graphs to come.
@@ -111,6 +120,11 @@ class ModelRunner final : public ModelExecutor {
   // (up to max_num_seqs of them), and the backend that runs it.
   std::unique_ptr<CompiledFunction> logits_compiled_;
   std::shared_ptr<std::shared_ptr<PiecewiseBackend>> logits_backend_ =
+      std::make_shared<std::shared_ptr<PiecewiseBackend>>();
+  // Compiled mode with compilation.fuse_greedy_sampling: the LM head in the model's dtype (no f32
+  // cast), whose rows' argmax is the greedy pick, and its backend; nullptr otherwise.
+  std::unique_ptr<CompiledFunction> head_compiled_;
+  std::shared_ptr<std::shared_ptr<PiecewiseBackend>> head_backend_ =
       std::make_shared<std::shared_ptr<PiecewiseBackend>>();
   std::unique_ptr<DecodeGraphs> decode_graphs_;  // cudagraph_mode full
 };

@@ -75,13 +75,9 @@ SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> 
   for (const SamplingRow& row : rows)
     batch.asked_logprobs_.push_back(row.params->logprobs ? *row.params->logprobs : -1);
   if (rows.empty()) return batch;
-  bool all_greedy = std::all_of(rows.begin(), rows.end(),
-                                [](const SamplingRow& row) { return plain_greedy(*row.params); });
-  if (all_greedy) {                    // the common serving case: one argmax launch
+  if (all_plain_greedy(rows)) {        // the common serving case: one argmax launch
     ProfileRegion region("sampling");  // names the greedy pick's launches in a profile
-    batch.ids_ = ops::argmax(logits);
-    batch.ids_copy_ = start_readback(batch.ids_);
-    return batch;
+    return greedy_draws(ops::argmax(logits));
   }
   const Device device = logits.device();
   const int64_t count = static_cast<int64_t>(rows.size());
@@ -120,6 +116,30 @@ SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> 
   return batch;
 }
 
+bool all_plain_greedy(std::span<const SamplingRow> rows) {
+  return std::all_of(rows.begin(), rows.end(),
+                     [](const SamplingRow& row) { return plain_greedy(*row.params); });
+}
+
+SampledBatch greedy_draws(const Tensor& ids) {
+  TESSERA_CHECK(ids.dim() == 1 && (ids.dtype() == DType::i32 || ids.dtype() == DType::i64),
+                "greedy draws must be ids [rows], got {}", ids.str());
+  SampledBatch batch;
+  batch.asked_logprobs_.assign(static_cast<size_t>(ids.size(0)), -1);
+  if (ids.size(0) == 0) return batch;
+  batch.ids_ = ids;
+  batch.ids_copy_ = start_readback(ids);
+  return batch;
+}
+
+SampledBatch execute_and_sample(ModelExecutor& runner, std::span<const SequenceInput> batch,
+                                const Tensor& sampled_ids, std::span<const SamplingRow> rows) {
+  TESSERA_CHECK(rows.size() == batch.size(), "{} sampling rows for {} sequences", rows.size(),
+                batch.size());
+  if (all_plain_greedy(rows)) return greedy_draws(runner.execute_greedy(batch, sampled_ids));
+  return launch_sampling(runner.execute(batch, sampled_ids), rows);
+}
+
 std::vector<SampledToken> SampledBatch::wait() {
   std::vector<SampledToken> tokens(asked_logprobs_.size());
   if (tokens.empty()) return tokens;
@@ -152,12 +172,13 @@ std::vector<SampledToken> sample_tokens(const Tensor& logits, std::span<const Sa
   return launch_sampling(logits, rows).wait();
 }
 
-void take_sampled_ids(Tensor& token_ids, const Tensor& sampled_ids) {
-  TESSERA_CHECK(sampled_ids.defined() && sampled_ids.device() == token_ids.device(),
+void take_sampled_ids(const Tensor& token_ids, const Tensor& sampled_ids, Tensor& into) {
+  TESSERA_CHECK(sampled_ids.defined() && sampled_ids.device() == token_ids.device() &&
+                    into.device() == token_ids.device(),
                 "take_sampled_ids: the sampled ids must be on the inputs' device {}",
                 token_ids.device().str());
-  const Tensor inputs[] = {sampled_ids};
-  Tensor outputs[] = {token_ids};
+  const Tensor inputs[] = {sampled_ids, token_ids};
+  Tensor outputs[] = {into};
   Attributes no_attributes;
   ProfiledLaunch profiled("take_sampled_ids", KernelClass::sampling, [&] {
     return LaunchDetail{static_cast<double>(token_ids.nbytes() * 2 + sampled_ids.nbytes()), 0,

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/model_executor.h"
 #include "engine/sampling_params.h"
 #include "kernels/backend.h"
 #include "kernels/tensor.h"
@@ -57,6 +58,7 @@ class SampledBatch {
 
  private:
   friend SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows);
+  friend SampledBatch greedy_draws(const Tensor& ids);
   Tensor ids_, logprobs_, top_ids_;  // on the device until their copies land
   std::unique_ptr<HostReadback> ids_copy_, logprobs_copy_, top_ids_copy_;
   std::vector<int64_t> asked_logprobs_;  // per row: top logprobs asked for, -1 for none
@@ -68,14 +70,26 @@ class SampledBatch {
 // starts their copy to the host; returns without waiting for it. When every row is plain greedy
 // (no penalties, no logprobs) one argmax launch does it. `rows` is read before it returns.
 SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows);
+// Whether every row is plain greedy (no penalties, no logprobs): each draw is then its row's
+// argmax, which a runner may take with its forward (ModelExecutor::execute_greedy).
+bool all_plain_greedy(std::span<const SamplingRow> rows);
+// The draws of plain-greedy rows whose ids [rows] (i32 or i64) the device already holds:
+// starts their copy to the host.
+SampledBatch greedy_draws(const Tensor& ids);
+// One step: the forward of `batch` and the draws of `rows` (one per sequence), through the
+// runner's greedy pick when every row is plain greedy (execute_greedy), else its logits and
+// launch_sampling.
+SampledBatch execute_and_sample(ModelExecutor& runner, std::span<const SequenceInput> batch,
+                                const Tensor& sampled_ids, std::span<const SamplingRow> rows);
 // launch_sampling(...).wait(): one token per row.
 std::vector<SampledToken> sample_tokens(const Tensor& logits, std::span<const SamplingRow> rows);
 // One row of host logits.
 SampledToken sample_row(std::span<const float> logits, const SamplingRow& row);
 
-// Asynchronous scheduling's hand-over on the device: every entry -1 - r of `token_ids` (i32, a
-// step's inputs) becomes row r of `sampled_ids` (SampledBatch::device_ids of the step before);
-// one launch ("take_sampled_ids", kernels/sampling.h).
-void take_sampled_ids(Tensor& token_ids, const Tensor& sampled_ids);
+// Asynchronous scheduling's hand-over on the device: `into` (i32, may be `token_ids` itself) gets
+// `token_ids` (i32, a step's inputs) with every entry -1 - r replaced by row r of `sampled_ids`
+// (SampledBatch::device_ids of the step before); one launch ("take_sampled_ids",
+// kernels/sampling.h).
+void take_sampled_ids(const Tensor& token_ids, const Tensor& sampled_ids, Tensor& into);
 
 }  // namespace tessera

@@ -101,4 +101,16 @@ void check_embedding(const Tensor& weight, const Tensor& ids, const Tensor& out)
   require_sizes("embedding", "output", out, expected);
 }
 
+void check_take_sampled_ids(const Tensor& sampled, const Tensor& tokens, const Tensor& out) {
+  TESSERA_REQUIRE(sampled.dtype() == DType::i32 || sampled.dtype() == DType::i64,
+                  "take_sampled_ids: sampled ids have dtype {}; use i32 or i64",
+                  dtype_name(sampled.dtype()));
+  require_contiguous("take_sampled_ids", "sampled ids", sampled);
+  require_dtype("take_sampled_ids", "token ids", tokens, DType::i32);
+  require_contiguous("take_sampled_ids", "token ids", tokens);
+  require_dtype("take_sampled_ids", "output", out, DType::i32);
+  require_contiguous("take_sampled_ids", "output", out);
+  require_sizes("take_sampled_ids", "output", out, tokens.sizes());
+}
+
 }  // namespace tessera

@@ -31,4 +31,8 @@ MatmulShape check_linear(const Tensor& x, const Tensor& weight, const Tensor* bi
 
 void check_embedding(const Tensor& weight, const Tensor& ids, const Tensor& out);
 
+// take_sampled_ids (kernels/sampling.h): contiguous sampled ids, and i32 token ids and output of
+// one size.
+void check_take_sampled_ids(const Tensor& sampled, const Tensor& tokens, const Tensor& out);
+
 }  // namespace tessera

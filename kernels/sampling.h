@@ -30,9 +30,20 @@
 // The "take_sampled_ids" kernel feeds a step's sampled ids, still on the device, to the next
 // step's input (asynchronous scheduling, engine/llm_engine.h):
 // inputs:  0 sampled_ids [S] i32 or i64: the previous step's draws, one per row
-// outputs: 0 token_ids [T] i32, in place: an entry -1 - r (negative) becomes sampled_ids[r]; the
-//            others stay. An r outside 0..S-1 gives 0 (the host checks rows before; no read
-//            outside the buffer either way).
+//          1 token_ids [T] i32: the step's ids, an entry -1 - r (negative) for sampled_ids[r]
+// outputs: 0 [T] i32 (may be token_ids itself): token_ids with each entry -1 - r replaced by
+//            sampled_ids[r]; an r outside 0..S-1 gives 0 (the host checks rows before; no read
+//            outside the buffer either way). A decode graph writes it straight into the forward's
+//            input, so the hand-over costs no copy of its own.
+//
+// The "greedy_pick" kernel (GPU only) is argmax's for a decode graph's greedy step
+// (engine/decode_graphs.h): the first maximum of each row, NaN counting as the maximum, as the
+// argmax op gives it. Outside a capture argmax splits few long rows over the SMs with scratch of
+// its own; this kernel takes the scratch from the caller, so a graph may hold the split too.
+// inputs:  0 logits [R, V] f32, bf16 or f16, contiguous
+// outputs: 0 ids [R] i64
+//          1 workspace [kGreedyPickWorkspaceWords * R] i64: the partial results of each row's
+//            chunks (read only by the same launch)
 #pragma once
 
 #include <cmath>
@@ -42,6 +53,10 @@
 #include "kernels/mix64.h"
 
 namespace tessera {
+
+// greedy_pick's workspace per row, in i64 words: room for kGreedyPickWorkspaceWords / 2 chunks
+// (a value and an index each).
+inline constexpr int64_t kGreedyPickWorkspaceWords = 128;
 
 enum SamplingParam {
   kTemperature = 0,

@@ -292,6 +292,10 @@ void Tensor::copy_from(const Tensor& source) {
   TESSERA_REQUIRE(source.sizes_ == sizes_ && source.dtype_ == dtype_,
                   "copy_from: source {} does not match destination {}", source.str(), str());
   if (numel() == 0) return;
+  // A contiguous tensor copied onto itself: nothing to do (a caller that wrote into the slot).
+  if (source.device_ == device_ && source.data_ptr() == data_ptr() && source.is_contiguous() &&
+      is_contiguous())
+    return;
   // A same-device copy reads and writes its bytes on that device; a transfer moves them once.
   // Host-to-host copies count only when the profiled device is the CPU.
   std::optional<ProfiledLaunch> profiled;
@@ -306,7 +310,6 @@ void Tensor::copy_from(const Tensor& source) {
   }
   if (source.device_ == device_) {
     if (source.is_contiguous() && is_contiguous()) {
-      if (source.data_ptr() == data_ptr()) return;
       backend(device_).copy(data_ptr(), device_, source.data_ptr(), device_, nbytes());
       return;
     }

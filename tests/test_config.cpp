@@ -48,7 +48,8 @@ TEST(Config, OverridesApplyAfterTheFile) {
       path,
       {"compilation.mode=eager", "compilation.splitting_ops=[attention, argmax]",
        "compilation.custom_ops=[none, +rms_norm]", "compilation.pass_config.enable_fusion=false",
-       "compilation.pass_config.enable_rotary_attention_fusion=false"});
+       "compilation.pass_config.enable_rotary_attention_fusion=false",
+       "compilation.fuse_greedy_sampling=false"});
   EXPECT_EQ(config.engine.max_num_seqs, 8);
   EXPECT_EQ(config.compilation.mode, "eager");
   EXPECT_EQ(config.compilation.splitting_ops, (std::vector<std::string>{"attention", "argmax"}));
@@ -56,6 +57,8 @@ TEST(Config, OverridesApplyAfterTheFile) {
   EXPECT_FALSE(config.compilation.pass_config.enable_fusion);
   EXPECT_FALSE(config.compilation.pass_config.enable_rotary_attention_fusion);
   EXPECT_TRUE(load_run_config(path, {}).compilation.pass_config.enable_rotary_attention_fusion);
+  EXPECT_FALSE(config.compilation.fuse_greedy_sampling);
+  EXPECT_TRUE(load_run_config(path, {}).compilation.fuse_greedy_sampling);
 }
 
 TEST(Config, DefaultCaptureSizesFollowVllm) {

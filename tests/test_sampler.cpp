@@ -74,7 +74,7 @@ TEST(Sampler, LaunchedDrawsFeedTheNextStepsInputs) {
     ASSERT_EQ(draws.size(), 3);
     const std::vector<int64_t> with_rows{7, -3, -1, 9, -2};
     Tensor inputs = Tensor::from_ints(with_rows, {5}, DType::i32);
-    take_sampled_ids(inputs, draws.device_ids());
+    take_sampled_ids(inputs, draws.device_ids(), inputs);
     EXPECT_EQ(inputs.to_ints(), (std::vector<int64_t>{7, 17, 11, 9, 4})) << greedy_only;
     std::vector<SampledToken> tokens = draws.wait();
     EXPECT_EQ(tokens[0].id, 11);
@@ -248,7 +248,7 @@ TEST(GpuSampler, LaunchedDrawsFeedInputsOnTheDevice) {
     SampledBatch draws = launch_sampling(logits, rows);
     const std::vector<int64_t> with_rows{7, -3, -1, 9, -2};
     Tensor inputs = Tensor::from_ints(with_rows, {5}, DType::i32, gpu);
-    take_sampled_ids(inputs, draws.device_ids());
+    take_sampled_ids(inputs, draws.device_ids(), inputs);
     std::vector<SampledToken> tokens = draws.wait();
     EXPECT_EQ(inputs.to_ints(),
               (std::vector<int64_t>{7, tokens[2].id, tokens[0].id, 9, tokens[1].id}));

@@ -76,8 +76,8 @@ void Workload::advance() {
       finishing.push_back(take == pending);
       budget -= take;
     }
-    const Tensor logits = runner_.execute(batch);
-    const std::vector<SampledToken> ids = sample_tokens(logits, greedy_rows(batch.size()));
+    const std::vector<SampledToken> ids =
+        execute_and_sample(runner_, batch, Tensor(), greedy_rows(batch.size())).wait();
     TESSERA_CHECK(ids.size() == members.size(), "{} ids for {} sequences", ids.size(),
                   members.size());
     for (size_t i = 0; i < members.size(); ++i) {
@@ -112,8 +112,10 @@ void Workload::decode_step() {
   }
   std::optional<InFlightStep> previous = std::move(in_flight_);
   in_flight_.reset();
-  const Tensor logits = runner_.execute(batch, previous ? previous->draws.device_ids() : Tensor());
-  InFlightStep step{launch_sampling(logits, greedy_rows(batch.size())), {}};
+  InFlightStep step{
+      execute_and_sample(runner_, batch, previous ? previous->draws.device_ids() : Tensor(),
+                         greedy_rows(batch.size())),
+      {}};
   for (size_t s = 0; s < sequences_.size(); ++s) {
     Sequence& sequence = sequences_[s];
     ++sequence.cached;

@@ -7,6 +7,7 @@
 
 #include "kernels/check.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/kernel_checks.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/sampling.h"
 
@@ -108,25 +109,26 @@ void sample_tokens_kernel(const KernelArgs& args) {
 TESSERA_REGISTER_KERNEL("sample_tokens", DeviceType::cpu, sample_tokens_kernel);
 
 template <typename Id>
-void take_sampled_ids_from(const Id* sampled, int64_t count, int32_t* tokens, int64_t size) {
+void take_sampled_ids_from(const Id* sampled, int64_t count, const int32_t* tokens, int32_t* out,
+                           int64_t size) {
   for (int64_t i = 0; i < size; ++i) {
-    if (tokens[i] >= 0) continue;
-    const int64_t row = -1 - int64_t{tokens[i]};
-    tokens[i] = row < count ? static_cast<int32_t>(sampled[row]) : 0;
+    const int32_t token = tokens[i];
+    const int64_t row = -1 - int64_t{token};
+    out[i] = token >= 0 ? token : row < count ? static_cast<int32_t>(sampled[row]) : 0;
   }
 }
 
 void take_sampled_ids_kernel(const KernelArgs& args) {
   const Tensor& sampled = args.inputs[0];
-  Tensor& tokens = args.outputs[0];
-  TESSERA_CHECK(tokens.dtype() == DType::i32 && tokens.is_contiguous() && sampled.is_contiguous(),
-                "take_sampled_ids: contiguous i32 token ids");
+  const Tensor& tokens = args.inputs[1];
+  Tensor& out = args.outputs[0];
+  check_take_sampled_ids(sampled, tokens, out);
   if (sampled.dtype() == DType::i64)
     take_sampled_ids_from(sampled.data<int64_t>(), sampled.numel(), tokens.data<int32_t>(),
-                          tokens.numel());
+                          out.data<int32_t>(), tokens.numel());
   else
     take_sampled_ids_from(sampled.data<int32_t>(), sampled.numel(), tokens.data<int32_t>(),
-                          tokens.numel());
+                          out.data<int32_t>(), tokens.numel());
 }
 
 TESSERA_REGISTER_KERNEL("take_sampled_ids", DeviceType::cpu, take_sampled_ids_kernel);

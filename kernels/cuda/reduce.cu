@@ -12,6 +12,7 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/sampling.h"
 
 namespace tessera::gpu {
 namespace {
@@ -113,20 +114,36 @@ struct SoftmaxReducer {
 // This thread's partial over its share of the row: elements lane, lane + kThreadsPerRow, ...
 // (in packs of E when the row start is 16-byte aligned, then the unaligned tail).
 // `first`: the column `row` starts at, which argmax's indices count from.
+//
+// Packs are loaded kPacksInFlight at a time before any is used, so that a long row's loads overlap
+// instead of each waiting out the memory's latency: one block over a 128k vocabulary row (a
+// decode graph's greedy pick, which runs unsplit) otherwise reads it at one load per thread per
+// round trip. The packs are still added in the same order, so sums round as before.
 template <typename Reducer, int kThreadsPerRow, typename T>
 __device__ __forceinline__ typename Reducer::Acc accumulate_row(const T* row, int64_t cols,
                                                                 int lane, int64_t first = 0) {
   constexpr int E = kPackElements<T>;
+  constexpr int kPacksInFlight = 4;
   typename Reducer::Acc acc = Reducer::identity();
+  auto add_pack = [&](const Pack<T, E>& values, int64_t pack) {
+#pragma unroll
+    for (int j = 0; j < E; ++j)
+      acc = Reducer::add(acc, to_float(values.values[j]), first + pack * E + j);
+  };
   int64_t tail_begin = 0;
   if (reinterpret_cast<uintptr_t>(row) % alignof(Pack<T, E>) == 0) {
     const int64_t packs = cols / E;
-    for (int64_t pack = lane; pack < packs; pack += kThreadsPerRow) {
-      const Pack<T, E> values = load_pack<E>(row + pack * E);
+    int64_t pack = lane;
+    for (; pack + (kPacksInFlight - 1) * kThreadsPerRow < packs;
+         pack += kPacksInFlight * kThreadsPerRow) {
+      Pack<T, E> values[kPacksInFlight];
 #pragma unroll
-      for (int j = 0; j < E; ++j)
-        acc = Reducer::add(acc, to_float(values.values[j]), first + pack * E + j);
+      for (int u = 0; u < kPacksInFlight; ++u)
+        values[u] = load_pack<E>(row + (pack + u * kThreadsPerRow) * E);
+#pragma unroll
+      for (int u = 0; u < kPacksInFlight; ++u) add_pack(values[u], pack + u * kThreadsPerRow);
     }
+    for (; pack < packs; pack += kThreadsPerRow) add_pack(load_pack<E>(row + pack * E), pack);
     tail_begin = packs * E;
   }
   for (int64_t i = tail_begin + lane; i < cols; i += kThreadsPerRow) {
@@ -260,16 +277,18 @@ int64_t row_chunks(int64_t rows, int64_t cols, Device device) {
   return std::min(ceil_div(cols, kMinChunkColumns), ceil_div(kChunkBlocksPerSm * sms, rows));
 }
 
+// Columns per chunk when a row of `cols` is split into at most `chunks` chunks (the chunks that
+// gives: ceil_div(cols, split_chunk_cols(...))).
+int64_t split_chunk_cols(int64_t cols, int64_t chunks) {
+  return ceil_div(ceil_div(cols, chunks), int64_t{64}) * 64;
+}
+
+// `partial`: scratch for rows * ceil_div(cols, split_chunk_cols(cols, chunks)) partial results.
 template <typename Reducer, typename T, typename Out>
 void launch_split_reduce(int64_t rows, int64_t cols, int64_t chunks, const T* x, Out* out,
-                         Device device, gpuStream_t stream) {
-  using Acc = typename Reducer::Acc;
-  const int64_t chunk_cols = ceil_div(ceil_div(cols, chunks), int64_t{64}) * 64;
+                         typename Reducer::Acc* partial, gpuStream_t stream) {
+  const int64_t chunk_cols = split_chunk_cols(cols, chunks);
   chunks = ceil_div(cols, chunk_cols);
-  // Stream-ordered scratch from the caching allocator (the reduction never runs in a capture).
-  const auto bytes = static_cast<int64_t>(rows * chunks * sizeof(Acc));
-  const Tensor partials = Tensor::empty({ceil_div(bytes, 8)}, DType::i64, device);
-  Acc* partial = static_cast<Acc*>(partials.data_ptr());
   chunk_reduce_kernel<T, Reducer>
       <<<dim3(static_cast<unsigned int>(chunks), static_cast<unsigned int>(rows)), kChunkThreads, 0,
          stream>>>(cols, chunk_cols, x, partial);
@@ -354,11 +373,50 @@ void reduce_kernel(const KernelArgs& args) {
     using Out = std::conditional_t<Reducer::kIndexOutput, int64_t, T>;
     const T* in = static_cast<const T*>(x.data_ptr());
     Out* result = static_cast<Out*>(out.data_ptr());
-    if (chunks > 1)
-      launch_split_reduce<Reducer>(shape.rows, shape.cols, chunks, in, result, x.device(),
-                                   scope.stream());
-    else
+    if (chunks > 1) {
+      // Stream-ordered scratch from the caching allocator (never in a capture: greedy_pick).
+      using Acc = typename Reducer::Acc;
+      const int64_t partials =
+          shape.rows * ceil_div(shape.cols, split_chunk_cols(shape.cols, chunks));
+      const Tensor scratch =
+          Tensor::empty({ceil_div(partials * static_cast<int64_t>(sizeof(Acc)), int64_t{8})},
+                        DType::i64, x.device());
+      launch_split_reduce<Reducer>(shape.rows, shape.cols, chunks, in, result,
+                                   static_cast<Acc*>(scratch.data_ptr()), scope.stream());
+    } else {
       launch_row_reduce<Reducer>(shape.rows, shape.cols, in, result, scope.stream());
+    }
+  });
+}
+
+// kernels/sampling.h: argmax with the split's scratch from the caller, so a capture holds it.
+void greedy_pick_entry(const KernelArgs& args) {
+  using Acc = ArgmaxReducer::Acc;
+  const Tensor& x = args.inputs[0];
+  const Tensor& ids = args.outputs[0];
+  const Tensor& workspace = args.outputs[1];
+  TESSERA_CHECK(x.dim() == 2 && x.is_contiguous() && x.size(1) > 0, "greedy_pick: logits {}",
+                x.str());
+  const int64_t rows = x.size(0), cols = x.size(1);
+  TESSERA_CHECK(ids.dtype() == DType::i64 && ids.is_contiguous() && ids.numel() == rows,
+                "greedy_pick: ids {} for {} rows", ids.str(), rows);
+  TESSERA_CHECK(workspace.dtype() == DType::i64 && workspace.is_contiguous() &&
+                    workspace.numel() >= kGreedyPickWorkspaceWords * rows,
+                "greedy_pick: workspace {} for {} rows", workspace.str(), rows);
+  static_assert(sizeof(Acc) % sizeof(int64_t) == 0);
+  constexpr int64_t kChunksPerRow =
+      kGreedyPickWorkspaceWords / static_cast<int64_t>(sizeof(Acc) / sizeof(int64_t));
+  if (rows == 0) return;
+  LaunchScope scope(x.device());
+  const int64_t chunks = std::min(row_chunks(rows, cols, x.device()), kChunksPerRow);
+  visit_device_float_dtype("greedy_pick", x.dtype(), [&]<typename T>() {
+    const T* in = static_cast<const T*>(x.data_ptr());
+    auto* result = static_cast<int64_t*>(ids.data_ptr());
+    if (chunks > 1)
+      launch_split_reduce<ArgmaxReducer>(rows, cols, chunks, in, result,
+                                         static_cast<Acc*>(workspace.data_ptr()), scope.stream());
+    else
+      launch_row_reduce<ArgmaxReducer>(rows, cols, in, result, scope.stream());
   });
 }
 
@@ -382,6 +440,7 @@ TESSERA_REGISTER_KERNEL("sum", kGpuDeviceType, reduce_kernel<SumReducer>);
 TESSERA_REGISTER_KERNEL("mean", kGpuDeviceType, reduce_kernel<MeanReducer>);
 TESSERA_REGISTER_KERNEL("max", kGpuDeviceType, reduce_kernel<MaxReducer>);
 TESSERA_REGISTER_KERNEL("argmax", kGpuDeviceType, reduce_kernel<ArgmaxReducer>);
+TESSERA_REGISTER_KERNEL("greedy_pick", kGpuDeviceType, greedy_pick_entry);
 TESSERA_REGISTER_KERNEL("softmax", kGpuDeviceType, softmax_entry);
 
 }  // namespace

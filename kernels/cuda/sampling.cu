@@ -9,6 +9,7 @@
 #include "kernels/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
+#include "kernels/kernel_checks.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/sampling.h"
 
@@ -203,32 +204,33 @@ void sample_tokens_entry(const KernelArgs& args) {
 }
 
 template <typename Id>
-__global__ void take_sampled_ids_kernel(const Id* sampled, int64_t count, int32_t* tokens,
-                                        int64_t size) {
+__global__ void take_sampled_ids_kernel(const Id* sampled, int64_t count, const int32_t* tokens,
+                                        int32_t* out, int64_t size) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= size || tokens[i] >= 0) return;
-  const int64_t row = -1 - int64_t{tokens[i]};
-  tokens[i] = row < count ? static_cast<int32_t>(sampled[row]) : 0;
+  if (i >= size) return;
+  const int32_t token = tokens[i];
+  const int64_t row = -1 - int64_t{token};
+  out[i] = token >= 0 ? token : row < count ? static_cast<int32_t>(sampled[row]) : 0;
 }
 
 void take_sampled_ids_entry(const KernelArgs& args) {
   const Tensor& sampled = args.inputs[0];
-  Tensor& tokens = args.outputs[0];
-  TESSERA_CHECK(tokens.dtype() == DType::i32 && tokens.is_contiguous() && sampled.is_contiguous(),
-                "take_sampled_ids: contiguous i32 token ids");
+  const Tensor& tokens = args.inputs[1];
+  Tensor& out = args.outputs[0];
+  check_take_sampled_ids(sampled, tokens, out);
   const int64_t size = tokens.numel();
   if (size == 0) return;
   constexpr int kBlock = 256;
   const auto blocks = static_cast<unsigned>((size + kBlock - 1) / kBlock);
   LaunchScope scope(tokens.device());
+  const auto* in = static_cast<const int32_t*>(tokens.data_ptr());
+  auto* result = static_cast<int32_t*>(out.data_ptr());
   if (sampled.dtype() == DType::i64)
     take_sampled_ids_kernel<<<blocks, kBlock, 0, scope.stream()>>>(
-        static_cast<const int64_t*>(sampled.data_ptr()), sampled.numel(),
-        static_cast<int32_t*>(tokens.data_ptr()), size);
+        static_cast<const int64_t*>(sampled.data_ptr()), sampled.numel(), in, result, size);
   else
     take_sampled_ids_kernel<<<blocks, kBlock, 0, scope.stream()>>>(
-        static_cast<const int32_t*>(sampled.data_ptr()), sampled.numel(),
-        static_cast<int32_t*>(tokens.data_ptr()), size);
+        static_cast<const int32_t*>(sampled.data_ptr()), sampled.numel(), in, result, size);
   GPU_CHECK_LAUNCH("take_sampled_ids");
 }
 
