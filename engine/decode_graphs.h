@@ -4,14 +4,14 @@
 // f32. A decode step then costs the host one packed host-to-device copy (token ids, positions,
 // sequence lengths, slots and block tables together) and one graph launch.
 //
-// Given the LM head in the model's dtype (compilation.fuse_greedy_sampling), each batch size also
-// gets a greedy graph, whose LM head is followed by the argmax of each row ("greedy_pick", split
-// over the SMs as the argmax op splits few rows outside a graph), written into `draws`, one
-// buffer all graphs share. Every graph then takes its sequences' pending tokens from `draws`
-// as it moves the token ids into the forward's input (take_sampled_ids in place of that copy):
-// when the step before was a greedy graph's, asynchronous scheduling's hand-over needs no launch
-// outside the graph either. Draws held elsewhere (the sampler's) are taken by a launch before the
-// replay, as without greedy graphs.
+// Given an LM head for the greedy pick (compilation.fuse_greedy_sampling: the model dtype's, or
+// the f32 logits' own where a cast would not be exact), each batch size also gets a greedy graph,
+// whose LM head is followed by the argmax of each row ("greedy_pick", split over the SMs as the
+// argmax op splits few rows outside a graph), written into `draws`, one buffer all graphs share.
+// Every graph then takes its sequences' pending tokens from `draws` as it moves the token ids into
+// the forward's input (take_sampled_ids in place of that copy): when the step before was a greedy
+// graph's, asynchronous scheduling's hand-over needs no launch outside the graph either. Draws held
+// elsewhere (the sampler's) are taken by a launch before the replay, as without greedy graphs.
 //
 // Each batch size has one graph per length tier (decode_length_tiers), and a step replays the
 // graph of the smallest tier that holds its longest sequence. A graph sized for the model's
@@ -47,8 +47,8 @@ class DecodeGraphs {
   // on zero inputs. `forward` maps (input_ids, positions) to hidden states, `logits` maps hidden
   // states to f32 logits; both must already be compiled with sizes up to the largest. Attention
   // reads `kv_caches` and this object's metadata buffers, whose addresses the graphs hold.
-  // `head`, when given, maps hidden states to logits in the model's dtype, compiled like
-  // `logits`: the greedy graphs are captured too.
+  // `head`, when given, maps hidden states to the logits the greedy pick reads (in the model's
+  // dtype, or `logits` itself), compiled like `logits`: the greedy graphs are captured too.
   DecodeGraphs(Device device, std::vector<int64_t> sizes, int64_t max_blocks_per_seq,
                int64_t max_seq_len, int64_t warmups, PiecewiseBackend& forward,
                PiecewiseBackend& logits, PiecewiseBackend* head,
@@ -85,7 +85,7 @@ class DecodeGraphs {
   // Attention's metadata for `sequences` padded sequences of tier `tier`, over the staging buffer.
   AttentionMetadata device_metadata(int64_t sequences, size_t tier) const;
   // What each graph holds: input copies (the token ids' with the hand-over from `draws_`), forward,
-  // LM head (when `greedy`: the model dtype's, then the argmax into `draws_`).
+  // LM head (when `greedy`: `head_`, then the argmax into `draws_`).
   void launch_step(int64_t sequences, const Captured& captured, bool greedy, Stream& stream) const;
 
   Device device_;

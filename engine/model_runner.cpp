@@ -98,9 +98,9 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
           head);
     };
     logits_compiled_ = compiled_head(DType::f32, logits_backend_);
-    // The greedy pick reads the LM head's own dtype: a cast to f32 is exact, so its argmax is the
-    // same, without writing and reading the f32 logits.
-    if (options_.compilation.fuse_greedy_sampling)
+    // The greedy pick reads the LM head's own dtype where a cast to f32 is exact (its argmax is
+    // then the same), without writing and reading the f32 logits; otherwise it reads those.
+    if (options_.compilation.fuse_greedy_sampling && model_->logits_end_in_gemm())
       head_compiled_ = compiled_head(std::nullopt, head_backend_);
   }
   const std::string graph_mode =
@@ -148,21 +148,30 @@ void ModelRunner::capture_decode_graphs() {
   TESSERA_CHECK(
       *latest_backend_ != nullptr && *logits_backend_ != nullptr,
       "full graphs need the compiled forward and LM head (profile_forward compiles them)");
+  // The greedy graphs' LM head: the model dtype's, or the f32 logits' (logits_end_in_gemm).
+  PiecewiseBackend* greedy_head = nullptr;
+  if (options_.compilation.fuse_greedy_sampling)
+    greedy_head = head_compiled_ ? head_backend_->get() : logits_backend_->get();
   const auto start = std::chrono::steady_clock::now();
   decode_graphs_ = std::make_unique<DecodeGraphs>(
       model_->device(), sizes,
       KVCacheManager::blocks_for(model_->max_positions(), options_.block_size),
       model_->max_positions(), options_.compilation.cudagraph_num_warmups, **latest_backend_,
-      **logits_backend_, head_backend_->get(), kv_caches_);
+      **logits_backend_, greedy_head, kv_caches_);
   const std::vector<int64_t>& tiers = decode_graphs_->length_tiers();
   spdlog::info(
       "captured {} decode graphs (forward and LM head{}) for batches of [{}] sequences of up to "
       "[{}] tokens in {:.2f} s, {:.3f} GiB",
-      sizes.size() * tiers.size() * (*head_backend_ ? 2 : 1),
-      *head_backend_ ? "; with f32 logits and with the greedy pick" : "", fmt::join(sizes, ", "),
-      fmt::join(tiers, ", "),
+      sizes.size() * tiers.size() * (greedy_head != nullptr ? 2 : 1),
+      greedy_head != nullptr ? "; with f32 logits and with the greedy pick" : "",
+      fmt::join(sizes, ", "), fmt::join(tiers, ", "),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
       decode_graphs_->device_bytes() / kGiB);
+  if (decode_graphs_->device_bytes() > kFullGraphBudget)
+    spdlog::warn(
+        "the decode graphs took {:.3f} GiB, more than the {:.3f} GiB the KV cache's sizing left "
+        "them: lower engine.gpu_memory_utilization if the device runs out of memory",
+        decode_graphs_->device_bytes() / kGiB, kFullGraphBudget / kGiB);
 }
 
 Tensor ModelRunner::compute_logits(const Tensor& hidden) {

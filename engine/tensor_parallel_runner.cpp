@@ -137,6 +137,16 @@ void TensorParallelRunner::on_every_rank(const std::function<void(int)>& work) {
 
 Tensor TensorParallelRunner::execute(std::span<const SequenceInput> batch,
                                      const Tensor& sampled_ids) {
+  return run_step(batch, sampled_ids, false);
+}
+
+Tensor TensorParallelRunner::execute_greedy(std::span<const SequenceInput> batch,
+                                            const Tensor& sampled_ids) {
+  return run_step(batch, sampled_ids, true);
+}
+
+Tensor TensorParallelRunner::run_step(std::span<const SequenceInput> batch,
+                                      const Tensor& sampled_ids, bool greedy) {
   // A bad batch is refused here, before any rank starts a collective, so the group stays usable.
   check_batch(batch, model(), options().max_num_seqs, sampled_ids);
   // Draws named by row are read to the host here, the ranks then run on host ids: every rank
@@ -153,12 +163,14 @@ Tensor TensorParallelRunner::execute(std::span<const SequenceInput> batch,
       resolved[s].sampled_row = -1;
     }
   }
-  Tensor logits;
+  Tensor result;
   on_every_rank([&](int rank) {
-    Tensor rank_logits = runners_[static_cast<size_t>(rank)]->execute(resolved);
-    if (rank == 0) logits = rank_logits;
+    ModelRunner& runner = *runners_[static_cast<size_t>(rank)];
+    Tensor rank_result =
+        greedy ? runner.execute_greedy(resolved, Tensor()) : runner.execute(resolved);
+    if (rank == 0) result = rank_result;
   });
-  return logits;
+  return result;
 }
 
 std::string TensorParallelRunner::memory_report() const {

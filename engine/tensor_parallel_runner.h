@@ -36,6 +36,9 @@ class TensorParallelRunner final : public ModelExecutor {
 
   using ModelExecutor::execute;
   Tensor execute(std::span<const SequenceInput> batch, const Tensor& sampled_ids) override;
+  // Every rank picks from its gathered logits (ModelRunner::execute_greedy, so the ranks replay
+  // the same graphs and collectives); rank 0's ids.
+  Tensor execute_greedy(std::span<const SequenceInput> batch, const Tensor& sampled_ids) override;
 
   const CausalLM& model() const override { return runners_.front()->model(); }
   const RunnerOptions& options() const override { return runners_.front()->options(); }
@@ -53,6 +56,8 @@ class TensorParallelRunner final : public ModelExecutor {
   const ModelRunner& rank_runner(int rank) const { return *runners_.at(static_cast<size_t>(rank)); }
 
  private:
+  // execute (greedy false) or execute_greedy (true) on every rank; rank 0's result.
+  Tensor run_step(std::span<const SequenceInput> batch, const Tensor& sampled_ids, bool greedy);
   // Runs work(rank) on every rank (rank 0 here) and waits; the first error is rethrown after
   // the group is aborted, so no rank waits forever in a collective for one that failed.
   void on_every_rank(const std::function<void(int)>& work);

@@ -40,6 +40,7 @@ class GemmaModel final : public CausalLM {
   GemmaModel(ModelWeights weights, int64_t max_positions);
   Tensor forward(const Tensor& input_ids, const Tensor& positions) const override;
   Tensor compute_logits(const Tensor& hidden) const override;
+  bool logits_end_in_gemm() const override { return config_.final_logit_softcapping <= 0; }
 
  private:
   struct Layer {

@@ -37,6 +37,7 @@ class LlamaModel final : public CausalLM {
   LlamaModel(ModelWeights weights, int64_t max_positions);
   Tensor forward(const Tensor& input_ids, const Tensor& positions) const override;
   Tensor compute_logits(const Tensor& hidden) const override;
+  bool logits_end_in_gemm() const override { return true; }
 
  private:
   struct Layer {

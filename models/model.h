@@ -30,6 +30,11 @@ class CausalLM {
   virtual Tensor forward(const Tensor& input_ids, const Tensor& positions) const = 0;
   // hidden [N, hidden] -> logits [N, vocab].
   virtual Tensor compute_logits(const Tensor& hidden) const = 0;
+  // Whether compute_logits' result is what its GEMM stores, nothing computed after it: then
+  // casting it to f32 is exact, and a greedy pick may read it in the model's dtype (the runner's
+  // compilation.fuse_greedy_sampling). A tail such as a softcap, computed in f32 when fused with
+  // that cast, would round differently. By default false: the pick reads the f32 logits.
+  virtual bool logits_end_in_gemm() const { return false; }
 
   // Under tensor parallelism, this rank's config (models/tensor_parallel.h: its heads and
   // intermediate size; vocab_size is the model's).

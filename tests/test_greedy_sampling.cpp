@@ -25,6 +25,7 @@
 #include "models/architecture_registry.h"
 #include "models/loaders/loaders.h"
 #include "models/tokenizer.h"
+#include "support/forwarding_executor.h"
 #include "support/test_tensors.h"
 
 namespace tessera {
@@ -155,11 +156,54 @@ TEST(FusedGreedySampling, TheCompiledLmHeadPicksWhatTheSamplerPicksFromTheLogits
   EXPECT_EQ(picks["fused"], picks["eager"]);
 }
 
+// Gemma 2 softcaps its logits after the LM head's GEMM; fused with the f32 cast the softcap is
+// never rounded to bf16, so the fused pick must read those f32 logits, not bf16 ones.
+TEST(FusedGreedySampling, ASoftcappedHeadIsPickedFromItsF32Logits) {
+  auto model = std::shared_ptr<const CausalLM>(
+      create_model(load_model(std::string(TESSERA_SOURCE_DIR) + "/tests/data/hf_tiny/gemma2",
+                              LoadOptions{DType::bf16, kCPU}),
+                   64));
+  ASSERT_GT(model->config().final_logit_softcapping, 0);
+  EXPECT_FALSE(model->logits_end_in_gemm());
+  ModelRunner runner(model, with_kv_blocks_for(compiled_options(true, "none", "greedy_softcap"),
+                                               model->max_positions()));
+  (void)greedy_steps(runner, 4, /*check_logits=*/true);
+  // A prefill's launches through execute_greedy are execute's (the f32 head, its softcap and
+  // cast in one kernel) and then the argmax.
+  KVCacheManager blocks(runner.num_kv_blocks(), runner.options().block_size);
+  const std::vector<int32_t> prompt{7, 8, 9};
+  std::vector<std::string> names[2];
+  for (int greedy : {0, 1}) {
+    blocks.allocate(greedy, 3);
+    SequenceInput input{prompt, 0, blocks.block_table(greedy)};
+    KernelProfiler profiler(kCPU, /*timing=*/true);
+    {
+      ProfilerScope active(profiler);
+      profiler.start();
+      if (greedy)
+        (void)runner.execute_greedy(std::span(&input, 1), Tensor());
+      else
+        (void)runner.execute(std::span(&input, 1));
+      profiler.stop();
+    }
+    for (const LaunchRecord& launch : profiler.launches()) names[greedy].push_back(launch.name);
+  }
+  names[0].push_back("argmax");
+  EXPECT_EQ(names[1], names[0]);
+}
+
+// A runner seen only through execute: its greedy picks are the argmax of its f32 logits
+// (ModelExecutor's execute_greedy), as the sampler picked them before the fusion.
+class LogitsOnly final : public testing::ForwardingExecutor {
+ public:
+  using ForwardingExecutor::ForwardingExecutor;
+};
+
 // Requests that mix plain greedy rows with seeded sampling, penalties and logprobs: steps of
 // plain-greedy rows take the fused pick, the others the sampler; with asynchronous scheduling a
 // step takes its pending tokens from either. Every request draws the same tokens with the fusion
-// on and off.
-std::map<std::string, std::vector<int32_t>> mixed_requests(ModelRunner& runner,
+// on and off, and as the argmax of the f32 logits picks them.
+std::map<std::string, std::vector<int32_t>> mixed_requests(ModelExecutor& runner,
                                                            const Tokenizer& tokenizer) {
   EngineOptions options;
   options.max_num_seqs = 4;
@@ -198,33 +242,40 @@ std::map<std::string, std::vector<int32_t>> mixed_requests(ModelRunner& runner,
   return tokens;
 }
 
-std::map<bool, std::map<std::string, std::vector<int32_t>>> mixed_requests_on_and_off(
+// The tokens of every request with the fusion on ("fused"), off ("apart"), and through the f32
+// logits alone ("logits"), stories260K in bf16.
+std::map<std::string, std::map<std::string, std::vector<int32_t>>> mixed_requests_three_ways(
     Device device, const std::string& graph_mode) {
   auto model = std::shared_ptr<const CausalLM>(create_model(
-      load_model(kStories + "/stories260K.bin", LoadOptions{DType::f32, device}), 256));
+      load_model(kStories + "/stories260K.bin", LoadOptions{DType::bf16, device}), 256));
   auto tokenizer = load_tokenizer(kStories + "/tok512.bin");
-  std::map<bool, std::map<std::string, std::vector<int32_t>>> tokens;
+  std::map<std::string, std::map<std::string, std::vector<int32_t>>> tokens;
   for (bool fuse : {true, false}) {
     ModelRunner runner(model,
                        with_kv_blocks_for(compiled_options(fuse, graph_mode, "greedy_mix"), 1024));
-    tokens[fuse] = mixed_requests(runner, *tokenizer);
+    tokens[fuse ? "fused" : "apart"] = mixed_requests(runner, *tokenizer);
+    if (fuse) continue;
+    LogitsOnly logits(runner);
+    tokens["logits"] = mixed_requests(logits, *tokenizer);
   }
   return tokens;
 }
 
 TEST(FusedGreedySampling, TheEngineDrawsTheSameTokensWithTheFusionOnAndOff) {
-  auto tokens = mixed_requests_on_and_off(kCPU, "none");
-  ASSERT_EQ(tokens[true].size(), 5u);
-  EXPECT_EQ(tokens[true], tokens[false]);
-  EXPECT_EQ(tokens[true]["4"].size(), 48u);
+  auto tokens = mixed_requests_three_ways(kCPU, "none");
+  ASSERT_EQ(tokens["fused"].size(), 5u);
+  EXPECT_EQ(tokens["fused"], tokens["logits"]);
+  EXPECT_EQ(tokens["apart"], tokens["logits"]);
+  EXPECT_EQ(tokens["fused"]["4"].size(), 48u);
 }
 
 TEST(GpuFusedGreedySampling, TheEngineDrawsTheSameTokensWithGreedyDecodeGraphs) {
   Device gpu;
   if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
-  auto tokens = mixed_requests_on_and_off(gpu, "full_and_piecewise");
-  ASSERT_EQ(tokens[true].size(), 5u);
-  EXPECT_EQ(tokens[true], tokens[false]);
+  auto tokens = mixed_requests_three_ways(gpu, "full_and_piecewise");
+  ASSERT_EQ(tokens["fused"].size(), 5u);
+  EXPECT_EQ(tokens["fused"], tokens["logits"]);
+  EXPECT_EQ(tokens["apart"], tokens["logits"]);
 }
 
 // Greedy decode graphs pick what the logits graphs' sampler picks, at captured and padded batch

@@ -11,6 +11,7 @@
 #include "engine/run_setup.h"
 #include "kernels/check.h"
 #include "models/architecture_registry.h"
+#include "support/forwarding_executor.h"
 
 using namespace tessera;
 using ::testing::HasSubstr;
@@ -315,29 +316,18 @@ namespace {
 
 // Counts what the engine asks of the runner: forward calls, and new tokens it named by their row
 // in the previous step's draws (asynchronous scheduling's hand-over on the device).
-class CountingExecutor final : public ModelExecutor {
+class CountingExecutor final : public tessera::testing::ForwardingExecutor {
  public:
-  explicit CountingExecutor(ModelExecutor& inner) : inner_(inner) {}
+  using ForwardingExecutor::ForwardingExecutor;
   using ModelExecutor::execute;
   Tensor execute(std::span<const SequenceInput> batch, const Tensor& sampled_ids) override {
     ++calls;
     for (const SequenceInput& sequence : batch) taken_on_device += sequence.sampled_row >= 0;
     return inner_.execute(batch, sampled_ids);
   }
-  const CausalLM& model() const override { return inner_.model(); }
-  const RunnerOptions& options() const override { return inner_.options(); }
-  int64_t num_kv_blocks() const override { return inner_.num_kv_blocks(); }
-  size_t kv_cache_bytes() const override { return inner_.kv_cache_bytes(); }
-  std::string memory_report() const override { return inner_.memory_report(); }
-  const CompiledFunction* compiled() const override { return inner_.compiled(); }
-  std::shared_ptr<const CompiledPlan> latest_plan() const override { return inner_.latest_plan(); }
-  std::vector<int64_t> captured_sizes() const override { return inner_.captured_sizes(); }
 
   int64_t calls = 0;
   int64_t taken_on_device = 0;
-
- private:
-  ModelExecutor& inner_;
 };
 
 }  // namespace

@@ -180,13 +180,14 @@ TEST(TensorParallelSharding, ShapesThatDoNotSplitAreRefusedNamingTheSetting) {
 }
 
 // Every step's logits (f32, host) of a fixed schedule: two prompts prefilled together, then
-// `decode_steps` greedy steps of both.
+// `decode_steps` greedy steps of both. With `greedy`, the executor picks the tokens itself
+// (execute_greedy) and no logits are kept.
 struct Schedule {
   std::vector<std::vector<std::vector<float>>> logits;  // [step][sequence][vocab]
   std::vector<std::vector<int32_t>> tokens;             // greedy tokens per sequence
 };
 
-Schedule run_schedule(ModelExecutor& executor, int decode_steps) {
+Schedule run_schedule(ModelExecutor& executor, int decode_steps, bool greedy = false) {
   KVCacheManager blocks(executor.num_kv_blocks(), executor.options().block_size);
   std::vector<std::vector<int32_t>> sequences = {{1, 45, 23, 99, 7, 300, 12}, {1, 402, 77}};
   std::vector<int64_t> cached(2, 0);
@@ -199,12 +200,18 @@ Schedule run_schedule(ModelExecutor& executor, int decode_steps) {
       batch.push_back(SequenceInput{std::span(sequences[s]).subspan(cached[s]), cached[s],
                                     blocks.block_table(static_cast<SequenceId>(s))});
     }
-    const std::vector<std::vector<float>> rows = logits_to_host(executor.execute(batch));
-    schedule.logits.push_back(rows);
+    std::vector<int64_t> picks;
+    if (greedy) {
+      picks = executor.execute_greedy(batch, Tensor()).to_ints();
+    } else {
+      const std::vector<std::vector<float>> rows = logits_to_host(executor.execute(batch));
+      schedule.logits.push_back(rows);
+      for (const std::vector<float>& row : rows)
+        picks.push_back(std::max_element(row.begin(), row.end()) - row.begin());
+    }
     for (size_t s = 0; s < sequences.size(); ++s) {
       cached[s] = static_cast<int64_t>(sequences[s].size());
-      const auto next =
-          static_cast<int32_t>(std::max_element(rows[s].begin(), rows[s].end()) - rows[s].begin());
+      const auto next = static_cast<int32_t>(picks.at(s));
       sequences[s].push_back(next);
       schedule.tokens[s].push_back(next);
     }
@@ -262,6 +269,8 @@ TEST(TensorParallel, CpuRanksGiveTheLogitsAndGreedyTokensOfOneRank) {
         ASSERT_NE(dynamic_cast<TensorParallelRunner*>(parallel.get()), nullptr);
         const Schedule sharded = run_schedule(*parallel, 6);
         EXPECT_EQ(sharded.tokens, reference.tokens);
+        // The ranks' own greedy picks (compiled: from the model dtype's logits on every rank).
+        EXPECT_EQ(run_schedule(*parallel, 6, /*greedy=*/true).tokens, reference.tokens);
         const double difference = max_relative_difference(sharded, reference);
         EXPECT_LE(difference, 1e-5);
         std::printf("%s %s, %d ranks: max logit difference %.2e of the largest logit\n",
