@@ -375,7 +375,7 @@ struct Rope {
 // the qkv rows); with `rope`, the query and the step's key are rotated first, which only the
 // tensor-core decode kernel does (the caller checks fused_rotary_decode_fits).
 void attend(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& out,
-            const Attributes& attributes, const Rope* rope, const Tensor* prefetch) {
+            const Attributes& attributes, const Rope* rope) {
   ForwardContext& context = current_forward_context();
   TESSERA_CHECK(context.attention != nullptr, "the forward context has no attention metadata");
   const AttentionMetadata& meta = *context.attention;
@@ -489,7 +489,6 @@ void attend(const Tensor& query, const Tensor& key, const Tensor& value, const T
       params.rope_max_position = rope->cos_sin_cache.size(0);
       params.rope_is_neox = rope->is_neox;
     }
-    if (decode) params.prefetch = l2_prefetch_of(prefetch, device.index);
     const bool aligned =
         launch_in_packs(query_rows, key_rows, value_rows, out, cache, write_in_decode);
     if (aligned && head_size == 64) {
@@ -503,8 +502,7 @@ void attend(const Tensor& query, const Tensor& key, const Tensor& value, const T
 }
 
 void attention_gpu(const KernelArgs& args) {
-  attend(args.inputs[0], args.inputs[1], args.inputs[2], args.outputs[0], args.attributes, nullptr,
-         args.prefetch);
+  attend(args.inputs[0], args.inputs[1], args.inputs[2], args.outputs[0], args.attributes, nullptr);
 }
 
 // Whether rotary_attention's step can run as one tensor-core decode launch: a decode step of
@@ -572,15 +570,14 @@ void rotary_attention_gpu(const KernelArgs& args) {
   const Attributes attributes = attention_attributes(args.attributes);
   if (fused_rotary_decode_fits(args, width)) {
     const Rope rope{args.inputs[0], args.inputs[2], args.attributes.get_bool("is_neox", true)};
-    attend(query, key, value, args.outputs[0], attributes, &rope, args.prefetch);
+    attend(query, key, value, args.outputs[0], attributes, &rope);
     return;
   }
   const Tensor rotary_inputs[] = {args.inputs[0], query, key, args.inputs[2]};
   const Attributes rotary_attributes = rotary_embedding_attributes(args.attributes);
   run_kernel("rotary_embedding", qkv.device().type,
              KernelArgs{rotary_inputs, rotary_attributes, args.outputs.subspan(1, 2)});
-  attend(args.outputs[1], args.outputs[2], value, args.outputs[0], attributes, nullptr,
-         args.prefetch);
+  attend(args.outputs[1], args.outputs[2], value, args.outputs[0], attributes, nullptr);
 }
 
 TESSERA_REGISTER_KERNEL("attention", kGpuDeviceType, attention_gpu);

@@ -11,7 +11,6 @@
 #include <cstdint>
 
 #include "kernels/cuda/device_utils.cuh"
-#include "kernels/cuda/l2_prefetch.h"
 #include "kernels/cuda/programmatic_launch.cuh"
 
 namespace tessera::gpu::attention {
@@ -57,9 +56,6 @@ struct AttentionParams {
   int64_t rope_max_position;
   bool rope_positions_i64;
   bool rope_is_neox;  // pairs (i, i + head_size / 2); otherwise (2i, 2i + 1)
-  // The next GEMM's weight (compile/passes/weight_prefetch.cpp), which the tensor-core decode
-  // kernel asks into L2 from its start; the other kernels leave it.
-  L2Prefetch prefetch;
 };
 
 // tanh softcapping in the exp2 domain: with s = score * log2(e) and c = cap * log2(e),

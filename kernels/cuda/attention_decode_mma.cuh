@@ -18,8 +18,6 @@
 //   - S = Q K^T from ldmatrix'd K, the online softmax on the accumulators, O += P V from
 //     ldmatrix.trans'd V;
 //   - partition 0's warp stores the step's new K/V rows into the cache as it ends;
-//   - it first asks for the next GEMM's weight (params.prefetch) into L2, spread over its blocks:
-//     the o projection then finds it there, also after a library qkv GEMM that could not ask;
 //   - for rotary_attention (params.rope_cos_sin set) the query is rotated in its A fragments, and
 //     the step's key in its tile row and as it is cached (attention_rope.cuh): no rope launch;
 //   - the tiles before the step's own key are cache rows of earlier steps, so the first ones
@@ -44,7 +42,6 @@
 #include "kernels/cuda/attention_mma_tile.cuh"
 #include "kernels/cuda/attention_rope.cuh"
 #include "kernels/cuda/decode_layout.h"
-#include "kernels/cuda/l2_prefetch.cuh"
 #include "kernels/cuda/mma.cuh"
 
 namespace tessera::gpu::attention {
@@ -86,12 +83,6 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
   const int buffers = split.tile_buffers;
   // This warp's [buffer][K, V][key][kStride].
   T* tiles = reinterpret_cast<T*>(decode_mma_shared) + warp * buffers * 2 * kTileElements;
-
-  // The next GEMM's weight into L2 first: nothing this kernel does needs the memory's bandwidth.
-  const int64_t block =
-      (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-  prefetch_to_l2(params.prefetch, block, static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z,
-                 static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
 
   // Before the wait only what the host or an earlier step wrote is read: the metadata and the
   // cached keys of earlier tokens (the kernel before this one writes the step's rows).
