@@ -338,7 +338,7 @@ TEST(GpuFusedGreedySampling, TheArgmaxOfVocabularyRowsInAGraphIsTheCpusArgmax) {
   if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
   for (int64_t vocab : {int64_t{128256}, int64_t{128259}}) {  // 128259: a tail past the packs
     SCOPED_TRACE(fmt::format("vocab {}", vocab));
-    constexpr int64_t kRows = 7;
+    constexpr int64_t kRows = 9;
     std::vector<float> values(static_cast<size_t>(kRows * vocab));
     const Tensor noise = testing::random_tensor({kRows * vocab}, 7);
     for (size_t i = 0; i < values.size(); ++i) values[i] = noise.data<float>()[i];
@@ -352,12 +352,18 @@ TEST(GpuFusedGreedySampling, TheArgmaxOfVocabularyRowsInAGraphIsTheCpusArgmax) {
     for (int64_t c = 0; c < vocab; ++c) at(3, c) = 1;  // all equal: 0
     at(4, 0) = 9;
     at(5, 64 * 1024 + 17) = 9;  // past the first round of loads in flight
+    for (int64_t c = 0; c < vocab; ++c) at(7, c) = -INFINITY;  // all -inf: 0
+    for (int64_t c = 0; c < vocab; ++c) at(8, c) = -1 - static_cast<float>(c % 5);
+    at(8, 10) = -0.0f;  // -0 and +0 are equal: the first wins
+    at(8, 20) = 0.0f;
     const Tensor logits = Tensor::from_floats(values, {kRows, vocab}, DType::bf16);
     const std::vector<int64_t> want = ids_on_host(
         run_kernel_of(OpRegistry::global().get("argmax"), std::span(&logits, 1), Attributes{})[0]);
     EXPECT_EQ(want[0], 100000);
     EXPECT_EQ(want[1], 5000);
     EXPECT_EQ(want[3], 0);
+    EXPECT_EQ(want[7], 0);
+    EXPECT_EQ(want[8], 10);
 
     const Tensor device_logits = logits.to(gpu);
     for (int64_t rows : {int64_t{1}, int64_t{3}, kRows}) {
