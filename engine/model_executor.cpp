@@ -1,15 +1,12 @@
 #include "engine/model_executor.h"
 
-#include "compile/ops/ops.h"
-#include "kernels/profiler.h"
+#include "engine/sampler.h"
 
 namespace tessera {
 
 Tensor ModelExecutor::execute_greedy(std::span<const SequenceInput> batch,
                                      const Tensor& sampled_ids) {
-  const Tensor logits = execute(batch, sampled_ids);
-  ProfileRegion region("sampling");  // names the greedy pick's launch in a profile
-  return ops::argmax(logits);
+  return greedy_ids(execute(batch, sampled_ids));
 }
 
 }  // namespace tessera

@@ -180,10 +180,8 @@ Tensor ModelRunner::compute_logits(const Tensor& hidden) {
 }
 
 Tensor ModelRunner::compute_greedy_ids(const Tensor& hidden) {
-  const Tensor logits =
-      head_compiled_ ? (*head_compiled_)(std::span(&hidden, 1)).at(0) : compute_logits(hidden);
-  ProfileRegion region("sampling");
-  return ops::argmax(logits);
+  return greedy_ids(head_compiled_ ? (*head_compiled_)(std::span(&hidden, 1)).at(0)
+                                   : compute_logits(hidden));
 }
 
 void ModelRunner::allocate_kv_cache(int64_t blocks) {
@@ -437,11 +435,8 @@ Tensor ModelRunner::run_step(std::span<const SequenceInput> batch, const Tensor&
   AttentionMetadata meta = build_metadata(batch, token_ids, positions, last_token_rows, use_graph);
   if (use_graph) {
     region.emplace("forward");
-    if (greedy && !decode_graphs_->has_greedy()) {
-      const Tensor logits = decode_graphs_->run(meta, token_ids, positions, sampled_ids, false);
-      ProfileRegion sampling("sampling");
-      return ops::argmax(logits);
-    }
+    if (greedy && !decode_graphs_->has_greedy())
+      return greedy_ids(decode_graphs_->run(meta, token_ids, positions, sampled_ids, false));
     return decode_graphs_->run(meta, token_ids, positions, sampled_ids, greedy);
   }
   // Otherwise the batch runs padded up to the nearest piecewise-captured size, if any: the

@@ -75,10 +75,7 @@ SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> 
   for (const SamplingRow& row : rows)
     batch.asked_logprobs_.push_back(row.params->logprobs ? *row.params->logprobs : -1);
   if (rows.empty()) return batch;
-  if (all_plain_greedy(rows)) {        // the common serving case: one argmax launch
-    ProfileRegion region("sampling");  // names the greedy pick's launches in a profile
-    return greedy_draws(ops::argmax(logits));
-  }
+  if (all_plain_greedy(rows)) return greedy_draws(greedy_ids(logits));  // the common case
   const Device device = logits.device();
   const int64_t count = static_cast<int64_t>(rows.size());
   const int64_t vocab = logits.size(1);
@@ -114,6 +111,11 @@ SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> 
     batch.top_ids_copy_ = start_readback(batch.top_ids_);
   }
   return batch;
+}
+
+Tensor greedy_ids(const Tensor& logits) {
+  ProfileRegion region("sampling");
+  return ops::argmax(logits);
 }
 
 bool all_plain_greedy(std::span<const SamplingRow> rows) {

@@ -70,6 +70,9 @@ class SampledBatch {
 // starts their copy to the host; returns without waiting for it. When every row is plain greedy
 // (no penalties, no logprobs) one argmax launch does it. `rows` is read before it returns.
 SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows);
+// Each row's first maximum [rows] (i64) on the logits' device: what a plain-greedy row draws. One
+// argmax launch, named "sampling" in a profile.
+Tensor greedy_ids(const Tensor& logits);
 // Whether every row is plain greedy (no penalties, no logprobs): each draw is then its row's
 // argmax, which a runner may take with its forward (ModelExecutor::execute_greedy).
 bool all_plain_greedy(std::span<const SamplingRow> rows);
