@@ -155,8 +155,8 @@ struct RunningState<ArgmaxReducer> {
 // `first`: the column `row` starts at, which argmax's indices count from.
 //
 // Packs are loaded kPacksInFlight at a time before any is used, so that a long row's loads overlap
-// instead of each waiting out the memory's latency: one block over a 128k vocabulary row (a
-// decode graph's greedy pick, which runs unsplit) otherwise reads it at one load per thread per
+// instead of each waiting out the memory's latency: one block over a 128k vocabulary row (the
+// argmax op inside a capture, which runs unsplit) otherwise reads it at one load per thread per
 // round trip. The packs are still added in the same order, so sums round as before.
 template <typename Reducer, int kThreadsPerRow, typename T>
 __device__ __forceinline__ typename Reducer::Acc accumulate_row(const T* row, int64_t cols,
@@ -310,7 +310,8 @@ constexpr int64_t kChunkBlocksPerSm = 2;
 
 // The chunks per row for a split reduction, or 1 where rows are short or a block per row already
 // gives at least every other SM a row: on the H100 128 vocabulary rows took 40 us as 128 blocks
-// and 45 us split in 3 (the combine launch), 1 row 24 us as one block and 8 us split in 32.
+// and 45 us split in 3 (the combine launch), 1 row 24 us as one block and 8 us split in 32 (f32,
+// before the loads in flight and the integer keys of argmax's RunningState).
 int64_t row_chunks(int64_t rows, int64_t cols, Device device) {
   const int64_t sms = device_limits(device.index).sm_count;
   if (2 * rows >= sms || cols < 2 * kMinChunkColumns) return 1;
