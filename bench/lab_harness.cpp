@@ -19,7 +19,7 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-LabArgs parse_lab_args(int argc, char** argv) {
+LabArgs parse_lab_args(int argc, char** argv, bool names_cases) {
   LabArgs args;
   bool device_given = false;
   for (int i = 1; i < argc; ++i) {
@@ -32,6 +32,10 @@ LabArgs parse_lab_args(int argc, char** argv) {
       if (i + 1 >= argc) throw UsageError("--device needs a value, e.g. cuda:0");
       args.device = parse_device(argv[++i]);
       device_given = true;
+    } else if (arg == "--only" && names_cases) {
+      if (i + 1 >= argc || argv[i + 1][0] == '\0')
+        throw UsageError("--only needs the text of the cases to run, e.g. 'gate_up M=32'");
+      args.only = argv[++i];
     } else {
       throw UsageError(fmt::format("unknown argument '{}'", arg));
     }
@@ -55,14 +59,14 @@ std::string reference_name(const std::string& op) {
 }  // namespace
 
 int lab_main(std::string_view lab, std::string_view summary, int argc, char** argv,
-             const std::function<int(const LabArgs&)>& body) {
+             const std::function<int(const LabArgs&)>& body, bool names_cases) {
   log_to_stderr();
   try {
-    LabArgs args = parse_lab_args(argc, argv);
+    LabArgs args = parse_lab_args(argc, argv, names_cases);
     return body(args);
   } catch (const UsageError& error) {
-    fmt::print(stderr, "{}: {}\nusage: {} [--device cuda:N] [--quick] [--skip-timing]\n{}\n", lab,
-               error.what(), lab, summary);
+    fmt::print(stderr, "{}: {}\nusage: {} [--device cuda:N] [--quick] [--skip-timing]{}\n{}\n", lab,
+               error.what(), lab, names_cases ? " [--only TEXT]" : "", summary);
     return 2;
   } catch (const std::exception& error) {
     fmt::print(stderr, "{}: {}\n", lab, error.what());

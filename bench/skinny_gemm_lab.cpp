@@ -16,7 +16,10 @@
 // Last, the weight prefetch: a qkv-shaped GEMM, a few small kernels, an o-shaped GEMM, with the
 // first asking for the second's weight (kernels/cuda/l2_prefetch.h) or not.
 //
-//   skinny_gemm_lab [--device cuda:N] [--quick] [--skip-timing]
+// --only TEXT runs the cases whose names contain TEXT: "<weight> M=<m> <dtype>" (e.g. "gate_up
+// M=32 bf16"), "gated M=<m> <dtype>" and "prefetch M=<m>", with the checks at their M and K.
+//
+//   skinny_gemm_lab [--device cuda:N] [--quick] [--skip-timing] [--only TEXT]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -126,6 +129,10 @@ bool check_paths(LabRandom& random, const std::vector<Path>& paths, DType dtype,
     }
   }
   return all_passed;
+}
+
+std::string case_name(std::string_view weight, int64_t m, DType dtype) {
+  return fmt::format("{} M={} {}", weight, m, dtype_name(dtype));
 }
 
 // One table row: a weight, M and dtype, every path's time.
@@ -242,7 +249,11 @@ bool check_gated(LabRandom& random, DType dtype, int64_t m) {
   return passed;
 }
 
-void time_gated(LabTimer& timer, LabRandom& random, const Ceilings& ceilings, DType dtype) {
+void time_gated(const LabArgs& args, LabTimer& timer, LabRandom& random, const Ceilings& ceilings,
+                DType dtype) {
+  if (std::none_of(std::begin(kRows), std::end(kRows),
+                   [&](int64_t m) { return args.selects(case_name("gated", m, dtype)); }))
+    return;
   fmt::print(
       "\nsilu_and_mul_linear, down {}x{} {}: us per call (two steps: silu_and_mul, then "
       "linear on its measured path; op: the op's measured choice)\n",
@@ -259,6 +270,7 @@ void time_gated(LabTimer& timer, LabRandom& random, const Ceilings& ceilings, DT
   for (int c = 1; c < copies; ++c) weights.push_back(weights[0].clone());
   const int calls = copies * static_cast<int>(std::ceil(20.0 / copies));
   for (int64_t m : kRows) {
+    if (!args.selects(case_name("gated", m, dtype))) continue;
     const Tensor gated = random.uniform({m, 2 * kDown.k}, dtype);
     Tensor activated = Tensor::empty({m, kDown.k}, dtype, random.device());
     Tensor out = Tensor::empty({m, kDown.n}, dtype, random.device());
@@ -307,7 +319,8 @@ void time_gated(LabTimer& timer, LabRandom& random, const Ceilings& ceilings, DT
 // A GEMM, then `window` launches of a small kernel that leaves memory idle (silu_and_mul on one
 // [M, 4096] row block, standing in for rope and attention), then the next GEMM; the first asks
 // for the second's weight or not. Weight copies rotate, so each pair streams from memory.
-void time_prefetch(LabTimer& timer, LabRandom& random, DType dtype) {
+void time_prefetch(const LabArgs& args, LabTimer& timer, LabRandom& random, DType dtype) {
+  if (!args.selects("prefetch M=1") && !args.selects("prefetch M=8")) return;
   const Weight& first = kWeights[0];  // qkv, whose kernel ends by asking for o's weight
   const Weight& second = kWeights[1];
   fmt::print(
@@ -327,6 +340,7 @@ void time_prefetch(LabTimer& timer, LabRandom& random, DType dtype) {
   }
   const int calls = copies * static_cast<int>(std::ceil(20.0 / copies));
   for (int64_t m : {int64_t{1}, int64_t{8}}) {
+    if (!args.selects(fmt::format("prefetch M={}", m))) continue;
     const Tensor x = random.uniform({m, first.k}, dtype);
     const Tensor gated = random.uniform({m, 2 * second.k}, dtype);
     Tensor first_out = Tensor::empty({m, first.n}, dtype, random.device());
@@ -386,14 +400,24 @@ int run_lab(const LabArgs& args) {
   LabTimer timer(args.device, args.quick ? 5 : 11);
   const std::vector<Path> paths = all_paths();
   bool passed = true;
+  // The checks at the M and K of the cases --only keeps (every case without it).
+  auto checked = [&](DType dtype, int64_t m, int64_t k) {
+    for (const Weight& shape : kWeights)
+      if (shape.k == k && args.selects(case_name(shape.name, m, dtype))) return true;
+    return args.selects(case_name("gated", m, dtype)) ||
+           (dtype == DType::bf16 && args.selects(fmt::format("prefetch M={}", m)));
+  };
   for (DType dtype : kDtypes)
     for (int64_t k : {int64_t{2048}, int64_t{8192}})
-      for (int64_t m : kRows) passed = check_paths(random, paths, dtype, m, k) && passed;
+      for (int64_t m : kRows)
+        if (checked(dtype, m, k)) passed = check_paths(random, paths, dtype, m, k) && passed;
   fmt::print("checks against float64 (every path, M 1..256, K 2048 and 8192, N {} with bias): {}\n",
              kCheckRows, passed ? "all passed" : "FAILED");
   bool gated_passed = true;
   for (DType dtype : kDtypes)
-    for (int64_t m : kRows) gated_passed = check_gated(random, dtype, m) && gated_passed;
+    for (int64_t m : kRows)
+      if (args.selects(case_name("gated", m, dtype)))
+        gated_passed = check_gated(random, dtype, m) && gated_passed;
   fmt::print(
       "checks of silu_and_mul_linear against float64 (every skinny kernel, M 1..256, K {}, "
       "N {}): {}\n\n",
@@ -406,12 +430,13 @@ int run_lab(const LabArgs& args) {
   for (DType dtype : kDtypes)
     for (const Weight& shape : kWeights)
       for (int64_t m : kRows) {
+        if (!args.selects(case_name(shape.name, m, dtype))) continue;
         rows.push_back(time_paths(timer, random, paths, shape, m, dtype));
         backend(args.device).allocator(args.device.index).empty_cache();
       }
   print_rows(rows, paths, ceilings);
-  for (DType dtype : kDtypes) time_gated(timer, random, ceilings, dtype);
-  time_prefetch(timer, random, DType::bf16);
+  for (DType dtype : kDtypes) time_gated(args, timer, random, ceilings, dtype);
+  time_prefetch(args, timer, random, DType::bf16);
   return passed ? 0 : 1;
 }
 
@@ -423,5 +448,5 @@ int main(int argc, char** argv) {
       "skinny_gemm_lab",
       "linear at decode sizes (Llama-3.2-1B weights, M 1..256, bf16 and f32): cuBLASLt, every "
       "skinny kernel and the measured choice, checked against float64, then timed",
-      argc, argv, tessera::lab::run_lab);
+      argc, argv, tessera::lab::run_lab, /*names_cases=*/true);
 }

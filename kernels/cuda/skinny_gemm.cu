@@ -1,9 +1,10 @@
 // The skinny GEMM kernels (skinny_gemm.h): out[m, n] = x[m, k] @ weight[n, k]^T (+ bias[n]).
 //
 // Grid: x = groups of kTokens rows of x (adjacent blocks share a weight tile, so a second group
-// finds it in L2), y = tiles of weight rows. A block is `splits` warps over the same weight rows,
-// each taking every splits-th step along k; the steps a warp takes are unrolled so that several
-// 16-byte weight loads per lane are in flight before the first is used. Weight loads bypass L1
+// finds it in L2), y = tiles of weight rows. A simt block is `splits` warps over the same weight
+// rows, each taking every splits-th step along k; the steps a warp takes are unrolled so that
+// several 16-byte weight loads per lane are in flight before the first is used (an mma block
+// also spreads its warps over several weight tiles, below). Weight loads bypass L1
 // (each weight byte is used by one warp once); x is read through L1, where the warps of an SM
 // share it. Rows of the weight and of x past n and m are clamped to the last row (read, never
 // stored); lanes past k load zeros.
@@ -54,6 +55,7 @@ struct SkinnyArgs {
   int64_t k;
   L2Prefetch prefetch;  // the next GEMM's weight, asked for by the last blocks as they end
   int prefetch_blocks;  // how many of the last blocks ask for it
+  int row_warps;        // mma: the warps of a block along weight rows (1 for simt)
 };
 
 // ---- 16-byte loads and their values as f32.
@@ -287,29 +289,46 @@ __global__ void __launch_bounds__(kSimtMaxSplits<kRows>* kWarp)
 }
 
 // ---- mma: 16 weight rows x kTiles tiles of 8 rows of x per warp, on tensor cores.
+//
+// A block is row_warps x splits warps: the warps of one split take row_warps neighbouring 16-row
+// weight tiles (so they read the same x, which L1 then serves to all but the first), the splits
+// take every splits-th step along k. Each warp keeps a ring of kMmaDepth steps of weight loads in
+// flight and refills a slot as soon as it has taken its values, so its loads never drain between
+// steps (a 64-k step is 2 KB of weight per warp).
 
 #if !defined(TESSERA_GPU_HIP)
 
 constexpr int kMmaRows = 16;
 constexpr int kMmaStep = 64;  // k per warp step: two halves of 32
-// Steps in flight per warp: 8 or 16 weight loads per lane; fewer x tiles leave registers for more.
+constexpr int kMmaMaxRowWarps = 8;
+// Resident warps per SM the grid aims for (the kernels' registers allow about this many).
+constexpr int kMmaTargetWarpsPerSm = 16;
+// Steps in flight per warp: fewer x tiles leave registers for more.
 template <int kTiles>
-inline constexpr int kMmaUnroll = kTiles <= 2 ? 4 : 2;
-
+inline constexpr int kMmaDepth = kTiles <= 2 ? 3 : 2;
 // Eight tiles hold 32 accumulators per lane: half the warps, so that registers need not spill.
 template <int kTiles>
-inline constexpr int kMmaMaxSplits = kTiles >= 8 ? kMaxSplits / 2 : kMaxSplits;
+inline constexpr int kMmaMaxWarps = kTiles >= 8 ? kMaxSplits / 2 : kMaxSplits;
+
+// One warp step's weight: 16 bytes of rows g and g + 8 for each 32-k half.
+struct MmaWeightStep {
+  uint4 low[2], high[2];
+};
 
 template <typename T, int kTiles, typename Input>
-__global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp)
+__global__ void __launch_bounds__(kMmaMaxWarps<kTiles> * 32)
     skinny_mma_kernel(SkinnyArgs args, Input input) {
   constexpr int kTokens = 8 * kTiles;
-  extern __shared__ float mma_partial[];  // [splits][kTiles][4][32]
+  constexpr int kDepth = kMmaDepth<kTiles>;
+  extern __shared__ float mma_partial[];  // [splits][row_warps][kTiles][4][32]
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int splits = static_cast<int>(blockDim.x) / 32;
+  const int row_warps = args.row_warps;
+  const int splits = static_cast<int>(blockDim.x) / 32 / row_warps;
+  const int row_warp = warp % row_warps, split = warp / row_warps;
   const int group = lane / 4, quad = lane % 4;
-  const int row0 = static_cast<int>(blockIdx.y) * kMmaRows;
+  const int block_row0 = static_cast<int>(blockIdx.y) * row_warps * kMmaRows;
+  const int row0 = block_row0 + row_warp * kMmaRows;
   const int token0 = static_cast<int>(blockIdx.x) * kTokens;
   const int64_t k = args.k;
   const T* weight = static_cast<const T*>(args.weight);
@@ -317,61 +336,70 @@ __global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp)
   const T* high_row =
       weight + static_cast<int64_t>(min(row0 + group + 8, args.n - 1)) * k + quad * 8;
   int tokens[kTiles];
-  bool store[kTiles];  // gated inputs: the first weight tile's blocks store the activation
+  bool store[kTiles];  // gated inputs: the warps of the first weight tile store the activation
 #pragma unroll
   for (int j = 0; j < kTiles; ++j) {
     tokens[j] = min(token0 + 8 * j + group, args.m - 1);
-    store[j] = blockIdx.y == 0 && token0 + 8 * j + group < args.m;
+    store[j] = row0 == 0 && token0 + 8 * j + group < args.m;
   }
 
-  float acc[kTiles][4] = {};
-  const int64_t steps = (k + kMmaStep - 1) / kMmaStep;
+  // mma_fits keeps k below 2^30, so columns fit an int.
+  const int k32 = static_cast<int>(k);
+  const int steps = (k32 + kMmaStep - 1) / kMmaStep;
+  const int my_steps = split < steps ? (steps - 1 - split) / splits + 1 : 0;
+  const int stride = splits * kMmaStep;
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  bool waited = false;
-  for (int64_t first = warp; first < steps;
-       first += static_cast<int64_t>(splits) * kMmaUnroll<kTiles>) {
-    uint4 low[kMmaUnroll<kTiles>][2], high[kMmaUnroll<kTiles>][2];
-    int64_t columns[kMmaUnroll<kTiles>][2];
-    bool inside[kMmaUnroll<kTiles>][2];
+  // The next step to load: its lane's first column and weight addresses.
+  int load_column = split * kMmaStep + quad * 8;
+  const T* load_low = low_row + split * kMmaStep;
+  const T* load_high = high_row + split * kMmaStep;
+  auto load_next = [&](MmaWeightStep& step) {
 #pragma unroll
-    for (int u = 0; u < kMmaUnroll<kTiles>; ++u) {
+    for (int half = 0; half < 2; ++half) {
+      const bool inside = load_column + half * 32 < k32;
+      step.low[half] = inside ? load_weight_pack(load_low + half * 32) : zero;
+      step.high[half] = inside ? load_weight_pack(load_high + half * 32) : zero;
+    }
+    load_column += stride;
+    load_low += stride;
+    load_high += stride;
+  };
+
+  MmaWeightStep ring[kDepth];
+#pragma unroll
+  for (int u = 0; u < kDepth; ++u)
+    if (u < my_steps) load_next(ring[u]);
+  // As in the simt kernel: the first weight loads overlap the previous kernel; x waits.
+  wait_for_prior_grids();
+  allow_next_grid();
+
+  float acc[kTiles][4] = {};
+  int column = split * kMmaStep + quad * 8;  // the lane's first column of the step in use
+  for (int base = 0; base < my_steps; base += kDepth) {
+#pragma unroll
+    for (int u = 0; u < kDepth; ++u) {
+      if (base + u >= my_steps) break;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        columns[u][half] = (first + static_cast<int64_t>(u) * splits) * kMmaStep + half * 32;
-        inside[u][half] = columns[u][half] + quad * 8 < k;
-        low[u][half] = inside[u][half] ? load_weight_pack(low_row + columns[u][half]) : zero;
-        high[u][half] = inside[u][half] ? load_weight_pack(high_row + columns[u][half]) : zero;
-      }
-    }
-    if (!waited) {  // as in the simt kernel: the first weight loads overlap the previous kernel
-      wait_for_prior_grids();
-      allow_next_grid();
-      waited = true;
-    }
-#pragma unroll
-    for (int u = 0; u < kMmaUnroll<kTiles>; ++u) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const uint4& a_low = low[u][half];
-        const uint4& a_high = high[u][half];
+        const bool inside = column + half * 32 < k32;
+        const uint4& a_low = ring[u].low[half];
+        const uint4& a_high = ring[u].high[half];
         const uint32_t first_k[4] = {a_low.x, a_high.x, a_low.y, a_high.y};
         const uint32_t second_k[4] = {a_low.z, a_high.z, a_low.w, a_high.w};
 #pragma unroll
         for (int j = 0; j < kTiles; ++j) {
-          const uint4 b =
-              inside[u][half] ? input.pack(tokens[j], columns[u][half] + quad * 8, store[j]) : zero;
+          const uint4 b = inside ? input.pack(tokens[j], column + half * 32, store[j]) : zero;
           mma_16x8x16<T>(acc[j], first_k, b.x, b.y);
           mma_16x8x16<T>(acc[j], second_k, b.z, b.w);
         }
       }
+      column += stride;
+      // The slot's values are in the accumulators: refill it with the step kDepth ahead.
+      if (base + u + kDepth < my_steps) load_next(ring[u]);
     }
   }
 
   prefetch_next_weight(args);
-  if (!waited) {  // a warp past the last step still stores or shares
-    wait_for_prior_grids();
-    allow_next_grid();
-  }
   // C fragment: c0, c1 = weight row g, x rows 2q, 2q + 1 of the tile; c2, c3 = weight row g + 8.
   if (splits == 1) {
 #pragma unroll
@@ -382,17 +410,19 @@ __global__ void __launch_bounds__(kMmaMaxSplits<kTiles>* kWarp)
                         acc[j][c]);
     return;
   }
+  constexpr int kValues = kTiles * 4 * 32;  // one warp's accumulators
+  const int values = row_warps * kValues;   // one split's
 #pragma unroll
   for (int j = 0; j < kTiles; ++j)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) mma_partial[((warp * kTiles + j) * 4 + c) * 32 + lane] = acc[j][c];
+    for (int c = 0; c < 4; ++c)
+      mma_partial[split * values + row_warp * kValues + (j * 4 + c) * 32 + lane] = acc[j][c];
   __syncthreads();
-  constexpr int kValues = kTiles * 4 * 32;
-  for (int v = static_cast<int>(threadIdx.x); v < kValues; v += static_cast<int>(blockDim.x)) {
+  for (int v = static_cast<int>(threadIdx.x); v < values; v += static_cast<int>(blockDim.x)) {
     float sum = 0;
-    for (int w = 0; w < splits; ++w) sum += mma_partial[w * kValues + v];
-    const int j = v / 128, c = (v / 32) % 4, owner = v % 32;
-    store_result<T>(args, row0 + owner / 4 + (c >= 2 ? 8 : 0),
+    for (int w = 0; w < splits; ++w) sum += mma_partial[w * values + v];
+    const int tile = v / kValues, j = v % kValues / 128, c = v % 128 / 32, owner = v % 32;
+    store_result<T>(args, block_row0 + tile * kMmaRows + owner / 4 + (c >= 2 ? 8 : 0),
                     token0 + 8 * j + 2 * (owner % 4) + (c & 1), sum);
   }
 }
@@ -462,7 +492,8 @@ SkinnyArgs skinny_args(const SkinnyProblem& problem, int64_t blocks) {
       static_cast<int>(problem.n),
       problem.k,
       problem.prefetch,
-      static_cast<int>(std::min<int64_t>(blocks, device_limits(problem.device).sm_count))};
+      static_cast<int>(std::min<int64_t>(blocks, device_limits(problem.device).sm_count)),
+      1};
 }
 
 template <typename T, int kRows, int kTokens>
@@ -514,21 +545,50 @@ bool simt_fits(const SkinnyProblem& problem) {
 
 #if !defined(TESSERA_GPU_HIP)
 
+// Warps of a block along weight rows while the blocks still outnumber the SMs, then warps along
+// k (splits) while the grid stays within the resident warps it aims for and each warp keeps at
+// least four steps. Timed in skinny_gemm_lab (1B shapes, M 8 and 32; README): gate_up takes 4 row
+// warps x 2 splits, qkv and o 1 x 8, down 1 x 16, the LM head 8 x 1.
+struct MmaLayout {
+  int row_warps = 1;
+  int splits = 1;
+  int64_t blocks = 0;
+};
+
+MmaLayout choose_mma_layout(int64_t row_tiles, int64_t token_groups, int64_t steps, int max_warps,
+                            int device) {
+  const int64_t sm_count = device_limits(device).sm_count;
+  MmaLayout layout;
+  while (layout.row_warps < kMmaMaxRowWarps &&
+         ceil_div(row_tiles, int64_t{layout.row_warps} * 2) * token_groups >= sm_count)
+    layout.row_warps *= 2;
+  layout.blocks = ceil_div(row_tiles, int64_t{layout.row_warps}) * token_groups;
+  const int64_t target = sm_count * kMmaTargetWarpsPerSm;
+  while (layout.row_warps * layout.splits * 2 <= max_warps &&
+         layout.blocks * layout.row_warps * layout.splits * 2 <= target &&
+         steps >= 4LL * layout.splits)
+    layout.splits *= 2;
+  return layout;
+}
+
 template <typename T, int kTiles>
 void launch_mma(const SkinnyProblem& problem, gpuStream_t stream) {
   const int64_t row_tiles = ceil_div(problem.n, kMmaRows);
   const int64_t token_groups = ceil_div(problem.m, 8 * kTiles);
-  const int64_t steps = ceil_div(problem.k, kMmaStep);
-  const int splits = choose_splits(row_tiles * token_groups, steps, kMmaUnroll<kTiles>,
-                                   kMmaMaxSplits<kTiles>, problem.device);
-  const size_t shared = static_cast<size_t>(splits) * kTiles * 4 * 32 * sizeof(float);
+  const MmaLayout layout = choose_mma_layout(row_tiles, token_groups, ceil_div(problem.k, kMmaStep),
+                                             kMmaMaxWarps<kTiles>, problem.device);
+  const int warps = layout.row_warps * layout.splits;
+  const size_t shared =
+      layout.splits == 1 ? 0 : static_cast<size_t>(warps) * kTiles * 4 * 32 * sizeof(float);
+  SkinnyArgs args = skinny_args(problem, layout.blocks);
+  args.row_warps = layout.row_warps;
   DeviceGuard device(problem.device);
   with_input<T>(problem, [&]<typename Input>(const Input& input) {
-    launch_programmatic(
-        skinny_mma_kernel<T, kTiles, Input>,
-        dim3(static_cast<unsigned int>(token_groups), static_cast<unsigned int>(row_tiles)),
-        dim3(static_cast<unsigned int>(splits * 32)), shared, stream, problem.device,
-        skinny_args(problem, row_tiles * token_groups), input);
+    launch_programmatic(skinny_mma_kernel<T, kTiles, Input>,
+                        dim3(static_cast<unsigned int>(token_groups),
+                             static_cast<unsigned int>(layout.blocks / token_groups)),
+                        dim3(static_cast<unsigned int>(warps * 32)), shared, stream, problem.device,
+                        args, input);
   });
   GPU_CHECK_LAUNCH("skinny_mma");
 }
@@ -562,7 +622,7 @@ bool mma_fits(const SkinnyProblem& problem) {
   if (device_limits(problem.device).compute_major < 8) return false;
   const int64_t tiles_needed = next_power_of_two(ceil_div(problem.m, 8));
   return kTiles <= tiles_needed && tiles_needed <= 8 * kTiles &&
-         ceil_div(problem.n, kMmaRows) <= 65535;
+         ceil_div(problem.n, kMmaRows) <= 65535 && problem.k < (int64_t{1} << 30);
 }
 
 #endif  // !TESSERA_GPU_HIP
