@@ -17,7 +17,8 @@
 // first asking for the second's weight (kernels/cuda/l2_prefetch.h) or not.
 //
 // --only TEXT runs the cases whose names contain TEXT: "<weight> M=<m> <dtype>" (e.g. "gate_up
-// M=32 bf16"), "gated M=<m> <dtype>" and "prefetch M=<m>", with the checks at their M and K.
+// M=32 bf16"), "gated M=<m> <dtype>" and "prefetch M=<m>", with the checks at their M and K; a
+// TEXT no case name contains is an error.
 //
 //   skinny_gemm_lab [--device cuda:N] [--quick] [--skip-timing] [--only TEXT]
 #include <fmt/format.h>
@@ -133,6 +134,12 @@ bool check_paths(LabRandom& random, const std::vector<Path>& paths, DType dtype,
 
 std::string case_name(std::string_view weight, int64_t m, DType dtype) {
   return fmt::format("{} M={} {}", weight, m, dtype_name(dtype));
+}
+
+// The weight prefetch's cases (bf16, qkv then o): M 1 and 8.
+constexpr int64_t kPrefetchRows[] = {1, 8};
+std::string prefetch_name(int64_t m) {
+  return fmt::format("prefetch M={}", m);
 }
 
 // One table row: a weight, M and dtype, every path's time.
@@ -320,7 +327,9 @@ void time_gated(const LabArgs& args, LabTimer& timer, LabRandom& random, const C
 // [M, 4096] row block, standing in for rope and attention), then the next GEMM; the first asks
 // for the second's weight or not. Weight copies rotate, so each pair streams from memory.
 void time_prefetch(const LabArgs& args, LabTimer& timer, LabRandom& random, DType dtype) {
-  if (!args.selects("prefetch M=1") && !args.selects("prefetch M=8")) return;
+  if (std::none_of(std::begin(kPrefetchRows), std::end(kPrefetchRows),
+                   [&](int64_t m) { return args.selects(prefetch_name(m)); }))
+    return;
   const Weight& first = kWeights[0];  // qkv, whose kernel ends by asking for o's weight
   const Weight& second = kWeights[1];
   fmt::print(
@@ -339,8 +348,8 @@ void time_prefetch(const LabArgs& args, LabTimer& timer, LabRandom& random, DTyp
     seconds.push_back(random.uniform({second.n, second.k}, dtype));
   }
   const int calls = copies * static_cast<int>(std::ceil(20.0 / copies));
-  for (int64_t m : {int64_t{1}, int64_t{8}}) {
-    if (!args.selects(fmt::format("prefetch M={}", m))) continue;
+  for (int64_t m : kPrefetchRows) {
+    if (!args.selects(prefetch_name(m))) continue;
     const Tensor x = random.uniform({m, first.k}, dtype);
     const Tensor gated = random.uniform({m, 2 * second.k}, dtype);
     Tensor first_out = Tensor::empty({m, first.n}, dtype, random.device());
@@ -400,18 +409,33 @@ int run_lab(const LabArgs& args) {
   LabTimer timer(args.device, args.quick ? 5 : 11);
   const std::vector<Path> paths = all_paths();
   bool passed = true;
-  // The checks at the M and K of the cases --only keeps (every case without it).
+  // The checks at the M and K of the cases --only keeps (every case without it): the linear
+  // cases' own, the gated down projection's (K 8192), the prefetch's (bf16, K 2048).
   auto checked = [&](DType dtype, int64_t m, int64_t k) {
     for (const Weight& shape : kWeights)
       if (shape.k == k && args.selects(case_name(shape.name, m, dtype))) return true;
-    return args.selects(case_name("gated", m, dtype)) ||
-           (dtype == DType::bf16 && args.selects(fmt::format("prefetch M={}", m)));
+    if (k == kDown.k && args.selects(case_name("gated", m, dtype))) return true;
+    return dtype == DType::bf16 && k == kWeights[0].k &&
+           std::find(std::begin(kPrefetchRows), std::end(kPrefetchRows), m) !=
+               std::end(kPrefetchRows) &&
+           args.selects(prefetch_name(m));
   };
+  bool any_case = false;
+  for (DType dtype : kDtypes)
+    for (int64_t k : {int64_t{2048}, int64_t{8192}})
+      for (int64_t m : kRows) any_case = any_case || checked(dtype, m, k);
+  TESSERA_REQUIRE(any_case,
+                  "--only '{}' matches no case (cases are named '<weight> M=<m> <dtype>' with "
+                  "weight qkv, o, gate_up, down or lm_head, 'gated M=<m> <dtype>' and "
+                  "'prefetch M=<m>')",
+                  args.only);
+  const std::string which =
+      args.only.empty() ? "M 1..256" : fmt::format("the M of the cases matching '{}'", args.only);
   for (DType dtype : kDtypes)
     for (int64_t k : {int64_t{2048}, int64_t{8192}})
       for (int64_t m : kRows)
         if (checked(dtype, m, k)) passed = check_paths(random, paths, dtype, m, k) && passed;
-  fmt::print("checks against float64 (every path, M 1..256, K 2048 and 8192, N {} with bias): {}\n",
+  fmt::print("checks against float64 (every path, {}, their K, N {} with bias): {}\n", which,
              kCheckRows, passed ? "all passed" : "FAILED");
   bool gated_passed = true;
   for (DType dtype : kDtypes)
@@ -419,9 +443,9 @@ int run_lab(const LabArgs& args) {
       if (args.selects(case_name("gated", m, dtype)))
         gated_passed = check_gated(random, dtype, m) && gated_passed;
   fmt::print(
-      "checks of silu_and_mul_linear against float64 (every skinny kernel, M 1..256, K {}, "
-      "N {}): {}\n\n",
-      kDown.k, kCheckRows, gated_passed ? "all passed" : "FAILED");
+      "checks of silu_and_mul_linear against float64 (every skinny kernel, {}, K {}, N {}): "
+      "{}\n\n",
+      which, kDown.k, kCheckRows, gated_passed ? "all passed" : "FAILED");
   passed = passed && gated_passed;
   if (args.skip_timing) return passed ? 0 : 1;
 

@@ -18,7 +18,7 @@
 //
 // Both read x through an input policy: PlainInput loads it; GatedInput computes it from the gate
 // and up halves of a gated row (act(gate) * up in f32, rounded once, as silu_and_mul does), so
-// the gated MLP's activation needs no launch of its own, and the blocks of the first weight tile
+// the gated MLP's activation needs no launch of its own, and the warps of the first weight tile
 // store what they computed (each element once) for whoever reads the activation later.
 #include <spdlog/spdlog.h>
 
@@ -301,6 +301,7 @@ __global__ void __launch_bounds__(kSimtMaxSplits<kRows>* kWarp)
 constexpr int kMmaRows = 16;
 constexpr int kMmaStep = 64;  // k per warp step: two halves of 32
 constexpr int kMmaMaxRowWarps = 8;
+static_assert(kMmaMaxRowWarps <= kMaxSplits / 2, "a block's row warps must fit every mma kernel");
 // Resident warps per SM the grid aims for (the kernels' registers allow about this many).
 constexpr int kMmaTargetWarpsPerSm = 16;
 // Steps in flight per warp: fewer x tiles leave registers for more.
@@ -346,7 +347,8 @@ __global__ void __launch_bounds__(kMmaMaxWarps<kTiles> * 32)
   // mma_fits keeps k below 2^30, so columns fit an int.
   const int k32 = static_cast<int>(k);
   const int steps = (k32 + kMmaStep - 1) / kMmaStep;
-  const int my_steps = split < steps ? (steps - 1 - split) / splits + 1 : 0;
+  // A warp whose tile lies past n (the last block's spare row warps) loads nothing.
+  const int my_steps = split < steps && row0 < args.n ? (steps - 1 - split) / splits + 1 : 0;
   const int stride = splits * kMmaStep;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   // The next step to load: its lane's first column and weight addresses.
@@ -547,8 +549,9 @@ bool simt_fits(const SkinnyProblem& problem) {
 
 // Warps of a block along weight rows while the blocks still outnumber the SMs, then warps along
 // k (splits) while the grid stays within the resident warps it aims for and each warp keeps at
-// least four steps. Timed in skinny_gemm_lab (1B shapes, M 8 and 32; README): gate_up takes 4 row
-// warps x 2 splits, qkv and o 1 x 8, down 1 x 16, the LM head 8 x 1.
+// least two steps. Timed in skinny_gemm_lab (1B shapes, M 8 and 32; README): gate_up takes 4 row
+// warps x 2 splits, qkv 1 x 8, o and down 1 x 16, the LM head 8 x 1. (Four steps per warp at
+// least, o 1 x 8, measured slower: 6.24 against 5.77 us at M 8.)
 struct MmaLayout {
   int row_warps = 1;
   int splits = 1;
