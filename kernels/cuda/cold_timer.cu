@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -187,9 +188,9 @@ float ColdTimer::median_replay_ms(const std::function<void()>& launch, TimedAfte
 }
 
 const SkinnyVariant* fastest_skinny_variant(ColdTimer& timer, const SkinnyProblem& skinny,
-                                            TimedAfter after, float replaced_ms,
+                                            TimedAfter after, float replaced_ms, float margin,
                                             std::vector<std::string>& timings) {
-  float best_ms = kSkinnyMargin * replaced_ms;
+  float best_ms = INFINITY;
   const SkinnyVariant* best = nullptr;
   const Device device{kGpuDeviceType, skinny.device};
   for (const SkinnyVariant& variant : skinny_variants()) {
@@ -197,7 +198,7 @@ const SkinnyVariant* fastest_skinny_variant(ColdTimer& timer, const SkinnyProble
     const float ms =
         timer.median_graph_ms([&] { variant.launch(skinny, current_stream(device)); }, after);
     timings.push_back(fmt::format("{} {:.1f} us", variant.name, 1e3 * ms));
-    if (ms < best_ms) {
+    if (ms < best_ms && skinny_replaces(ms, replaced_ms, margin)) {
       best_ms = ms;
       best = &variant;
     }

@@ -10,20 +10,11 @@
 #include <vector>
 
 #include "kernels/cuda/gpu_vendor.h"
+#include "kernels/cuda/skinny_choice.h"
 #include "kernels/cuda/skinny_gemm.h"
 #include "kernels/device.h"
 
 namespace tessera::gpu {
-
-// A skinny kernel replaces the library path only when faster by this factor: single cold runs
-// vary by a few percent, and a tie is not worth leaving the library for.
-inline constexpr float kSkinnyMargin = 0.97f;
-
-// What a timed launch follows in its graph (ColdTimer::median_graph_ms): a short lead kernel on
-// one SM, as a GEMM follows a norm or an activation in a decode step (a programmatic launch loads
-// its weights beside it), or nothing, as a GEMM follows the attention, whose kernels spread over
-// the SMs (the GEMM's blocks find little room beside them; see gemm.cpp).
-enum class TimedAfter { lead_kernel, nothing };
 
 class ColdTimer {
  public:
@@ -58,11 +49,11 @@ class ColdTimer {
 };
 
 // Times every skinny variant that fits `skinny` (launched on the current stream) with `timer`,
-// behind `after`, appending "<name> <time> us" to `timings`, and returns the fastest one that beats
-// the path it would replace by kSkinnyMargin (`replaced_ms`; INFINITY when there is none), or
-// nullptr.
+// behind `after`, appending "<name> <time> us" to `timings`, and returns the fastest one that
+// replaces the path taking `replaced_ms` (INFINITY when there is none) with `margin`
+// (skinny_replaces), or nullptr.
 const SkinnyVariant* fastest_skinny_variant(ColdTimer& timer, const SkinnyProblem& skinny,
-                                            TimedAfter after, float replaced_ms,
+                                            TimedAfter after, float replaced_ms, float margin,
                                             std::vector<std::string>& timings);
 
 }  // namespace tessera::gpu
