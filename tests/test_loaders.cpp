@@ -261,9 +261,23 @@ TEST(SyntheticLoad, Llama1bConfigAndShapesWithoutAllocating) {
   EXPECT_EQ(k_proj->shape, (Shape{512, 2048}));
 }
 
+TEST(SyntheticLoad, Qwen3SmallShapeMatchesItsPublishedConfig) {
+  const ModelConfig config = loaders::synthetic_config("qwen3-0.6b");
+  EXPECT_EQ(config.architecture, "Qwen3ForCausalLM");
+  EXPECT_TRUE(config.qk_norm);
+  EXPECT_EQ(config.head_dim, 128);  // not hidden / heads (64)
+  EXPECT_TRUE(config.tie_word_embeddings);
+  const std::vector<WeightSpec> specs = expected_weights(config);
+  EXPECT_EQ(specs.size(), 2u + 28u * 11u);  // q_norm and k_norm besides Llama's nine
+  int64_t parameters = 0;
+  for (const WeightSpec& spec : specs) parameters += shape_numel(spec.shape);
+  EXPECT_EQ(parameters, 596049920);  // Qwen3-0.6B's parameter count
+}
+
 TEST(SyntheticLoad, UnknownNameListsTheKnownOnes) {
-  expect_mentions(error_of([] { load_model("synthetic:gpt5", {}); }),
-                  {"synthetic:gpt5", "tiny", "llama-1b", "qwen3-tiny", "qwen2-tiny"});
+  expect_mentions(
+      error_of([] { load_model("synthetic:gpt5", {}); }),
+      {"synthetic:gpt5", "tiny", "llama-1b", "llama-8b", "qwen3-tiny", "qwen3-0.6b", "qwen2-tiny"});
 }
 
 TEST(GpuLoad, StoriesOnTheDeviceMatchTheCpuLoad) {

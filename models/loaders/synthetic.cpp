@@ -118,6 +118,29 @@ ModelConfig qwen3_tiny() {
   return config;
 }
 
+// Qwen3-0.6B's config.json: per-head q/k norms between the qkv slices and the rope, so its
+// layers keep rope and attention apart (the rotary attention pass cannot fold them).
+ModelConfig qwen3_0_6b() {
+  ModelConfig config;
+  config.architecture = "Qwen3ForCausalLM";
+  config.vocab_size = 151936;
+  config.hidden_size = 1024;
+  config.intermediate_size = 3072;
+  config.num_layers = 28;
+  config.num_heads = 16;
+  config.num_kv_heads = 8;
+  config.head_dim = 128;
+  config.qk_norm = true;
+  config.max_position_embeddings = 40960;
+  config.rms_norm_eps = 1e-6;
+  config.rope_theta = 1000000.0;
+  config.tie_word_embeddings = true;
+  config.bos_token_id = 151643;
+  config.eos_token_ids = {151645};
+  config.checkpoint_dtype = DType::bf16;
+  return config;
+}
+
 ModelConfig qwen2_tiny() {
   ModelConfig config = tiny_llama();
   config.architecture = "Qwen2ForCausalLM";
@@ -131,11 +154,8 @@ ModelConfig qwen2_tiny() {
 
 const std::vector<std::pair<std::string, ModelConfig (*)()>>& named_configs() {
   static const std::vector<std::pair<std::string, ModelConfig (*)()>> configs = {
-      {"tiny", tiny_llama},
-      {"llama-1b", llama_1b},
-      {"llama-8b", llama_8b},
-      {"qwen3-tiny", qwen3_tiny},
-      {"qwen2-tiny", qwen2_tiny}};
+      {"tiny", tiny_llama},       {"llama-1b", llama_1b},     {"llama-8b", llama_8b},
+      {"qwen3-tiny", qwen3_tiny}, {"qwen3-0.6b", qwen3_0_6b}, {"qwen2-tiny", qwen2_tiny}};
   return configs;
 }
 
