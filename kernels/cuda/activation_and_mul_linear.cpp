@@ -80,7 +80,7 @@ const SkinnyVariant* measure(const char* op, const SkinnyProblem& skinny, const 
       TimedAfter::lead_kernel);
   timings.push_back(fmt::format("two steps {:.1f} us", 1e3 * two_steps_ms));
   const SkinnyVariant* best = fastest_skinny_variant(timer, skinny, TimedAfter::lead_kernel,
-                                                     two_steps_ms, kSkinnyMargin, timings);
+                                                     SkinnyRule{two_steps_ms}, timings);
   spdlog::debug("{} {} M={} N={} K={}: {}; takes {}", op, dtype_name(skinny.dtype), skinny.m,
                 skinny.n, skinny.k, fmt::join(timings, ", "),
                 best != nullptr ? best->name : "two steps");

@@ -188,7 +188,7 @@ float ColdTimer::median_replay_ms(const std::function<void()>& launch, TimedAfte
 }
 
 const SkinnyVariant* fastest_skinny_variant(ColdTimer& timer, const SkinnyProblem& skinny,
-                                            TimedAfter after, float replaced_ms, float margin,
+                                            TimedAfter after, const SkinnyRule& rule,
                                             std::vector<std::string>& timings) {
   float best_ms = INFINITY;
   const SkinnyVariant* best = nullptr;
@@ -198,7 +198,7 @@ const SkinnyVariant* fastest_skinny_variant(ColdTimer& timer, const SkinnyProble
     const float ms =
         timer.median_graph_ms([&] { variant.launch(skinny, current_stream(device)); }, after);
     timings.push_back(fmt::format("{} {:.1f} us", variant.name, 1e3 * ms));
-    if (ms < best_ms && skinny_replaces(ms, replaced_ms, margin)) {
+    if (ms < best_ms && rule.replaces(ms)) {
       best_ms = ms;
       best = &variant;
     }

@@ -50,10 +50,9 @@ class ColdTimer {
 
 // Times every skinny variant that fits `skinny` (launched on the current stream) with `timer`,
 // behind `after`, appending "<name> <time> us" to `timings`, and returns the fastest one that
-// replaces the path taking `replaced_ms` (INFINITY when there is none) with `margin`
-// (skinny_replaces), or nullptr.
+// replaces the path it competes with by `rule`, or nullptr.
 const SkinnyVariant* fastest_skinny_variant(ColdTimer& timer, const SkinnyProblem& skinny,
-                                            TimedAfter after, float replaced_ms, float margin,
+                                            TimedAfter after, const SkinnyRule& rule,
                                             std::vector<std::string>& timings);
 
 }  // namespace tessera::gpu

@@ -192,7 +192,7 @@ void measure_linear_paths(LtPlan& plan, const GemmProblem& problem, const Skinny
   // kernel's blocks, whose registers take most of an SM, find little room beside them. (At 32
   // rows the o projection's mma_t2 beat cuBLASLt behind the lead, 6.3 against 7.1 us, and lost
   // alone, 10.6 against 9.3; run after the attention it made the step 4% slower.) Behind the
-  // lead a skinny kernel may be up to 10% slower than the library and still be taken, for what
+  // lead a skinny kernel may be up to 2 us slower than the library and still be taken, for what
   // it overlaps in a step (skinny_choice.h); after a splitting op it must be faster. An algorithm
   // other than the heuristic's first must beat it by kSkinnyMargin: single cold runs vary by a
   // few percent.
@@ -221,8 +221,8 @@ void measure_linear_paths(LtPlan& plan, const GemmProblem& problem, const Skinny
                     "{:.1f} us)",
                     1e3 * library_ms, fastest + 1, plan.candidates.size(), 1e3 * first_ms));
   }
-  plan.skinny = fastest_skinny_variant(timer, skinny, after, library_ms,
-                                       skinny_margin_against_library(after), timings);
+  plan.skinny = fastest_skinny_variant(timer, skinny, after,
+                                       rule_against_library(library_ms, after), timings);
   spdlog::debug("linear {} M={} N={} K={}{}{}: {}; takes {}", dtype_name(skinny.dtype), skinny.m,
                 skinny.n, skinny.k, skinny.bias != nullptr ? " with bias" : "",
                 problem.follows_splitting_op ? " after a splitting op (timed alone)" : "",

@@ -13,33 +13,36 @@ namespace tessera::gpu {
 enum class TimedAfter { lead_kernel, nothing };
 
 // Where both paths overlap their neighbours alike (a gated linear's two steps, whose linear may be
-// a skinny kernel itself; another cuBLASLt algorithm against the heuristic's first), the new one
-// must be faster by this factor: single cold runs vary by a few percent, and a tie is not worth a
-// change.
+// a skinny kernel itself; the library's GEMM right after a splitting op; another cuBLASLt
+// algorithm against the heuristic's first), the new one must be faster by this factor: single
+// cold runs vary by a few percent, and a tie is not worth a change.
 inline constexpr float kSkinnyMargin = 0.97f;
 
 // Against the library's GEMM behind a lead kernel, a skinny kernel is taken unless the library is
-// more than 10% faster. A decode step replays the skinny kernel launched programmatically between
-// other programmatic kernels: its first weight loads overlap the kernel before it, its tail the
-// kernel after it, and it asks for the next GEMM's weight into L2, none of which a timing of one
-// launch sees; cuBLASLt's kernels do none of it. On the H100 (1B shape, context 128, `tessera
-// bench sweep ... --cudagraph-modes full_and_piecewise`, two runs per factor in one call) the step
-// at batch 4 / 8 / 16 / 32 / 64 took 1.18-1.19 / 1.21 / 1.34 / 1.48-1.52 / 1.62-1.64 ms with 1.10
-// and 1.15 against 1.22-1.23 / 1.27-1.33 / 1.45-1.47 / 1.52-1.53 / 1.67-1.68 with 0.97; batch 1
-// runs skinny kernels either way, and at 128 rows every shape keeps cuBLASLt. 1.20 made batch 32
-// 8% slower than 1.10: the o projection after the attention and the 32-row gate_up then took
-// skinny kernels 12-16% slower than the library.
-// After a splitting op a skinny kernel overlaps nothing before it, so kSkinnyMargin holds there.
-inline constexpr float kSkinnyOverlapMargin = 1.10f;
+// faster by more than this. A decode step replays the skinny kernel launched programmatically
+// between other programmatic kernels: its first weight loads overlap the kernel before it, its
+// tail the kernel after it, and it asks for the next GEMM's weight into L2, none of which a timing
+// of one launch sees, and none of which cuBLASLt's kernels do. What that saves is about the same
+// at every kernel boundary, whatever the GEMM's size, so the credit is a time, not a factor. On
+// the H100 (`tessera bench sweep ... --cudagraph-modes full_and_piecewise`, README "Skinny kernels
+// credited for what they overlap"): 2 us took 5-9% off the 1B shape's batch 8 and 3.6% off the
+// 8B shape's; a factor of 1.10 instead did as well on the 1B shape but made the 8B shape's batch
+// 8 7% slower (its 28672-row gate_up at 8 rows: 88.3 us on mma_t1 against 82.5 on cuBLASLt).
+inline constexpr float kSkinnyOverlapCreditMs = 0.002f;
 
-// The margin (skinny_replaces) a skinny kernel timed behind `after` gets against the library GEMM.
-constexpr float skinny_margin_against_library(TimedAfter after) {
-  return after == TimedAfter::lead_kernel ? kSkinnyOverlapMargin : kSkinnyMargin;
-}
+// When a skinny kernel taking `ms` replaces the path it competes with: ms < margin x replaced_ms
+// + credit_ms.
+struct SkinnyRule {
+  float replaced_ms;  // the path's time; INFINITY when there is none
+  float margin = kSkinnyMargin;
+  float credit_ms = 0.0f;
+  constexpr bool replaces(float ms) const { return ms < margin * replaced_ms + credit_ms; }
+};
 
-// Whether a skinny kernel taking `skinny_ms` replaces a path taking `replaced_ms`, with `margin`.
-constexpr bool skinny_replaces(float skinny_ms, float replaced_ms, float margin) {
-  return skinny_ms < margin * replaced_ms;
+// The rule against the library's GEMM taking `library_ms`, timed behind `after`.
+constexpr SkinnyRule rule_against_library(float library_ms, TimedAfter after) {
+  return after == TimedAfter::lead_kernel ? SkinnyRule{library_ms, 1.0f, kSkinnyOverlapCreditMs}
+                                          : SkinnyRule{library_ms};
 }
 
 }  // namespace tessera::gpu
