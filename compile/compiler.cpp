@@ -41,10 +41,10 @@ void record_cache_stats(CompiledPlan& plan, const KernelCacheStats& stats,
                plan.kernels_compiled, plan.kernels_from_cache, directory);
 }
 
-// Writes a pass's result under dump_dir when one is configured.
-void dump(const CompilationConfig& config, const std::string& name, const std::string& text) {
-  if (config.dump_dir.empty()) return;
-  std::filesystem::path path = std::filesystem::path(config.dump_dir) / name;
+// Writes a pass's result under dump_dir (in the function's folder) when one is configured.
+void dump(const CompilerOptions& options, const std::string& name, const std::string& text) {
+  if (options.config.dump_dir.empty()) return;
+  std::filesystem::path path = std::filesystem::path(options.config.dump_dir) / options.name / name;
   std::filesystem::create_directories(path.parent_path());
   std::ofstream(path) << text;
 }
@@ -74,31 +74,31 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
     spdlog::warn("no code generator for {}: compiling without fusion", device.str());
     fusion = false;
   }
-  dump(config, "00_traced.txt", graph.str());
+  dump(options, "00_traced.txt", graph.str());
   timed("cleanup", [&] { cleanup(plan->graph, config.pass_config); });
-  dump(config, "01_cleanup.txt", plan->graph.str());
+  dump(options, "01_cleanup.txt", plan->graph.str());
   timed("linear_prologue", [&] { fuse_linear_prologues(plan->graph, config.pass_config); });
-  dump(config, "01b_linear_prologue.txt", plan->graph.str());
+  dump(options, "01b_linear_prologue.txt", plan->graph.str());
   timed("rotary_attention", [&] { fuse_rotary_attention(plan->graph, config.pass_config); });
-  dump(config, "01c_rotary_attention.txt", plan->graph.str());
+  dump(options, "01c_rotary_attention.txt", plan->graph.str());
   timed("split", [&] {
     plan->steps = split_into_pieces(plan->graph, config.splitting_ops, &plan->num_pieces);
   });
-  dump(config, "02_split.txt", steps_text(*plan));
+  dump(options, "02_split.txt", steps_text(*plan));
   timed("fuse", [&] { fuse(*plan, fusion); });
-  dump(config, "03_fuse.txt", steps_text(*plan));
+  dump(options, "03_fuse.txt", steps_text(*plan));
   for (size_t id = 0; id < plan->graph.num_values(); ++id)
     for (const SymInt& size : plan->graph.value(static_cast<int>(id)).meta.shape)
       for (const std::string& name : size.symbols())
         plan->max_sizes[name] = options.max_dynamic_size;
   timed("materialize", [&] { materialize_views(*plan); });
-  dump(config, "04_materialize.txt", steps_text(*plan));
+  dump(options, "04_materialize.txt", steps_text(*plan));
   timed("follows_splitting", [&] { mark_steps_following_splitting_ops(*plan); });
   // Only CUDA kernels read the prefetch hint (kernels/cuda/l2_prefetch.cuh).
   if (device.type == DeviceType::cuda)
     timed("prefetch", [&] { plan_weight_prefetch(*plan, config.pass_config); });
   timed("memory_plan", [&] { plan_memory(*plan); });
-  dump(config, "05_memory_plan.txt",
+  dump(options, "05_memory_plan.txt",
        fmt::format("arena {} bytes ({} without reuse), {} buffers\n", plan->memory.arena_bytes,
                    plan->memory.unplanned_bytes, plan->memory.slots.size()));
   const std::string cache_dir = resolve_cache_dir(config.cache_dir);
@@ -110,12 +110,12 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
     for (FusedKernel& kernel : plan->kernels) {
       RowKernelBody body = build_row_kernel_body(plan->graph, kernel);
       kernel.source = target->render(body, kernel.name);
-      dump(config, "kernels/" + kernel.name + "." + target->source_extension(), kernel.source);
+      dump(options, "kernels/" + kernel.name + "." + target->source_extension(), kernel.source);
       kernel.compiled = target->load(kernel.source, kernel.name, body);
     }
     record_cache_stats(*plan, target->stats(), target->cache_directory());
   });
-  dump(config, "explain.txt", plan->explain());
+  dump(options, "explain.txt", plan->explain());
   return plan;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "compile/backends.h"
 #include "compile/codegen/kernel_cache.h"
@@ -26,6 +27,10 @@ struct CompilerOptions {
   // The largest value any symbol takes (the token count: max_num_batched_tokens); the arena is
   // sized for it and a larger input is an error.
   int64_t max_dynamic_size = 8192;
+  // The compiled function's name ("forward", "logits_head"): its dumps go to
+  // compilation.dump_dir/<name>/, so the functions a model runner compiles do not overwrite each
+  // other's (empty: dump_dir itself).
+  std::string name;
 };
 
 std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOptions& options);

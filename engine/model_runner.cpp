@@ -60,7 +60,7 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
   std::vector<DynamicDim> token_dims = {{0, 0}, {1, 0}};
   CompileOptions compile;
   if (options_.mode == "compiled") {
-    CompilerOptions compiler{options_.compilation, options_.max_num_batched_tokens};
+    CompilerOptions compiler{options_.compilation, options_.max_num_batched_tokens, "forward"};
     compile = compiled_mode_options(
         compiler, token_dims, options_.custom_ops,
         [latest = latest_plan_](std::shared_ptr<const CompiledPlan> plan) { *latest = plan; },
@@ -85,8 +85,8 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions op
     auto compiled_head = [&](std::optional<DType> dtype,
                              std::shared_ptr<std::shared_ptr<PiecewiseBackend>> backend) {
       CompileOptions head = compiled_mode_options(
-          CompilerOptions{options_.compilation, rows}, {{0, 0}}, options_.custom_ops, {},
-          [backend](std::shared_ptr<PiecewiseBackend> compiled) {
+          CompilerOptions{options_.compilation, rows, dtype ? "logits_head" : "greedy_head"},
+          {{0, 0}}, options_.custom_ops, {}, [backend](std::shared_ptr<PiecewiseBackend> compiled) {
             *backend = std::move(compiled);
           });
       head.input_names = {"hidden"};

@@ -4,8 +4,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "engine/cli/command.h"
 #include "engine/cli/model_flags.h"
+#include "support/loader_files.h"
 #include "support/server_process.h"
 #include "support/test_tensors.h"
 
@@ -102,6 +106,29 @@ TEST(Cli, OtherArgumentsAreLeftAndMissingValuesAreUsageErrors) {
   EXPECT_EQ(i, 0u);
   std::vector<std::string> missing{"--tokenizer"};
   EXPECT_THROW(parse_model_flag(missing, i, flags), UsageError);
+}
+
+// Each compiled function dumps into its own folder: the LM head, compiled after the forward, used
+// to overwrite the forward's pass graphs with its own.
+TEST(Cli, ExplainDumpsEachCompiledFunctionIntoItsOwnFolder) {
+  TempDir dir;
+  RunResult result =
+      run_tessera(fmt::format("explain --model synthetic:tiny --dump-dir '{}'", dir.str()));
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("a folder per function compiled: forward, logits_head"));
+  auto text_of = [&](const std::string& relative) {
+    std::ifstream file(dir / relative);
+    std::stringstream text;
+    text << file.rdbuf();
+    return text.str();
+  };
+  const std::string forward = text_of("forward/00_traced.txt");
+  EXPECT_THAT(forward, HasSubstr("embedding"));
+  EXPECT_THAT(forward, HasSubstr("attention"));
+  EXPECT_THAT(text_of("forward/explain.txt"), HasSubstr("split: "));
+  const std::string head = text_of("logits_head/00_traced.txt");
+  EXPECT_THAT(head, HasSubstr("linear"));
+  EXPECT_THAT(head, Not(HasSubstr("embedding")));
 }
 
 TEST(Cli, ExplainTakesTheSameModelFlagsAsGenerate) {

@@ -3,8 +3,14 @@
 // pieces, guards, launches and memory, and the time per stage; --dump-dir also writes each pass's
 // graph and every generated kernel source.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
 
 #include "compile/passes/passes.h"
 #include "engine/cli/command.h"
@@ -17,6 +23,16 @@
 
 namespace tessera::cli {
 namespace {
+
+// The folders under `dump_dir` (one per compiled function), sorted.
+std::vector<std::string> dumped_functions(const std::string& dump_dir) {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dump_dir, error))
+    if (entry.is_directory()) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 int run_explain(const std::vector<std::string>& args) {
   ModelFlags flags;
@@ -67,7 +83,9 @@ int run_explain(const std::vector<std::string>& args) {
   fmt::print("load {:.2f} s; trace + compile + first step {:.2f} s\n", load_seconds,
              compile_seconds);
   if (!config.compilation.dump_dir.empty())
-    fmt::print("pass graphs and kernel sources written to {}\n", config.compilation.dump_dir);
+    fmt::print("pass graphs and kernel sources written to {}, a folder per function compiled: {}\n",
+               config.compilation.dump_dir,
+               fmt::join(dumped_functions(config.compilation.dump_dir), ", "));
   return 0;
 }
 
@@ -80,7 +98,8 @@ const std::string kUsage =
         "the splitting ops between them, ops and fused kernels per piece, unique compiled pieces,\n"
         "guards, launches per forward, the arena, and time per stage. --dump-dir writes every "
         "pass's\n"
-        "graph and every generated kernel source there.\n"
+        "graph and every generated kernel source there, a folder per function compiled (forward,\n"
+        "logits_head).\n"
         "\n") +
     kModelFlagsUsage;
 
