@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <system_error>
 
 #include "compile/codegen/codegen_target.h"
 #include "compile/codegen/kernel_cache.h"
@@ -73,6 +74,11 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
   if (fusion && !has_codegen_target(device.type)) {
     spdlog::warn("no code generator for {}: compiling without fusion", device.str());
     fusion = false;
+  }
+  if (!config.dump_dir.empty() && !options.name.empty()) {
+    // A fresh folder: what an earlier compile of this function wrote there would mislead.
+    std::error_code ignored;
+    std::filesystem::remove_all(std::filesystem::path(config.dump_dir) / options.name, ignored);
   }
   dump(options, "00_traced.txt", graph.str());
   timed("cleanup", [&] { cleanup(plan->graph, config.pass_config); });

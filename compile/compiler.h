@@ -27,9 +27,9 @@ struct CompilerOptions {
   // The largest value any symbol takes (the token count: max_num_batched_tokens); the arena is
   // sized for it and a larger input is an error.
   int64_t max_dynamic_size = 8192;
-  // The compiled function's name ("forward", "logits_head"): its dumps go to
-  // compilation.dump_dir/<name>/, so the functions a model runner compiles do not overwrite each
-  // other's (empty: dump_dir itself).
+  // The compiled function's name ("forward", "logits_head", "greedy_head"): its dumps go to
+  // compilation.dump_dir/<name>/, emptied first, so the functions a model runner compiles do not
+  // overwrite each other's (empty: dump_dir itself, nothing emptied).
   std::string name;
 };
 

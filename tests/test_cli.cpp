@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -112,10 +113,13 @@ TEST(Cli, OtherArgumentsAreLeftAndMissingValuesAreUsageErrors) {
 // to overwrite the forward's pass graphs with its own.
 TEST(Cli, ExplainDumpsEachCompiledFunctionIntoItsOwnFolder) {
   TempDir dir;
+  // A file an earlier run left in a function's folder goes.
+  std::filesystem::create_directories(dir / "forward");
+  std::ofstream(dir / "forward/stale.txt") << "from an earlier run";
   RunResult result =
       run_tessera(fmt::format("explain --model synthetic:tiny --dump-dir '{}'", dir.str()));
   ASSERT_EQ(result.status, 0) << result.err;
-  EXPECT_THAT(result.out, HasSubstr("a folder per function compiled: forward, logits_head"));
+  EXPECT_THAT(result.out, HasSubstr(dir / "forward"));
   auto text_of = [&](const std::string& relative) {
     std::ifstream file(dir / relative);
     std::stringstream text;
@@ -129,6 +133,7 @@ TEST(Cli, ExplainDumpsEachCompiledFunctionIntoItsOwnFolder) {
   const std::string head = text_of("logits_head/00_traced.txt");
   EXPECT_THAT(head, HasSubstr("linear"));
   EXPECT_THAT(head, Not(HasSubstr("embedding")));
+  EXPECT_FALSE(std::filesystem::exists(dir / "forward/stale.txt"));
 }
 
 TEST(Cli, ExplainTakesTheSameModelFlagsAsGenerate) {

@@ -267,6 +267,14 @@ TEST(SyntheticLoad, Qwen3SmallShapeMatchesItsPublishedConfig) {
   EXPECT_TRUE(config.qk_norm);
   EXPECT_EQ(config.head_dim, 128);  // not hidden / heads (64)
   EXPECT_TRUE(config.tie_word_embeddings);
+  EXPECT_EQ(config.vocab_size, 151936);
+  EXPECT_EQ(config.num_heads, 16);
+  EXPECT_EQ(config.num_kv_heads, 8);
+  EXPECT_DOUBLE_EQ(config.rope_theta, 1000000.0);
+  EXPECT_DOUBLE_EQ(config.rms_norm_eps, 1e-6);
+  EXPECT_EQ(config.max_position_embeddings, 40960);
+  EXPECT_EQ(config.bos_token_id, 151643);
+  EXPECT_EQ(config.eos_token_ids, std::vector<int64_t>{151645});
   const std::vector<WeightSpec> specs = expected_weights(config);
   EXPECT_EQ(specs.size(), 2u + 28u * 11u);  // q_norm and k_norm besides Llama's nine
   int64_t parameters = 0;

@@ -5,12 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <string>
-#include <system_error>
-#include <vector>
 
 #include "compile/passes/passes.h"
 #include "engine/cli/command.h"
@@ -23,16 +19,6 @@
 
 namespace tessera::cli {
 namespace {
-
-// The folders under `dump_dir` (one per compiled function), sorted.
-std::vector<std::string> dumped_functions(const std::string& dump_dir) {
-  std::vector<std::string> names;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(dump_dir, error))
-    if (entry.is_directory()) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 int run_explain(const std::vector<std::string>& args) {
   ModelFlags flags;
@@ -83,9 +69,8 @@ int run_explain(const std::vector<std::string>& args) {
   fmt::print("load {:.2f} s; trace + compile + first step {:.2f} s\n", load_seconds,
              compile_seconds);
   if (!config.compilation.dump_dir.empty())
-    fmt::print("pass graphs and kernel sources written to {}, a folder per function compiled: {}\n",
-               config.compilation.dump_dir,
-               fmt::join(dumped_functions(config.compilation.dump_dir), ", "));
+    fmt::print("pass graphs and kernel sources written to {0}/forward and {0}/logits_head\n",
+               config.compilation.dump_dir);
   return 0;
 }
 
@@ -98,8 +83,8 @@ const std::string kUsage =
         "the splitting ops between them, ops and fused kernels per piece, unique compiled pieces,\n"
         "guards, launches per forward, the arena, and time per stage. --dump-dir writes every "
         "pass's\n"
-        "graph and every generated kernel source there, a folder per function compiled (forward,\n"
-        "logits_head).\n"
+        "graph and every generated kernel source there, a folder per compiled function: forward,\n"
+        "logits_head (emptied first).\n"
         "\n") +
     kModelFlagsUsage;
 
