@@ -41,11 +41,11 @@ TEST(SkinnyChoice, ALongGemmIsCreditedFivePercentOfItsTime) {
       rule_against_library(82.5f * kMsPerUs, TimedAfter::lead_kernel).replaces(88.3f * kMsPerUs));
   EXPECT_TRUE(
       rule_against_library(82.5f * kMsPerUs, TimedAfter::lead_kernel).replaces(86.5f * kMsPerUs));
-  // Below 40 us the 2 us are the larger credit.
+  // Below 40 us the 2 us are the larger credit (5% of 20 us would be 1 us).
   EXPECT_TRUE(
-      rule_against_library(39.0f * kMsPerUs, TimedAfter::lead_kernel).replaces(40.9f * kMsPerUs));
+      rule_against_library(20.0f * kMsPerUs, TimedAfter::lead_kernel).replaces(21.9f * kMsPerUs));
   EXPECT_FALSE(
-      rule_against_library(39.0f * kMsPerUs, TimedAfter::lead_kernel).replaces(41.1f * kMsPerUs));
+      rule_against_library(20.0f * kMsPerUs, TimedAfter::lead_kernel).replaces(22.1f * kMsPerUs));
 }
 
 TEST(SkinnyChoice, AfterASplittingOpASkinnyKernelMustBeFaster) {
