@@ -27,7 +27,7 @@
 //     (fewer where their tiles would not fit the shared memory a block may take) and merge
 //     through shared memory as they end. With at most that many partitions (the 1B model's
 //     shapes at short contexts) there is no combine kernel: batch 32's step took 5% less
-//     (README).
+//     (docs/perf/decode_log.md).
 #pragma once
 
 #include "kernels/cuda/gpu_vendor.h"

@@ -26,14 +26,14 @@ inline constexpr float kSkinnyMargin = 0.97f;
 // skinny kernel launched programmatically between other programmatic kernels: its first weight
 // loads overlap the kernel before it, its tail the kernel after it, and it asks for the next
 // GEMM's weight into L2, none of which a timing of one launch sees, and none of which cuBLASLt's
-// kernels do. On the H100 (`tessera bench sweep ... --cudagraph-modes full_and_piecewise`, README
-// "Skinny kernels credited for what they overlap"):
+// kernels do. On the H100 (`tessera bench sweep ... --cudagraph-modes full_and_piecewise`,
+// docs/perf/decode_log.md "Skinny kernels credited for what they overlap"):
 //   - the time, 2 us, took 4-9% off the 1B shape's batch 8 and 3.6% off the 8B shape's; a factor
 //     of 1.10 alone did as well on the 1B shape but made the 8B shape's batch 8 7% slower (its
 //     28672-row gate_up at 8 rows: 88.3 us on mma_t1 against 82.5 on cuBLASLt);
 //   - the share, 5%, gives the LM head (180-192 us) to mma_t1/t2/t4 at 8 to 32 rows, 3.5-4.3%
 //     slower alone: 2-3% off the 1B shape's batch 16, 1-4% off 32 and 1.7% off the 8B shape's
-//     batch 32, no step slower (README "The LM head on skinny kernels").
+//     batch 32, no step slower (docs/perf/decode_log.md "The LM head on skinny kernels").
 inline constexpr float kSkinnyOverlapCreditMs = 0.002f;
 inline constexpr float kSkinnyOverlapCreditShare = 0.05f;
 

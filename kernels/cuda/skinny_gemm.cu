@@ -158,7 +158,7 @@ __device__ __forceinline__ void store_result(const SkinnyArgs& args, int row, in
 // The block's share of the next GEMM's weight (SkinnyArgs::prefetch), asked for by each warp
 // once it has loaded its last weights. Only the last `prefetch_blocks` blocks (the last
 // sm_count, scheduled last) take part: blocks scheduled earlier would pull it in while later
-// ones still stream this weight, which measured slower (README).
+// ones still stream this weight, which measured slower (docs/perf/decode_log.md).
 __device__ __forceinline__ void prefetch_next_weight(const SkinnyArgs& args) {
   const int64_t blocks = static_cast<int64_t>(gridDim.x) * gridDim.y;
   const int64_t part =
@@ -549,7 +549,7 @@ bool simt_fits(const SkinnyProblem& problem) {
 
 // Warps of a block along weight rows while the blocks still outnumber the SMs, then warps along
 // k (splits) while the grid stays within the resident warps it aims for and each warp keeps at
-// least two steps. Timed in skinny_gemm_lab (1B shapes, M 8 and 32; README): gate_up takes 4 row
+// least two steps. Timed in skinny_gemm_lab (1B shapes, M 8 and 32; docs/perf/decode_log.md): gate_up takes 4 row
 // warps x 2 splits, qkv 1 x 8, o and down 1 x 16, the LM head 8 x 1. (Four steps per warp at
 // least, o 1 x 8, measured slower: 6.24 against 5.77 us at M 8.)
 struct MmaLayout {
