@@ -65,4 +65,19 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
   return fn.template operator()<float>();
 }
 
+// Calls fn<U>() with the unsigned integer type as wide as one element: kernels that only move
+// elements (copy, where, gathers) need one instantiation per width, not per dtype. The CPU and
+// GPU kernels share it: the width is the same on every device.
+template <typename Fn>
+decltype(auto) visit_element_bits(DType dtype, Fn&& fn) {
+  switch (element_size(dtype)) {
+    case 2:
+      return fn.template operator()<uint16_t>();
+    case 4:
+      return fn.template operator()<uint32_t>();
+    default:
+      return fn.template operator()<uint64_t>();
+  }
+}
+
 }  // namespace tessera

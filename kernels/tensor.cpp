@@ -326,39 +326,38 @@ void Tensor::copy_from(const Tensor& source) {
   if (!is_contiguous()) copy_from(staging);
 }
 
-std::vector<double> Tensor::to_doubles() const {
-  Tensor host = to(kCPU).contiguous();
-  std::vector<double> out(static_cast<size_t>(numel()));
-  visit_dtype(dtype_, [&]<typename T>() {
+namespace {
+
+// Every element of `tensor`, in row-major order, converted to Out on the host (16-bit floats
+// through f32).
+template <typename Out>
+std::vector<Out> host_values(const Tensor& tensor) {
+  Tensor host = tensor.to(kCPU).contiguous();
+  std::vector<Out> out(static_cast<size_t>(host.numel()));
+  visit_dtype(host.dtype(), [&]<typename T>() {
     const T* in = host.data<T>();
     for (size_t i = 0; i < out.size(); ++i) {
       if constexpr (std::is_integral_v<T>)
-        out[i] = static_cast<double>(in[i]);
+        out[i] = static_cast<Out>(in[i]);
       else
-        out[i] = static_cast<double>(static_cast<float>(in[i]));
+        out[i] = static_cast<Out>(static_cast<float>(in[i]));
     }
   });
   return out;
+}
+
+}  // namespace
+
+std::vector<double> Tensor::to_doubles() const {
+  return host_values<double>(*this);
 }
 
 std::vector<float> Tensor::to_floats() const {
-  std::vector<double> values = to_doubles();
-  return std::vector<float>(values.begin(), values.end());
+  return host_values<float>(*this);
 }
 
 std::vector<int64_t> Tensor::to_ints() const {
-  Tensor host = to(kCPU).contiguous();
-  std::vector<int64_t> out(static_cast<size_t>(numel()));
-  visit_dtype(dtype_, [&]<typename T>() {
-    const T* in = host.data<T>();
-    for (size_t i = 0; i < out.size(); ++i) {
-      if constexpr (std::is_integral_v<T>)
-        out[i] = static_cast<int64_t>(in[i]);
-      else
-        out[i] = static_cast<int64_t>(static_cast<float>(in[i]));
-    }
-  });
-  return out;
+  return host_values<int64_t>(*this);
 }
 
 std::string Tensor::str() const {

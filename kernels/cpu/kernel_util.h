@@ -35,18 +35,4 @@ decltype(auto) visit_float_dtype(const char* op, DType dtype, Fn&& fn) {
                           dtype_name(dtype)));
 }
 
-// Calls fn<U>() with the unsigned integer type as wide as one element: for kernels that only
-// move elements (copy, where), one instantiation per width serves every dtype.
-template <typename Fn>
-decltype(auto) visit_element_bits(DType dtype, Fn&& fn) {
-  switch (element_size(dtype)) {
-    case 2:
-      return fn.template operator()<uint16_t>();
-    case 4:
-      return fn.template operator()<uint32_t>();
-    default:
-      return fn.template operator()<uint64_t>();
-  }
-}
-
 }  // namespace tessera::cpu

@@ -49,20 +49,6 @@ decltype(auto) visit_device_float_dtype(const char* op, DType dtype, Fn&& fn) {
                           dtype_name(dtype), device_type_name(kGpuDeviceType)));
 }
 
-// Calls fn<U>() with the unsigned integer type as wide as one element: kernels that only move
-// elements (copy, where, gathers) need one instantiation per width, not per dtype.
-template <typename Fn>
-decltype(auto) visit_element_bits(DType dtype, Fn&& fn) {
-  switch (element_size(dtype)) {
-    case 2:
-      return fn.template operator()<uint16_t>();
-    case 4:
-      return fn.template operator()<uint32_t>();
-    default:
-      return fn.template operator()<uint64_t>();
-  }
-}
-
 // f16/bf16 compute in f32; f32 and integers compute in their own type.
 template <typename T>
 using ComputeType = std::conditional_t<std::is_integral_v<T>, T, float>;
