@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 
 #include "kernels/check.h"
 #include "models/loaders/gguf.h"
@@ -32,6 +33,8 @@ void expect_mentions(const std::string& message, std::initializer_list<std::stri
 
 std::vector<char> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  // A test that cut an empty vector would read past it: a missing file fails the test by name.
+  if (!in) throw std::runtime_error("cannot read " + path + " (the tests read ../shared/models)");
   return std::vector<char>(std::istreambuf_iterator<char>(in), {});
 }
 

@@ -42,7 +42,7 @@ class TempDir {
 // Expects every part in the message.
 void expect_mentions(const std::string& message, std::initializer_list<std::string> parts);
 
-// A file's bytes, and files written from bytes or text.
+// A file's bytes (throws naming it when it cannot be read), and files written from bytes or text.
 std::vector<char> read_bytes(const std::string& path);
 void write_bytes(const std::string& path, const void* data, size_t size);
 void write_text(const std::string& path, const std::string& text);
