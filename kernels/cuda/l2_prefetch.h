@@ -2,11 +2,13 @@
 // time is its weight's one pass through memory, and the small kernels between two GEMMs (norms,
 // rope, attention) leave the memory idle. A skinny GEMM kernel (skinny_gemm.h) that ends by asking
 // for the first bytes of the next weight lets them stream in behind those kernels. A hint: the
-// hardware may drop it, and nothing waits for it. skinny_gemm_lab measures what it wins (docs/perf/decode_log.md:
-// little, since the skinny kernels at decode sizes are bound by latency more than bandwidth).
+// hardware may drop it, and nothing waits for it. skinny_gemm_lab measures what it wins
+// (docs/perf/decode_log.md: little, since the skinny kernels at decode sizes are bound by latency
+// more than bandwidth).
 //
 // The library's GEMMs (cuBLASLt, at larger batches) do not prefetch: a launch of its own after
-// them, the one way to add it, made a decode step 9% slower at batch 32 on the H100 (docs/perf/decode_log.md).
+// them, the one way to add it, made a decode step 9% slower at batch 32 on the H100
+// (docs/perf/decode_log.md).
 #pragma once
 
 #include <cstdint>

@@ -4,9 +4,9 @@
 
 #include <cstring>
 #include <fstream>
-#include <stdexcept>
 
 #include "kernels/check.h"
+#include "models/input_file.h"
 #include "models/loaders/gguf.h"
 #include "models/loaders/safetensors.h"
 
@@ -32,10 +32,10 @@ void expect_mentions(const std::string& message, std::initializer_list<std::stri
 }
 
 std::vector<char> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  // A test that cut an empty vector would read past it: a missing file fails the test by name.
-  if (!in) throw std::runtime_error("cannot read " + path + " (the tests read ../shared/models)");
-  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+  // read_input_file throws naming a file it cannot read (a missing ../shared model), where an
+  // empty vector would let a test cut bytes past its end.
+  const std::string bytes = read_input_file(path, "test file");
+  return std::vector<char>(bytes.begin(), bytes.end());
 }
 
 void write_bytes(const std::string& path, const void* data, size_t size) {
