@@ -8,12 +8,13 @@
 #include <vector>
 
 #include "compile/compilation_config.h"
+#include "models/embedded_model.h"
 
 namespace tessera {
 
 struct EngineConfig {
-  std::string model = "synthetic:tiny";
-  std::string tokenizer;  // empty: from the model folder/file
+  std::string model = std::string(kDefaultModel);  // stories260K, shipped in models/embedded/
+  std::string tokenizer;                           // empty: from the model folder/file
   std::string device = "cpu";
   std::string dtype = "auto";  // auto: f32 on the CPU, bf16 on a GPU
   int64_t max_model_len = 0;   // 0: the model's max_position_embeddings

@@ -7,12 +7,13 @@
 
 #include "engine/kv_cache_manager.h"
 #include "engine/tensor_parallel_runner.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
-#include "kernels/checked_math.h"
 #include "models/architecture_registry.h"
+#include "models/embedded_model.h"
 #include "models/tensor_parallel.h"
 #include "models/tokenizer/byte_tokenizer.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
+#include "runtime/checked_math.h"
 
 namespace tessera {
 
@@ -135,7 +136,7 @@ std::unique_ptr<ModelExecutor> make_model_executor(
 }
 
 std::unique_ptr<Tokenizer> load_run_tokenizer(const EngineConfig& engine) {
-  const std::string& model = engine.model;
+  const std::string model = resolve_model_path(engine.model);
   if (!engine.tokenizer.empty()) return load_tokenizer(engine.tokenizer);
   if (model.starts_with("synthetic:")) return make_byte_tokenizer();
   std::filesystem::path path(model);

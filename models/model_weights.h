@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "kernels/tensor.h"
 #include "models/model_config.h"
 #include "models/tensor_parallel.h"
+#include "runtime/tensor.h"
 
 namespace tessera {
 
@@ -35,8 +35,9 @@ struct LoadOptions {
 };
 
 // Loads a model from: a Hugging Face folder (config.json + *.safetensors [+ index]), a llama2.c
-// checkpoint (.bin), a GGUF file (.gguf), or "synthetic:NAME" (deterministic random weights of a
-// named shape: synthetic:tiny, synthetic:llama-1b). Errors name the file and the tensor.
-ModelWeights load_model(const std::string& path, const LoadOptions& options);
+// checkpoint (.bin), a GGUF file (.gguf), "embedded:NAME" (a model shipped with Tessera:
+// embedded_model.h), or "synthetic:NAME" (deterministic random weights of a named shape:
+// synthetic:tiny, synthetic:llama-1b). Errors name the file and the tensor.
+ModelWeights load_model(const std::string& model, const LoadOptions& options);
 
 }  // namespace tessera

@@ -14,7 +14,7 @@
 #include "compile/codegen/cache_entry.h"
 #include "compile/codegen/cpp_codegen.h"
 #include "compile/codegen/cuda_codegen.h"
-#include "compile/codegen/gpu/gpu_kernel_cache.h"
+#include "compile/codegen/gpu_kernel_cache.h"
 #include "compile/codegen/kernel_cache.h"
 #include "compile/compiled_function.h"
 #include "compile/compiler.h"
@@ -22,9 +22,9 @@
 #include "compile/passes/passes.h"
 #include "engine/generator.h"
 #include "engine/run_setup.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
 #include "models/architecture_registry.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 #include "support/compile_options.h"
 #include "support/row_cases.h"
 #include "support/runner_steps.h"
@@ -215,9 +215,9 @@ TEST(CudaCodegen, PointwiseKernelsSplitLongRowsOverBlocks) {
 
 TEST(CudaCodegen, VectorAccessWhereTheRowAllows) {
 #ifdef TESSERA_CUDA
-  GpuKernelCache cubins(fresh_temp_dir("cuda_cache_vector_cubins"), "sm_90");
+  GpuKernelCache cubins(fresh_temp_dir("cuda_cache_vector_cubins"), DeviceType::cuda, "sm_90");
   // An architecture past NVRTC's newest compiles to PTX, where the accesses' widths show.
-  GpuKernelCache ptx(fresh_temp_dir("cuda_cache_vector_ptx"), "sm_999");
+  GpuKernelCache ptx(fresh_temp_dir("cuda_cache_vector_ptx"), DeviceType::cuda, "sm_999");
   ASSERT_EQ(ptx.target().rfind("compute_", 0), 0u) << ptx.target();
 #endif
   for (DType dtype : {DType::bf16, DType::f32}) {
@@ -373,9 +373,9 @@ TEST(CudaCodegen, NvrtcCompilesTheFusedKernelsOfTracedGraphs) {
 #ifndef TESSERA_CUDA
   GTEST_SKIP() << "built without CUDA (TESSERA_CUDA=OFF): NVRTC is not linked";
 #else
-  GpuKernelCache cache(fresh_temp_dir("cuda_cache_sm90"), "sm_90");
+  GpuKernelCache cache(fresh_temp_dir("cuda_cache_sm90"), DeviceType::cuda, "sm_90");
   ASSERT_EQ(cache.target(), "sm_90") << "this NVRTC cannot emit sm_90 cubins";
-  std::printf("%s\n", GpuKernelCache::compiler_identity().c_str());
+  std::printf("%s\n", cache.compiler_identity().c_str());
   size_t kernels = 0;
   double total_ms = 0;
   for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
@@ -425,7 +425,7 @@ TEST(CudaCodegen, NvrtcCacheSharesReusesAndRebuildsEntries) {
   std::string source = generate_cuda_kernel(build_row_kernel_body(plan.graph, plan.kernels[0])) +
                        "// cache entries test\n";
 
-  GpuKernelCache cache(dir, "sm_90");
+  GpuKernelCache cache(dir, DeviceType::cuda, "sm_90");
   std::string cubin = cache.image(source, "silu");
   EXPECT_EQ(cache.stats().compiled, 1u);
   // The source is on disk next to the cubin, and a second request shares the first.
@@ -440,7 +440,7 @@ TEST(CudaCodegen, NvrtcCacheSharesReusesAndRebuildsEntries) {
   std::filesystem::path other_entry =
       std::filesystem::path(cache.directory()) / (cache.key(other) + ".cubin");
   write_cache_entry(other_entry.string(), cubin);
-  GpuKernelCache warm(dir, "sm_90");
+  GpuKernelCache warm(dir, DeviceType::cuda, "sm_90");
   EXPECT_EQ(warm.image(other, "silu"), cubin);
   EXPECT_EQ(warm.stats().disk_hits, 1u);
   EXPECT_EQ(warm.stats().compiled, 0u);
@@ -450,7 +450,7 @@ TEST(CudaCodegen, NvrtcCacheSharesReusesAndRebuildsEntries) {
   std::filesystem::path corrupt_entry =
       std::filesystem::path(cache.directory()) / (cache.key(corrupt) + ".cubin");
   std::ofstream(corrupt_entry, std::ios::binary) << "not a cubin";
-  GpuKernelCache rebuilding(dir, "sm_90");
+  GpuKernelCache rebuilding(dir, DeviceType::cuda, "sm_90");
   std::string rebuilt = rebuilding.image(corrupt, "silu");
   EXPECT_EQ(rebuilding.stats().rebuilt, 1u);
   EXPECT_EQ(rebuilding.stats().compiled, 1u);
@@ -464,7 +464,7 @@ TEST(CudaCodegen, NvrtcCacheSharesReusesAndRebuildsEntries) {
   std::filesystem::path cut_entry =
       std::filesystem::path(cache.directory()) / (cache.key(cut) + ".cubin");
   write_cache_entry(cut_entry.string(), std::string_view(cubin).substr(0, 3));
-  GpuKernelCache rebuilding_cut(dir, "sm_90");
+  GpuKernelCache rebuilding_cut(dir, DeviceType::cuda, "sm_90");
   EXPECT_EQ(rebuilding_cut.image(cut, "silu")
                 .compare(0, 4,
                          "\x7f"
@@ -473,7 +473,7 @@ TEST(CudaCodegen, NvrtcCacheSharesReusesAndRebuildsEntries) {
   EXPECT_EQ(rebuilding_cut.stats().rebuilt, 1u);
 
   // The key covers the target: another architecture is another entry.
-  GpuKernelCache ampere(dir, "sm_80");
+  GpuKernelCache ampere(dir, DeviceType::cuda, "sm_80");
   EXPECT_NE(ampere.key(source), cache.key(source));
 #endif
 }
@@ -482,7 +482,7 @@ TEST(CudaCodegen, NvrtcErrorsNameTheKernelTheSourceAndTheLog) {
 #ifndef TESSERA_CUDA
   GTEST_SKIP() << "built without CUDA (TESSERA_CUDA=OFF): NVRTC is not linked";
 #else
-  GpuKernelCache cache(fresh_temp_dir("cuda_cache_broken"), "sm_90");
+  GpuKernelCache cache(fresh_temp_dir("cuda_cache_broken"), DeviceType::cuda, "sm_90");
   try {
     cache.image("extern \"C\" __global__ void tessera_kernel() { undeclared_name = 1; }\n",
                 "broken_kernel");
@@ -493,7 +493,8 @@ TEST(CudaCodegen, NvrtcErrorsNameTheKernelTheSourceAndTheLog) {
     EXPECT_THAT(error.what(), HasSubstr("undeclared_name"));  // NVRTC's log
     EXPECT_THAT(error.what(), HasSubstr("--gpu-architecture=sm_90"));
   }
-  EXPECT_THROW(GpuKernelCache(fresh_temp_dir("cuda_cache_bad_arch"), "ampere"), Error);
+  EXPECT_THROW(GpuKernelCache(fresh_temp_dir("cuda_cache_bad_arch"), DeviceType::cuda, "ampere"),
+               Error);
 #endif
 }
 
@@ -670,7 +671,7 @@ TEST(GpuCompiledMode, WarmStartLoadsAndBadCubinsAreRebuilt) {
   // A whole entry that looks like a cubin but does not load is rebuilt. This is the
   // deliberately corrupt cubin the driver is handed (compute-sanitizer reports its load error;
   // scripts/gpu_check.sh keeps this test out of the sanitizer's error count).
-  GpuKernelCache cache = GpuKernelCache::for_device(dir, gpu.index);
+  GpuKernelCache cache = GpuKernelCache::for_device(dir, gpu);
   std::string source = cold->kernels[0].source + "// a truncated entry\n";
   std::filesystem::path entry =
       std::filesystem::path(cache.directory()) / (cache.key(source) + ".cubin");

@@ -15,10 +15,10 @@
 
 #include "compile/codegen/cpp_codegen.h"
 #include "compile/codegen/cuda_codegen.h"
-#include "compile/codegen/gpu/gpu_kernel_cache.h"
+#include "compile/codegen/gpu_kernel_cache.h"
 #include "compile/codegen/kernel_cache.h"
 #include "compile/codegen/row_kernel.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 #include "support/row_cases.h"
 #include "support/test_tensors.h"
 
@@ -148,9 +148,9 @@ extern "C" void tessera_kernel(int64_t begin, int64_t end, void* const* buffers)
 #ifdef TESSERA_HIP
 
 TEST(HipCodegen, HiprtcCompilesTheFusedKernelsOfTracedGraphsForGfx90a) {
-  GpuKernelCache cache(fresh_temp_dir("hip_cache_gfx90a"), "gfx90a");
-  std::printf("%s\n", GpuKernelCache::compiler_identity().c_str());
-  EXPECT_THAT(GpuKernelCache::compiler_identity(), HasSubstr("hipRTC"));
+  GpuKernelCache cache(fresh_temp_dir("hip_cache_gfx90a"), DeviceType::hip, "gfx90a");
+  std::printf("%s\n", cache.compiler_identity().c_str());
+  EXPECT_THAT(cache.compiler_identity(), HasSubstr("hipRTC"));
   size_t kernels = 0;
   for (DType dtype : {DType::f32, DType::bf16}) {  // f16 takes the same paths as bf16
     for (const RowCase& row_case : row_cases(dtype, kCPU)) {
@@ -177,7 +177,7 @@ TEST(HipCodegen, HiprtcCacheReusesEntriesAndErrorsNameTheKernelAndTheLog) {
   std::string source =
       generate_cuda_kernel(build_row_kernel_body(plan.graph, plan.kernels[0]), GpuDialect::hip) +
       "// hip cache entries test\n";
-  GpuKernelCache cache(dir, "gfx90a");
+  GpuKernelCache cache(dir, DeviceType::hip, "gfx90a");
   EXPECT_EQ(cache.directory(), dir + "/hip");
   std::string image = cache.image(source, "silu");
   EXPECT_EQ(cache.stats().compiled, 1u);
@@ -185,10 +185,10 @@ TEST(HipCodegen, HiprtcCacheReusesEntriesAndErrorsNameTheKernelAndTheLog) {
                                       (cache.key(source) + ".hip")));
   EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(cache.directory()) /
                                       (cache.key(source) + ".hsaco")));
-  GpuKernelCache warm(dir, "gfx90a");
+  GpuKernelCache warm(dir, DeviceType::hip, "gfx90a");
   EXPECT_EQ(warm.image(source, "silu"), image);
   // Another target is another entry.
-  GpuKernelCache mi300(dir, "gfx940");
+  GpuKernelCache mi300(dir, DeviceType::hip, "gfx940");
   EXPECT_NE(mi300.key(source), cache.key(source));
 
   try {
@@ -201,7 +201,8 @@ TEST(HipCodegen, HiprtcCacheReusesEntriesAndErrorsNameTheKernelAndTheLog) {
     EXPECT_THAT(error.what(), HasSubstr("undeclared_name"));  // hipRTC's log
     EXPECT_THAT(error.what(), HasSubstr("--offload-arch=gfx90a"));
   }
-  EXPECT_THROW(GpuKernelCache(fresh_temp_dir("hip_cache_bad_arch"), "sm_90"), Error);
+  EXPECT_THROW(GpuKernelCache(fresh_temp_dir("hip_cache_bad_arch"), DeviceType::hip, "sm_90"),
+               Error);
 }
 
 #endif

@@ -2,8 +2,8 @@
 
 #include <map>
 
-#include "kernels/backend_modules.h"
-#include "kernels/check.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {
@@ -23,12 +23,10 @@ bool register_codegen_target(DeviceType type, CodegenTargetFactory factory) {
 }
 
 bool has_codegen_target(DeviceType type) {
-  load_backend_module(type);  // a GPU type's target registers as its module loads
-  return targets().count(type) > 0;
+  return targets().count(type) > 0 && find_backend(type) != nullptr;
 }
 
 std::unique_ptr<CodegenTarget> make_codegen_target(Device device, const std::string& cache_dir) {
-  load_backend_module(device.type);
   auto found = targets().find(device.type);
   TESSERA_REQUIRE(found != targets().end(),
                   "no code generator for {}: fused kernels cannot run there; set "

@@ -2,9 +2,9 @@
 // target renders a fused row kernel's body as source for its device, compiles it (through an
 // on-disk cache) and loads it, and launches what it loaded on a stream. C++ built by the system
 // compiler for the CPU (cpu_codegen_target.cpp), NVRTC for CUDA and hipRTC for HIP
-// (gpu/gpu_codegen_target.cpp, built into each GPU module, which registers it as it loads); a new
-// target is one file that registers itself with TESSERA_REGISTER_CODEGEN_TARGET. Launches reach
-// the device only through its DeviceBackend.
+// (gpu_codegen_target.cpp, compiling through the RuntimeCompiler its device's module provides); a
+// new target is one file that registers itself with TESSERA_REGISTER_CODEGEN_TARGET. Launches
+// reach the device only through its DeviceBackend.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 
 #include "compile/codegen/kernel_cache.h"
 #include "compile/codegen/row_kernel.h"
-#include "kernels/backend.h"
+#include "runtime/backend/backend.h"
 
 namespace tessera {
 
@@ -47,7 +47,8 @@ using CodegenTargetFactory =
     std::function<std::unique_ptr<CodegenTarget>(Device device, const std::string& cache_dir)>;
 
 bool register_codegen_target(DeviceType type, CodegenTargetFactory factory);
-// Whether generated kernels can run on `device`'s type.
+// Whether generated kernels can run on `device`'s type: a target is registered and the type's
+// backend (its module, for a GPU) is there.
 bool has_codegen_target(DeviceType type);
 // The target for `device`; throws naming the device when its type has none.
 std::unique_ptr<CodegenTarget> make_codegen_target(Device device, const std::string& cache_dir);

@@ -1,5 +1,5 @@
 // GPU code generation: a fused row kernel as CUDA C source, compiled at run time by NVRTC, or
-// as the same source in HIP's dialect for hipRTC (gpu/gpu_kernel_cache.h). One block per row, so
+// as the same source in HIP's dialect for hipRTC (gpu_kernel_cache.h). One block per row, so
 // one compiled kernel serves every token count: the grid is the row count, passed at launch.
 // Reductions go through warp shuffles and shared memory; their per-row results live in shared
 // arrays every thread of the block reads. Outputs with a vector form (row_kernel.h) are computed 16

@@ -4,14 +4,16 @@
 #include <chrono>
 #include <filesystem>
 
-#include "kernels/check.h"
+#include "models/embedded_model.h"
 #include "models/loaders/loaders.h"
 #include "models/model_weights.h"
+#include "runtime/check.h"
 
 namespace tessera {
 
-ModelWeights load_model(const std::string& path, const LoadOptions& options) {
+ModelWeights load_model(const std::string& model, const LoadOptions& options) {
   namespace fs = std::filesystem;
+  const std::string path = resolve_model_path(model);
   const auto start = std::chrono::steady_clock::now();
   constexpr std::string_view kSyntheticPrefix = "synthetic:";
   ModelWeights weights;
@@ -20,7 +22,7 @@ ModelWeights load_model(const std::string& path, const LoadOptions& options) {
   } else {
     TESSERA_REQUIRE(fs::exists(path),
                     "{}: no such file or directory; give a Hugging Face model folder, a llama2.c "
-                    ".bin, a .gguf file, or synthetic:NAME",
+                    ".bin, a .gguf file, embedded:NAME or synthetic:NAME",
                     path);
     const std::string extension = fs::path(path).extension().string();
     if (fs::is_directory(path)) {
@@ -37,7 +39,7 @@ ModelWeights load_model(const std::string& path, const LoadOptions& options) {
     } else {
       throw Error(
           fmt::format("{}: unknown model format; give a Hugging Face model folder, a "
-                      "llama2.c .bin, a .gguf file, or synthetic:NAME",
+                      "llama2.c .bin, a .gguf file, embedded:NAME or synthetic:NAME",
                       path));
     }
   }
