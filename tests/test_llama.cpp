@@ -14,6 +14,7 @@
 #include "engine/run_setup.h"
 #include "models/architecture_registry.h"
 #include "runtime/check.h"
+#include "support/loader_files.h"
 #include "support/runner_steps.h"
 #include "support/test_tensors.h"
 
@@ -26,10 +27,6 @@ namespace {
 
 const std::string kHfTiny = std::string(TESSERA_SOURCE_DIR) + "/tests/data/hf_tiny/";
 const std::string kShared = TESSERA_SHARED_DIR;
-// llama2.c's doc/stories260K.md, the start of the greedy sample (run.c -t 0.0).
-const std::string kStoriesGreedy =
-    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
-    "One day, she saw a big, red ball.";
 
 std::shared_ptr<const CausalLM> load(const std::string& path, DType dtype = DType::f32,
                                      int64_t max_positions = 128) {

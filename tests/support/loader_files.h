@@ -24,6 +24,10 @@ inline const std::string kModels = std::string(TESSERA_SHARED_DIR) + "/models";
 inline const std::string kStoriesBin = kModels + "/stories260K/stories260K.bin";
 inline const std::string kStoriesGguf = kModels + "/stories260K/stories260K.gguf";
 inline const std::string kStoriesHf = kModels + "/stories260K-hf";
+// llama2.c's doc/stories260K.md: the start of stories260K's greedy sample (run.c -t 0.0).
+inline const std::string kStoriesGreedy =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+    "One day, she saw a big, red ball.";
 
 // A fresh directory per test (named after it), removed afterwards.
 class TempDir {
