@@ -19,7 +19,7 @@
 #include "engine/cli/command.h"
 #include "engine/cli/flag_parser.h"
 #include "engine/cli/model_flags.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::cli {
 namespace {
@@ -76,7 +76,7 @@ FlagSet sweep_flags(SweepCommandOptions& options) {
              "after each row, the launches of one decode step (by kernel class, graph replays), "
              "then one more step with every launch timed by device events (graphs bypassed): "
              "tables per kernel class, region and the 25 slowest kernels "
-             "(kernels/profile_report.h)"},
+             "(runtime/profiler/profile_report.h)"},
             &sweep.profile)
       .text({"--linear", "", "PATH",
              "the GPU linear path: measured (per shape, the fastest of cuBLASLt's first 8 "

@@ -9,8 +9,8 @@
 
 #include "engine/cli/command.h"
 #include "engine/cli/flag_parser.h"
-#include "kernels/backend.h"
-#include "kernels/backend_modules.h"
+#include "runtime/backend/backend.h"
+#include "runtime/backend/backend_modules.h"
 
 namespace tessera::cli {
 namespace {

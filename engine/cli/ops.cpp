@@ -13,7 +13,7 @@
 #include "compile/ops/registry.h"
 #include "engine/cli/command.h"
 #include "engine/cli/flag_parser.h"
-#include "kernels/kernel_registry.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::cli {
 namespace {

@@ -12,7 +12,7 @@
 #include "engine/server/completion_assembler.h"
 #include "engine/server/completion_stream.h"
 #include "engine/server/http_errors.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "engine/server/http_errors.h"
 #include "engine/server/openai_protocol.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 #ifndef TESSERA_VERSION
 #define TESSERA_VERSION "unknown"
