@@ -1,7 +1,5 @@
 #include "engine/cli/command.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <memory>
 
@@ -39,16 +37,6 @@ std::vector<const Command*> all_commands() {
   std::sort(sorted.begin(), sorted.end(),
             [](const Command* a, const Command* b) { return a->name < b->name; });
   return sorted;
-}
-
-void expect_no_arguments(std::string_view command_name, const std::vector<std::string>& args) {
-  if (args.empty()) return;
-  const std::string& first = args.front();
-  if (first.starts_with("-")) {
-    throw UsageError(
-        fmt::format("unknown option '{}' for 'tessera {}' (it takes none)", first, command_name));
-  }
-  throw UsageError(fmt::format("'tessera {}' takes no arguments, got '{}'", command_name, first));
 }
 
 }  // namespace tessera::cli

@@ -1,9 +1,9 @@
 // A subcommand of the tessera binary. Each one lives in its own file under engine/cli/ and
 // registers itself with one line, TESSERA_REGISTER_COMMAND(make_x_command()); main.cpp finds it
-// by name, handles `--help` for it and turns errors into exit statuses.
+// by name, handles `--help` for it and turns errors into exit statuses. Commands parse their flags
+// with a FlagSet (engine/cli/flag_parser.h), which also writes their --help.
 #pragma once
 
-#include <charconv>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -12,8 +12,8 @@
 
 namespace tessera::cli {
 
-// Wrong command-line usage (unknown command, option or argument): main prints the message with a
-// pointer to --help and exits with status 2.
+// Wrong command-line usage (unknown command, option or argument, a bad value): main prints the
+// message with a pointer to the command's --help and exits with status 2.
 class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -22,7 +22,8 @@ class UsageError : public std::runtime_error {
 struct Command {
   std::string name;
   std::string summary;  // one line, listed by `tessera --help`
-  std::string usage;    // printed by `tessera NAME --help`: synopsis, options, what it prints
+  // Printed by `tessera NAME --help`: synopsis, what it does and prints, its options.
+  std::function<std::string()> usage;
   // Receives the arguments after the command's name; returns the process exit status.
   std::function<int(const std::vector<std::string>& args)> run;
 };
@@ -30,19 +31,6 @@ struct Command {
 bool register_command(Command command);
 const Command* find_command(std::string_view name);
 std::vector<const Command*> all_commands();  // sorted by name
-
-// `text` as the number `flag` takes; a UsageError naming both when it is not one.
-template <typename T>
-T parse_number(const std::string& flag, const std::string& text) {
-  T value{};
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size())
-    throw UsageError(flag + " expects a number, got '" + text + "'");
-  return value;
-}
-
-// For commands that take no arguments: throws UsageError naming the first one given.
-void expect_no_arguments(std::string_view command_name, const std::vector<std::string>& args);
 
 }  // namespace tessera::cli
 

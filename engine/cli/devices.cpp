@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/cli/command.h"
+#include "engine/cli/flag_parser.h"
 #include "runtime/backend/backend.h"
 #include "runtime/backend/backend_modules.h"
 
@@ -28,7 +29,7 @@ std::string memory_text(const DeviceBackend& backend, int index) {
 }
 
 int run_devices(const std::vector<std::string>& args) {
-  expect_no_arguments("devices", args);
+  FlagSet("devices").parse(args);  // it takes none: anything given is a usage error
   constexpr DeviceType kTypes[] = {DeviceType::cpu, DeviceType::cuda, DeviceType::hip};
   fmt::print("{:<8} {:<40} {}\n", "device", "name", "memory");
   for (DeviceType type : kTypes) {
@@ -63,13 +64,17 @@ Command make_devices_command() {
   Command command;
   command.name = "devices";
   command.summary = "list the devices this build can run on, with their memory";
-  command.usage =
-      "usage: tessera devices\n"
-      "\n"
-      "Lists each device type (cpu, cuda, hip): its devices with name, total and free memory, or\n"
-      "why it has none: no GPU found, or no module. Then each GPU module (libtessera-cuda.so,\n"
-      "libtessera-hip.so, loaded on first use): the file it was loaded from, or why it did not\n"
-      "load. Modules are looked for next to libtessera_kernels.so, or in $TESSERA_MODULE_DIR.";
+  command.usage = [] {
+    return "usage: tessera devices\n"
+           "\n"
+           "Lists each device type (cpu, cuda, hip): its devices with name, total and free memory, "
+           "or\n"
+           "why it has none: no GPU found, or no module. Then each GPU module "
+           "(libtessera-cuda.so,\n"
+           "libtessera-hip.so, loaded on first use): the file it was loaded from, or why it did "
+           "not\n"
+           "load. Modules are looked for next to libtessera_kernels.so, or in $TESSERA_MODULE_DIR.";
+  };
   command.run = run_devices;
   return command;
 }

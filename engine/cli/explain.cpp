@@ -10,6 +10,7 @@
 
 #include "compile/passes/passes.h"
 #include "engine/cli/command.h"
+#include "engine/cli/flag_parser.h"
 #include "engine/cli/model_flags.h"
 #include "engine/config.h"
 #include "engine/kv_cache_manager.h"
@@ -20,18 +21,21 @@
 namespace tessera::cli {
 namespace {
 
+// Where explain's flags set config keys: compiled mode first (what there is to explain; --mode
+// may still say otherwise, and is refused), --dump-dir.
+FlagSet explain_flags(ModelFlags& flags) {
+  flags.overrides.push_back("compilation.mode=compiled");
+  FlagSet flag_set("explain");
+  flag_set.config_key(
+      {"--dump-dir", "", "DIR", "write every pass's graph and every generated kernel source there"},
+      "compilation.dump_dir", &flags.overrides);
+  declare_model_flags(flag_set, flags);
+  return flag_set;
+}
+
 int run_explain(const std::vector<std::string>& args) {
   ModelFlags flags;
-  flags.overrides.push_back("compilation.mode=compiled");  // what there is to explain
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (parse_model_flag(args, i, flags)) continue;
-    if (args[i] == "--dump-dir") {
-      if (i + 1 >= args.size()) throw UsageError("--dump-dir needs a value");
-      flags.overrides.push_back("compilation.dump_dir=" + args[++i]);
-    } else {
-      throw UsageError(fmt::format("explain: unknown option '{}'", args[i]));
-    }
-  }
+  explain_flags(flags).parse(args);
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
   RunConfig config = flags.load();
@@ -74,22 +78,25 @@ int run_explain(const std::vector<std::string>& args) {
   return 0;
 }
 
-const std::string kUsage =
-    std::string(
-        "usage: tessera explain [--model PATH] [--dump-dir DIR] [model options]\n"
-        "\n"
-        "Traces and compiles the model's forward (compilation.mode=compiled) and prints the "
-        "pieces,\n"
-        "the splitting ops between them, ops and fused kernels per piece, unique compiled pieces,\n"
-        "guards, launches per forward, the arena, and time per stage. --dump-dir writes every "
-        "pass's\n"
-        "graph and every generated kernel source there, a folder per compiled function: forward,\n"
-        "logits_head (emptied first).\n"
-        "\n") +
-    kModelFlagsUsage;
+std::string usage() {
+  ModelFlags defaults;
+  return "usage: tessera explain [--model PATH] [--dump-dir DIR] [model options]\n"
+         "\n"
+         "Traces and compiles the model's forward (compilation.mode=compiled) and prints the "
+         "pieces,\n"
+         "the splitting ops between them, ops and fused kernels per piece, unique compiled "
+         "pieces,\n"
+         "guards, launches per forward, the arena, and time per stage. --dump-dir writes every "
+         "pass's\n"
+         "graph and every generated kernel source there, a folder per compiled function: "
+         "forward,\n"
+         "logits_head (emptied first).\n"
+         "\n" +
+         explain_flags(defaults).help();
+}
 
 TESSERA_REGISTER_COMMAND((Command{"explain", "show how the compiler splits and fuses a model",
-                                  kUsage, run_explain}));
+                                  usage, run_explain}));
 
 }  // namespace
 }  // namespace tessera::cli

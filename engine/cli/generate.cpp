@@ -1,13 +1,15 @@
 // `tessera generate`: loads a model and its tokenizer, completes one prompt, streaming the text,
-// and reports speed. With no --model it runs the embedded default, synthetic:tiny.
+// and reports speed. With no --model it runs the embedded default, stories260K.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include "engine/cli/command.h"
+#include "engine/cli/flag_parser.h"
 #include "engine/cli/model_flags.h"
 #include "engine/config.h"
 #include "engine/generator.h"
@@ -25,36 +27,38 @@ struct GenerateOptions {
   bool quiet = false;
 };
 
-GenerateOptions parse(const std::vector<std::string>& args) {
+FlagSet generate_flags(GenerateOptions& options) {
+  FlagSet flags("generate");
+  SamplingParams& sampling = options.sampling;
+  flags
+      .text({"--prompt", "-p", "TEXT", "the prompt (default empty: the model starts from BOS)"},
+            &options.prompt)
+      .integer({"--max-tokens", "-n", "N", "tokens to generate at most"}, &sampling.max_tokens, 1,
+               std::numeric_limits<int32_t>::max())
+      .number({"--temperature", "", "T", "0 is greedy"}, &sampling.temperature, 0, 100)
+      .integer({"--top-k", "", "K", "sample among the K likeliest tokens (-1 or 0: all)"},
+               &sampling.top_k, -1, std::numeric_limits<int64_t>::max())
+      .number({"--top-p", "", "P", "sample within the top P of the probability mass"},
+              &sampling.top_p, 0, 1)
+      .number({"--min-p", "", "P", "drop tokens below P times the likeliest one's probability"},
+              &sampling.min_p, 0, 1)
+      .integer({"--seed", "", "S", "the sampling seed (default: random)"}, &sampling.seed,
+               uint64_t{0}, std::numeric_limits<uint64_t>::max())
+      .flag({"--quiet", "-q", "", "print the completion only at the end"}, &options.quiet);
+  declare_model_flags(flags, options.model);
+  return flags;
+}
+
+GenerateOptions default_options() {
   GenerateOptions options;
   options.sampling.temperature = 0.0;
   options.sampling.max_tokens = 256;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", flag));
-      return args[++i];
-    };
-    if (parse_model_flag(args, i, options.model)) continue;
-    if (flag == "--prompt" || flag == "-p")
-      options.prompt = value();
-    else if (flag == "--max-tokens" || flag == "-n")
-      options.sampling.max_tokens = parse_number<int64_t>(flag, value());
-    else if (flag == "--temperature")
-      options.sampling.temperature = parse_number<double>(flag, value());
-    else if (flag == "--top-k")
-      options.sampling.top_k = parse_number<int64_t>(flag, value());
-    else if (flag == "--top-p")
-      options.sampling.top_p = parse_number<double>(flag, value());
-    else if (flag == "--min-p")
-      options.sampling.min_p = parse_number<double>(flag, value());
-    else if (flag == "--seed")
-      options.sampling.seed = parse_number<uint64_t>(flag, value());
-    else if (flag == "--quiet" || flag == "-q")
-      options.quiet = true;
-    else
-      throw UsageError(fmt::format("generate: unknown option '{}'", flag));
-  }
+  return options;
+}
+
+GenerateOptions parse(const std::vector<std::string>& args) {
+  GenerateOptions options = default_options();
+  generate_flags(options).parse(args);
   options.sampling.validate();
   return options;
 }
@@ -98,23 +102,17 @@ int run_generate(const std::vector<std::string>& args) {
   return 0;
 }
 
-const std::string kUsage =
-    std::string(
-        "usage: tessera generate [--model PATH] [--tokenizer PATH] [--prompt TEXT] [options]\n"
-        "\n"
-        "Completes one prompt and streams the text to stdout (logs and the speed report go to\n"
-        "stderr). Without --model it runs synthetic:tiny.\n"
-        "\n"
-        "options:\n"
-        "  --prompt TEXT, -p TEXT the prompt (default empty: the model starts from BOS)\n"
-        "  --max-tokens N, -n N   tokens to generate at most (256)\n"
-        "  --temperature T        0 is greedy (default 0)\n"
-        "  --top-k K, --top-p P, --min-p P, --seed S   sampling controls\n"
-        "  --quiet, -q            print the completion only at the end\n"
-        "\n") +
-    kModelFlagsUsage;
+std::string usage() {
+  GenerateOptions defaults = default_options();
+  return "usage: tessera generate [--model PATH] [--prompt TEXT] [options]\n"
+         "\n"
+         "Completes one prompt and streams the text to stdout (logs and the speed report go to\n"
+         "stderr). Without --model it runs the embedded stories260K (models/embedded/).\n"
+         "\n" +
+         generate_flags(defaults).help();
+}
 
-TESSERA_REGISTER_COMMAND((Command{"generate", "complete a prompt with a model", kUsage,
+TESSERA_REGISTER_COMMAND((Command{"generate", "complete a prompt with a model", usage,
                                   run_generate}));
 
 }  // namespace

@@ -49,7 +49,8 @@ bool is_help_flag(const std::string& arg) {
   return arg == "--help" || arg == "-h";
 }
 
-int run(const std::vector<std::string>& args) {
+// `command_name` is set once the command is known, for main's pointer to its --help.
+int run(const std::vector<std::string>& args, std::string& command_name) {
   if (args.empty()) throw UsageError("missing command");
   const std::string& first = args.front();
   if (is_help_flag(first)) {
@@ -69,10 +70,12 @@ int run(const std::vector<std::string>& args) {
     throw UsageError(
         fmt::format("unknown command '{}'; commands: {}", first, fmt::join(names, ", ")));
   }
+  command_name = command->name;
   std::vector<std::string> rest(args.begin() + 1, args.end());
   for (const std::string& arg : rest) {
     if (is_help_flag(arg)) {
-      fmt::print("{}\n", command->usage);
+      const std::string usage = command->usage();
+      fmt::print("{}{}", usage, usage.ends_with('\n') ? "" : "\n");
       return 0;
     }
   }
@@ -85,11 +88,13 @@ int run(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   tessera::log_to_stderr();
   std::vector<std::string> args(argv + 1, argv + argc);
+  std::string command_name;
   try {
     tessera::set_log_level_from_environment();
-    return tessera::cli::run(args);
+    return tessera::cli::run(args, command_name);
   } catch (const tessera::cli::UsageError& error) {
-    fmt::print(stderr, "tessera: {}\nRun 'tessera --help' for usage.\n", error.what());
+    fmt::print(stderr, "tessera: {}\nRun 'tessera {}--help' for usage.\n", error.what(),
+               command_name.empty() ? "" : command_name + " ");
     return 2;
   } catch (const tessera::Error& error) {
     fmt::print(stderr, "tessera: error: {}\n", error.what());

@@ -12,6 +12,7 @@
 
 #include "compile/ops/registry.h"
 #include "engine/cli/command.h"
+#include "engine/cli/flag_parser.h"
 #include "runtime/kernel_registry.h"
 
 namespace tessera::cli {
@@ -71,7 +72,7 @@ std::string kernels_text(const OpDef& op) {
 }
 
 int run_ops(const std::vector<std::string>& args) {
-  expect_no_arguments("ops", args);
+  FlagSet("ops").parse(args);  // it takes none: anything given is a usage error
   std::vector<std::array<std::string, 5>> rows = {
       {"op", "inputs", "attributes", "flags", "kernels"}};
   for (const OpDef* op : OpRegistry::global().all()) {
@@ -96,15 +97,18 @@ Command make_ops_command() {
   Command command;
   command.name = "ops";
   command.summary = "list the registered ops, their attributes and kernels";
-  command.usage =
-      "usage: tessera ops\n"
-      "\n"
-      "One row per registered op:\n"
-      "  inputs      tensor inputs; name? is optional, name... takes any number\n"
-      "  attributes  name=default, or the bare name when the attribute is required\n"
-      "  flags       custom (switched by the compilation config's custom_ops), splitting (the\n"
-      "              compiled graph is cut around it), decomposes (has a native decomposition)\n"
-      "  kernels     device types with a hand-written kernel; views run on any device";
+  command.usage = [] {
+    return "usage: tessera ops\n"
+           "\n"
+           "One row per registered op:\n"
+           "  inputs      tensor inputs; name? is optional, name... takes any number\n"
+           "  attributes  name=default, or the bare name when the attribute is required\n"
+           "  flags       custom (switched by the compilation config's custom_ops), splitting "
+           "(the\n"
+           "              compiled graph is cut around it), decomposes (has a native "
+           "decomposition)\n"
+           "  kernels     device types with a hand-written kernel; views run on any device";
+  };
   command.run = run_ops;
   return command;
 }

@@ -14,6 +14,7 @@
 
 #include "engine/async_engine.h"
 #include "engine/cli/command.h"
+#include "engine/cli/flag_parser.h"
 #include "engine/cli/model_flags.h"
 #include "engine/run_setup.h"
 #include "engine/server/chat_template.h"
@@ -31,40 +32,42 @@ struct ServeOptions {
   int64_t shutdown_grace_seconds = 30;
 };
 
-int64_t parse_integer(const std::string& flag, const std::string& text, int64_t low, int64_t high) {
-  const int64_t value = parse_number<int64_t>(flag, text);
-  if (value < low || value > high)
-    throw UsageError(
-        fmt::format("{} expects an integer in {}..{}, got '{}'", flag, low, high, text));
-  return value;
+// Where serve's flags set config keys: --host and --port (the model flags set theirs).
+FlagSet serve_flags(ServeOptions& options) {
+  FlagSet flags("serve");
+  std::vector<std::string>* overrides = &options.model.overrides;
+  flags
+      .config_key({"--host", "", "ADDR", "address to bind (default 127.0.0.1)"}, "engine.host",
+                  overrides)
+      .add({"--port", "", "N", "port (default 8000; 0 picks a free one) (engine.port)"},
+           "an integer in 0..65535",
+           [overrides](const std::string& flag, const std::string& value) {
+             overrides->push_back(
+                 fmt::format("engine.port={}", parse_integer<int64_t>(flag, value, 0, 65535)));
+           })
+      .text({"--api-key", "", "KEY",
+             "require 'Authorization: Bearer KEY' on /v1 routes (default: $TESSERA_API_KEY when "
+             "set)"},
+            &options.api_key)
+      .text({"--served-model-name", "", "NAME",
+             "the model name clients send (default: the --model value)"},
+            &options.served_model_name)
+      .integer({"--max-waiting-requests", "", "N",
+                "queued requests beyond which the server answers 503"},
+               &options.max_waiting_requests, 1, 1 << 20)
+      .integer(
+          {"--shutdown-grace", "", "S", "on SIGINT/SIGTERM, seconds running requests may finish"},
+          &options.shutdown_grace_seconds, 0, 3600);
+  declare_model_flags(flags, options.model);
+  return flags;
 }
 
 ServeOptions parse(const std::vector<std::string>& args) {
   ServeOptions options;
-  if (const char* key = std::getenv("TESSERA_API_KEY")) options.api_key = key;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", flag));
-      return args[++i];
-    };
-    if (parse_model_flag(args, i, options.model)) continue;
-    if (flag == "--host")
-      options.model.overrides.push_back("engine.host=" + value());
-    else if (flag == "--port")
-      options.model.overrides.push_back(
-          fmt::format("engine.port={}", parse_integer(flag, value(), 0, 65535)));
-    else if (flag == "--api-key")
-      options.api_key = value();
-    else if (flag == "--served-model-name")
-      options.served_model_name = value();
-    else if (flag == "--max-waiting-requests")
-      options.max_waiting_requests = parse_integer(flag, value(), 1, 1 << 20);
-    else if (flag == "--shutdown-grace")
-      options.shutdown_grace_seconds = parse_integer(flag, value(), 0, 3600);
-    else
-      throw UsageError(fmt::format("serve: unknown option '{}'", flag));
-  }
+  FlagSet flags = serve_flags(options);
+  flags.parse(args);
+  if (const char* key = std::getenv("TESSERA_API_KEY"); key != nullptr && !flags.given("--api-key"))
+    options.api_key = key;
   return options;
 }
 
@@ -145,29 +148,21 @@ int run_serve(const std::vector<std::string>& args) {
   return 0;
 }
 
-const std::string kUsage =
-    std::string(
-        "usage: tessera serve [--model PATH] [--tokenizer PATH] [--host 127.0.0.1] [--port 8000]\n"
-        "                     [--api-key KEY] [--served-model-name NAME] [options]\n"
-        "\n"
-        "Serves the model over an OpenAI-compatible HTTP API: /v1/completions,\n"
-        "/v1/chat/completions (stream: true as server-sent events), /v1/models, /health,\n"
-        "/metrics (Prometheus), /version. Continuous batching under engine.max_num_batched_tokens\n"
-        "and engine.max_num_seqs, prefix caching (engine.enable_prefix_caching).\n"
-        "\n"
-        "options:\n"
-        "  --host ADDR              address to bind (engine.host, default 127.0.0.1)\n"
-        "  --port N                 port (engine.port, default 8000; 0 picks a free one)\n"
-        "  --api-key KEY            require 'Authorization: Bearer KEY' on /v1 routes\n"
-        "                           (default: $TESSERA_API_KEY when set)\n"
-        "  --served-model-name NAME the model name clients send (default: the --model value)\n"
-        "  --max-waiting-requests N queued requests beyond which the server answers 503 (1024)\n"
-        "  --shutdown-grace S       on SIGINT/SIGTERM, seconds running requests may finish (30)\n"
-        "\n") +
-    kModelFlagsUsage;
+std::string usage() {
+  ServeOptions defaults;
+  return "usage: tessera serve [--model PATH] [--host 127.0.0.1] [--port 8000] [options]\n"
+         "\n"
+         "Serves the model over an OpenAI-compatible HTTP API: /v1/completions,\n"
+         "/v1/chat/completions (stream: true as server-sent events), /v1/models, /health,\n"
+         "/metrics (Prometheus), /version. Continuous batching under "
+         "engine.max_num_batched_tokens\n"
+         "and engine.max_num_seqs, prefix caching (engine.enable_prefix_caching).\n"
+         "\n" +
+         serve_flags(defaults).help();
+}
 
 TESSERA_REGISTER_COMMAND((Command{"serve", "serve a model over an OpenAI-compatible HTTP API",
-                                  kUsage, run_serve}));
+                                  usage, run_serve}));
 
 }  // namespace
 }  // namespace tessera::cli

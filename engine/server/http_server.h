@@ -12,6 +12,7 @@
 
 #include "engine/async_engine.h"
 #include "engine/server/chat_template.h"
+#include "engine/server/completion_route.h"
 #include "models/tokenizer.h"
 
 namespace httplib {
@@ -51,13 +52,11 @@ class OpenAIServer {
   void install_routes();
 
   AsyncEngine& engine_;
-  const Tokenizer& tokenizer_;
-  ChatTemplate chat_template_;
   ServerOptions options_;
   std::unique_ptr<httplib::Server> server_;
-  std::atomic<uint64_t> next_id_{0};
   std::atomic<int64_t> responses_in_flight_{0};
   int64_t created_ = 0;
+  CompletionRoute completion_route_;
 };
 
 }  // namespace tessera

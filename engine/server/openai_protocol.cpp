@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <set>
 
@@ -458,6 +459,12 @@ json usage_chunk(const ResponseContext& context, const json& usage) {
               {"model", context.model},
               {"choices", json::array()},
               {"usage", usage}};
+}
+
+int64_t unix_seconds_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string dump_json(const json& value) {

@@ -61,8 +61,10 @@ struct ChoiceState {
   std::vector<SampledToken> logprobs;
   FinishReason finish_reason = FinishReason::none;
   std::string stop_reason;
-  bool started = false;  // chat streams: the role chunk went out
 };
+
+// The clock of the `created` fields: seconds since the Unix epoch.
+int64_t unix_seconds_now();
 
 struct ResponseContext {
   bool chat = false;

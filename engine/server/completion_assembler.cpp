@@ -1,0 +1,42 @@
+#include "engine/server/completion_assembler.h"
+
+namespace tessera {
+
+CompletionAssembler::CompletionAssembler(ResponseContext context,
+                                         const std::vector<std::string>& request_ids,
+                                         int64_t prompt_tokens)
+    : context_(std::move(context)), choices_(request_ids.size()), prompt_tokens_(prompt_tokens) {
+  for (size_t i = 0; i < request_ids.size(); ++i) index_of_[request_ids[i]] = i;
+}
+
+size_t CompletionAssembler::record(const RequestOutput& output) {
+  const size_t index = index_of_.at(output.request_id);
+  ChoiceState& choice = choices_[index];
+  choice.text += output.text;
+  choice.token_ids.insert(choice.token_ids.end(), output.token_ids.begin(), output.token_ids.end());
+  choice.logprobs.insert(choice.logprobs.end(), output.logprobs.begin(), output.logprobs.end());
+  if (output.finished()) {
+    choice.finish_reason = output.finish_reason;
+    choice.stop_reason = output.stop_reason;
+    ++finished_;
+    completion_tokens_ += output.completion_tokens;
+    cached_tokens_ += output.cached_tokens;
+    if (output.finish_reason == FinishReason::error && error_.empty()) error_ = output.error;
+  }
+  return index;
+}
+
+nlohmann::json CompletionAssembler::usage() const {
+  return usage_json(prompt_tokens_, completion_tokens_, cached_tokens_);
+}
+
+std::string CompletionAssembler::final_body() const {
+  if (!error_.empty()) return dump_json(failed_request_error(error_).body());
+  return dump_json(completion_response(context_, choices_, usage()));
+}
+
+ApiError failed_request_error(const std::string& engine_error) {
+  return ApiError(500, "the request failed: " + engine_error, "", "internal_error");
+}
+
+}  // namespace tessera

@@ -1,0 +1,48 @@
+// Response assembly: one HTTP response's choices as the engine's outputs arrive (text, token
+// ids, logprobs, how each finished), its usage, and the final JSON body of a response that is
+// not streamed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+#include "engine/server/openai_protocol.h"
+
+namespace tessera {
+
+class CompletionAssembler {
+ public:
+  // `request_ids`: the engine requests of the choices, in choice order.
+  CompletionAssembler(ResponseContext context, const std::vector<std::string>& request_ids,
+                      int64_t prompt_tokens);
+
+  // Adds one output to its choice; returns the choice's index.
+  size_t record(const RequestOutput& output);
+  bool finished() const { return finished_ == choices_.size(); }  // every choice has ended
+  nlohmann::json usage() const;
+  // The body of a response that is not streamed: the whole completion, or the error of the
+  // first request that failed.
+  std::string final_body() const;
+
+  const ResponseContext& context() const { return context_; }
+
+ private:
+  ResponseContext context_;
+  std::unordered_map<std::string, size_t> index_of_;
+  std::vector<ChoiceState> choices_;
+  size_t finished_ = 0;
+  int64_t prompt_tokens_ = 0;
+  int64_t completion_tokens_ = 0;
+  int64_t cached_tokens_ = 0;
+  std::string error_;  // the first engine error
+};
+
+// The error a request that failed reports, in a body or a stream.
+ApiError failed_request_error(const std::string& engine_error);
+
+}  // namespace tessera
