@@ -154,4 +154,14 @@ void remove_stale_temporaries(const std::string& directory) {
   }
 }
 
+std::string prepare_cache_directory(std::string directory) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  TESSERA_REQUIRE(!error,
+                  "cannot create the kernel cache directory {}: {} (set compilation.cache_dir)",
+                  directory, error.message());
+  remove_stale_temporaries(directory);
+  return directory;
+}
+
 }  // namespace tessera

@@ -35,4 +35,8 @@ bool is_whole_cache_entry(const std::string& path);
 // (a live writer is never that slow). Once per directory per process.
 void remove_stale_temporaries(const std::string& directory);
 
+// Creates a kernel cache's `directory` (an error naming it and compilation.cache_dir when it
+// cannot) and removes its stale temporaries; returns it.
+std::string prepare_cache_directory(std::string directory);
+
 }  // namespace tessera

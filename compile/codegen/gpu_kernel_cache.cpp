@@ -62,16 +62,9 @@ GpuKernelCache::GpuKernelCache(std::string cache_dir, DeviceType type,
                                const std::string& architecture, int device_index)
     : type_(type),
       compiler_(&compiler_for(type)),
-      directory_(std::move(cache_dir) + "/" + device_type_name(type)),
+      directory_(prepare_cache_directory(std::move(cache_dir) + "/" + device_type_name(type))),
       target_(compiler_->target(architecture)),
-      device_index_(device_index) {
-  std::error_code error;
-  fs::create_directories(directory_, error);
-  TESSERA_REQUIRE(!error,
-                  "cannot create the kernel cache directory {}: {} (set compilation.cache_dir)",
-                  directory_, error.message());
-  remove_stale_temporaries(directory_);
-}
+      device_index_(device_index) {}
 
 GpuKernelCache GpuKernelCache::for_device(std::string cache_dir, Device device) {
   return GpuKernelCache(std::move(cache_dir), device.type,

@@ -75,14 +75,8 @@ std::string CpuKernelCache::compiler_identity() {
   return identity;
 }
 
-CpuKernelCache::CpuKernelCache(std::string cache_dir) : directory_(std::move(cache_dir) + "/cpu") {
-  std::error_code error;
-  fs::create_directories(directory_, error);
-  TESSERA_REQUIRE(!error,
-                  "cannot create the kernel cache directory {}: {} (set compilation.cache_dir)",
-                  directory_, error.message());
-  remove_stale_temporaries(directory_);
-}
+CpuKernelCache::CpuKernelCache(std::string cache_dir)
+    : directory_(prepare_cache_directory(std::move(cache_dir) + "/cpu")) {}
 
 void* CpuKernelCache::load(const std::string& source, const std::string& name) {
   std::string key = fmt::format("{:016x}", fnv1a_hash(compiler_identity() + "\n" + source));
