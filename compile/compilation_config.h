@@ -12,9 +12,9 @@ struct PassConfig {
   bool enable_noop_elimination = true;  // drop reshapes/casts/slices that change nothing
   bool enable_cse = true;               // merge identical computations
   // Put a gated activation into the prologue of the linear that reads it (one op,
-  // <activation>_and_mul_linear; compile/passes/linear_prologue.cpp). Off by default: on the H100
-  // its kernels do not yet beat the generated activation kernel plus the GEMM
-  // (docs/perf/decode_log.md).
+  // <activation>_and_mul_linear; compile/passes/linear_prologue.cpp). Off by default: its kernels
+  // do not yet beat the generated activation kernel plus the GEMM (docs/performance.md
+  // "Linear-prologue fusion").
   bool enable_linear_prologue_fusion = false;
   // On CUDA devices, each skinny GEMM starts pulling the next GEMM's weight into the L2 cache as
   // it ends, so it streams in while the small kernels between them run

@@ -16,8 +16,8 @@ using json = nlohmann::json;
 
 // A JSON parser specialized for tokenizer.json: model.vocab (object form) and model.merges are
 // parsed straight into TokenizerJson's vectors without tree nodes, and strings are copied in
-// runs between escapes. It is several times faster than building nlohmann's tree (about 0.5 s for
-// Qwen3's 11 MB file), which keeps tokenizer loading in the tens of milliseconds.
+// runs between escapes, which keeps loading a large tokenizer.json fast where building nlohmann's
+// tree was slow (docs/performance.md "Tokenizer loading").
 class TokenizerJsonParser {
  public:
   TokenizerJsonParser(std::string_view text, TokenizerJson& out) : text_(text), out_(out) {}

@@ -111,8 +111,7 @@ thread_local Stream* CpuBackend::current_ = nullptr;
 [[maybe_unused]] const bool registered = [] {
   // Keep freed host memory in the process: every step allocates and frees the same large buffers
   // (logits rows, staging), and glibc would otherwise unmap them and fault every page in again
-  // next step: on the H100 machine (a VM), a llama-1b decode step at batch 32 took 29 ms with the
-  // page faults and 5.7 ms without.
+  // next step (docs/performance.md "Host memory kept in the process").
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   register_backend(std::make_unique<CpuBackend>());

@@ -37,10 +37,8 @@ constexpr int kCopyThreads = 256;
 // Decode splits keys only while fewer blocks than this many per SM would run...
 constexpr int64_t kDecodeBlocksPerSm = 2;
 // ...and never into partitions shorter than one tile of keys (each partition costs a partial
-// result and a share of the combine kernel). Longer minimums left warps idle at short contexts:
-// 128 keys made a decode graph sized for 256 keys (engine/decode_graphs.h) split 197-key
-// sequences in two instead of four, and batch 1 and 8 steps 2 to 3% slower
-// (docs/perf/decode_log.md).
+// result and a share of the combine kernel). Longer minimums left warps idle at short contexts
+// (docs/perf/decode_log.md "Decode graphs in length tiers").
 constexpr int64_t kMinPartitionKeys = kDecodeTile;
 constexpr int kGridLimitYZ = 65535;
 

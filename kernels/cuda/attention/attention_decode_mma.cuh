@@ -4,17 +4,17 @@
 // keep.
 //
 // Why: at decode each sequence has one query row per q head, so the CUDA-core kernel scores and
-// sums with scalar FMAs and shared-memory broadcasts, about 2,400 instructions per warp for a
-// 64-key tile of a 4-head group (ncu at batch 32, context 128: 21 us, 0.35 issued per scheduler
-// cycle, occupancy limited by 115 registers). Here one warp handles one (kv head, sequence,
-// partition): the q heads of the kv head's group are the 16 rows of the mma A fragment (rows
-// past the group are zeros), and each 32-key tile costs 2 x kHeadSize / 16 x 4 mma, as in the
-// prefill kernel (attention_prefill_mma.cuh):
+// sums with scalar FMAs and shared-memory broadcasts: many instructions per key, and its
+// registers limit its occupancy (docs/performance.md "Decode attention"). Here one warp handles
+// one (kv head, sequence, partition): the q heads of the kv head's group are the 16 rows of the
+// mma A fragment (rows past the group are zeros), and each 32-key tile costs 2 x kHeadSize / 16
+// x 4 mma, as in the prefill kernel (attention_prefill_mma.cuh):
 //   - K and V tiles are gathered through the block table into shared memory with cp.async,
-//     2 to 4 buffers per warp (split.tile_buffers: the host takes the most that keep the whole
-//     launch resident); each lane finds the cache row of one key of the tile and the warp
-//     shares them with shuffles (one block-table lookup per key); the step's new token's key
-//     and value come from the step's rows, never from the cache (attention_decode.cuh says why);
+//     kDecodeMmaMinBuffers to kDecodeMmaMaxBuffers per warp (split.tile_buffers: the host takes
+//     the most that keep the whole launch resident); each lane finds the cache row of one key of
+//     the tile and the warp shares them with shuffles (one block-table lookup per key); the
+//     step's new token's key and value come from the step's rows, never from the cache
+//     (attention_decode.cuh says why);
 //   - S = Q K^T from ldmatrix'd K, the online softmax on the accumulators, O += P V from
 //     ldmatrix.trans'd V;
 //   - partition 0's warp stores the step's new K/V rows into the cache as it ends;
@@ -26,8 +26,8 @@
 //   - up to kDecodeMmaMaxWarps partitions of one (kv head, sequence) are the warps of one block
 //     (fewer where their tiles would not fit the shared memory a block may take) and merge
 //     through shared memory as they end. With at most that many partitions (the 1B model's
-//     shapes at short contexts) there is no combine kernel: batch 32's step took 5% less
-//     (docs/perf/decode_log.md).
+//     shapes at short contexts) there is no combine kernel to launch and wait
+//     for (docs/performance.md "Decode attention").
 #pragma once
 
 #include "kernels/cuda/gpu_vendor.h"

@@ -25,9 +25,7 @@ struct DecodeLayout {
 // shared memory a block may opt into (at most kDecodeMmaMaxWarps), with the deepest tile
 // pipeline with which every block of the launch is resident at once (an SM's shared memory
 // counted as one block's most): deeper pipelines keep more of a warp's keys in flight, but past
-// one wave blocks wait for each other. (Context 128 on the H100: 4 buffers took 3% off batch 1
-// and 8 against 2, and made batch 128, whose 1024 one-warp blocks then take two waves, 3%
-// slower; 3 did not.)
+// one wave blocks wait for each other (docs/performance.md "Decode attention").
 inline DecodeLayout choose_decode_layout(int64_t blocks, int64_t partitions, size_t buffer_bytes,
                                          int64_t sm_count, size_t shared_bytes_optin) {
   partitions = std::max<int64_t>(partitions, 1);

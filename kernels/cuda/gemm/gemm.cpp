@@ -17,10 +17,10 @@
 // flush (in a decode step the weight comes from memory, not from L2) and replayed from a graph
 // behind a short kernel, as a step runs them (cold_timer.h; alone when the linear follows a
 // splitting op, KernelArgs::follows_splitting_op), and keeps the fastest algorithm, and a skinny
-// kernel by skinny_choice.h's rule (behind the short kernel, unless the library is faster by 2 us
-// or 5% of its time, whichever is more; after a splitting op, when 3% faster than the library);
-// kernels/linear_path.h can force a path. The choice is also stored (kernels/measured_choices.h),
-// so a later process on the same device and build takes it without timing.
+// kernel where skinny_choice.h's rule lets it replace the library (its credit behind the short
+// kernel, its margin after a splitting op); kernels/linear_path.h can force a path. The choice is
+// also stored (kernels/measured_choices.h), so a later process on the same device and build takes
+// it without timing.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -190,13 +190,11 @@ void measure_linear_paths(LtPlan& plan, const GemmProblem& problem, const Skinny
   // Timed as a decode step runs them: replayed from a graph, behind a short kernel that the
   // skinny kernels (launched programmatically) overlap and the library's does not; or, after a
   // splitting op, alone: the attention's kernels before it spread over the SMs, and a skinny
-  // kernel's blocks, whose registers take most of an SM, find little room beside them. (At 32
-  // rows the o projection's mma_t2 beat cuBLASLt behind the lead, 6.3 against 7.1 us, and lost
-  // alone, 10.6 against 9.3; run after the attention it made the step 4% slower.) Behind the
-  // lead a skinny kernel slower than the library by less than 2 us or 5% (the larger) is still
-  // taken, for what it overlaps in a step (skinny_choice.h); after a splitting op it must be 3%
-  // faster. An algorithm other than the heuristic's first must beat it by kSkinnyMargin: single
-  // cold runs vary by a few percent.
+  // kernel's blocks, whose registers take most of an SM, find little room beside them
+  // (docs/performance.md "Linear paths after a splitting op"). Behind the lead a skinny kernel
+  // gets skinny_choice.h's credit, for what it overlaps in a step; after a splitting op it must
+  // win by skinny_choice.h's margin. An algorithm other than the heuristic's first must beat it by
+  // kSkinnyMargin: single cold runs vary by a few percent.
   const TimedAfter after =
       problem.follows_splitting_op ? TimedAfter::nothing : TimedAfter::lead_kernel;
   float first_ms = INFINITY;

@@ -7,8 +7,8 @@
 // more than bandwidth).
 //
 // The library's GEMMs (cuBLASLt, at larger batches) do not prefetch: a launch of its own after
-// them, the one way to add it, made a decode step 9% slower at batch 32 on the H100
-// (docs/perf/decode_log.md).
+// them, the one way to add it, cost the step more than the prefetch won (docs/performance.md
+// "L2 weight prefetch").
 #pragma once
 
 #include <cstdint>
@@ -39,9 +39,7 @@ TESSERA_HOST_DEVICE inline L2PrefetchRange l2_prefetch_range(int64_t bytes, int6
 }
 
 // At most this share of L2 is prefetched per GEMM. More is evicted before it is read, by the
-// weight streaming past it: on the H100 (50 MiB) a sixth (8 MiB) made batch 1 and 8 2% faster and a
-// third (16 MiB) gained nothing; a half, in a first version where every block prefetched, made
-// batch 1 5% slower (docs/perf/decode_log.md).
+// weight streaming past it (docs/performance.md "L2 weight prefetch").
 inline constexpr size_t kL2PrefetchShare = 6;
 
 // What to prefetch of `weight` (nullptr: nothing) on `device`: its first bytes, at most

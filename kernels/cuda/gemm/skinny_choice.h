@@ -26,14 +26,10 @@ inline constexpr float kSkinnyMargin = 0.97f;
 // skinny kernel launched programmatically between other programmatic kernels: its first weight
 // loads overlap the kernel before it, its tail the kernel after it, and it asks for the next
 // GEMM's weight into L2, none of which a timing of one launch sees, and none of which cuBLASLt's
-// kernels do. On the H100 (`tessera bench sweep ... --cudagraph-modes full_and_piecewise`,
-// docs/perf/decode_log.md "Skinny kernels credited for what they overlap"):
-//   - the time, 2 us, took 4-9% off the 1B shape's batch 8 and 3.6% off the 8B shape's; a factor
-//     of 1.10 alone did as well on the 1B shape but made the 8B shape's batch 8 7% slower (its
-//     28672-row gate_up at 8 rows: 88.3 us on mma_t1 against 82.5 on cuBLASLt);
-//   - the share, 5%, gives the LM head (180-192 us) to mma_t1/t2/t4 at 8 to 32 rows, 3.5-4.3%
-//     slower alone: 2-3% off the 1B shape's batch 16, 1-4% off 32 and 1.7% off the 8B shape's
-//     batch 32, no step slower (docs/perf/decode_log.md "The LM head on skinny kernels").
+// kernels do. A time, because what the overlap saves is about the same at every kernel boundary
+// whatever the GEMM's size (a factor credited the 8B shape's large GEMMs too much); a share,
+// because long GEMMs (the LM head) a few percent slower alone still ran the step faster
+// (docs/performance.md "The skinny-kernel credit").
 inline constexpr float kSkinnyOverlapCreditMs = 0.002f;
 inline constexpr float kSkinnyOverlapCreditShare = 0.05f;
 

@@ -42,7 +42,8 @@ namespace {
 constexpr int kWarp = GPU_WARP_SIZE;
 constexpr int kMaxSplits = 16;
 // The warps per SM the split-k choice aims for: enough 16-byte loads in flight to cover memory
-// latency at full bandwidth (Little's law: ~3 TB/s x ~1 us over 132 SMs is ~24 KB per SM).
+// latency at full bandwidth (Little's law, worked out in docs/performance.md "Skinny GEMM
+// layout").
 constexpr int kTargetWarpsPerSm = 32;
 
 struct SkinnyArgs {
@@ -549,9 +550,9 @@ bool simt_fits(const SkinnyProblem& problem) {
 
 // Warps of a block along weight rows while the blocks still outnumber the SMs, then warps along
 // k (splits) while the grid stays within the resident warps it aims for and each warp keeps at
-// least two steps. Timed in skinny_gemm_lab (1B shapes, M 8 and 32; docs/perf/decode_log.md):
-// gate_up takes 4 row warps x 2 splits, qkv 1 x 8, o and down 1 x 16, the LM head 8 x 1. (Four
-// steps per warp at least, o 1 x 8, measured slower: 6.24 against 5.77 us at M 8.)
+// least two steps (four measured slower: docs/performance.md "Skinny GEMM layout"). Timed in
+// skinny_gemm_lab (1B shapes, M 8 and 32; docs/perf/decode_log.md): gate_up takes 4 row warps x
+// 2 splits, qkv 1 x 8, o and down 1 x 16, the LM head 8 x 1.
 struct MmaLayout {
   int row_warps = 1;
   int splits = 1;

@@ -125,7 +125,7 @@ struct RunningState {
 // -0 as +0), so each element costs one integer compare: elements arrive in increasing index
 // order, and a later one wins only when strictly greater, which keeps the first maximum and the
 // first NaN. ArgmaxReducer::add, with its NaN and index tests on every element, made a block
-// over a vocabulary row compute-bound (kernel_lab: 20 us for 128 rows of 128256 bf16 logits).
+// over a vocabulary row compute-bound (docs/performance.md "Argmax over a vocabulary row").
 template <>
 struct RunningState<ArgmaxReducer> {
   struct Type {
@@ -223,10 +223,10 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 // ---- Few long rows (the greedy pick's argmax over a vocabulary at small batches): a block per row
-// reads a 128k-entry row at one SM's pace (24 us at batch 1 on the H100, 22 GB/s). Instead each row
-// is split into chunks, a block each, and a warp per row combines the chunks' partial results.
-// Only for max and argmax, whose result does not depend on the order of the combination (a split
-// sum would round differently from the unsplit one).
+// reads a 128k-entry row at one SM's pace (docs/performance.md "Argmax over a vocabulary row").
+// Instead each row is split into chunks, a block each, and a warp per row combines the chunks'
+// partial results. Only for max and argmax, whose result does not depend on the order of the
+// combination (a split sum would round differently from the unsplit one).
 
 constexpr int kChunkThreads = 256;
 
@@ -309,9 +309,8 @@ constexpr int64_t kMinChunkColumns = 4096;
 constexpr int64_t kChunkBlocksPerSm = 2;
 
 // The chunks per row for a split reduction, or 1 where rows are short or a block per row already
-// gives at least every other SM a row: on the H100 128 vocabulary rows took 40 us as 128 blocks
-// and 45 us split in 3 (the combine launch), 1 row 24 us as one block and 8 us split in 32 (f32,
-// before the loads in flight and the integer keys of argmax's RunningState).
+// gives at least every other SM a row: there the combine launch costs more than the split wins
+// (docs/performance.md "Argmax over a vocabulary row").
 int64_t row_chunks(int64_t rows, int64_t cols, Device device) {
   const int64_t sms = device_limits(device.index).sm_count;
   if (2 * rows >= sms || cols < 2 * kMinChunkColumns) return 1;
