@@ -17,7 +17,7 @@ struct ModelFlags {
 
   // True when the model was chosen: --model, a config file, or an engine.model override.
   bool model_given() const;
-  RunConfig load() const;  // the config file, then the overrides
+  EngineConfig load() const;  // the config file, then the overrides
 };
 
 // When args[i] is a model flag, consumes it and its value (advancing i) into `flags` and returns
