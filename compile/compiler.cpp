@@ -12,7 +12,7 @@
 #include "compile/codegen/measured_choice_files.h"
 #include "compile/passes/passes.h"
 #include "compile/piecewise_backend.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {
@@ -100,7 +100,7 @@ std::shared_ptr<CompiledPlan> compile_graph(const Graph& graph, const CompilerOp
   timed("materialize", [&] { materialize_views(*plan); });
   dump(options, "04_materialize.txt", steps_text(*plan));
   timed("follows_splitting", [&] { mark_steps_following_splitting_ops(*plan); });
-  // Only CUDA kernels read the prefetch hint (kernels/cuda/l2_prefetch.cuh).
+  // Only CUDA kernels read the prefetch hint (kernels/cuda/gemm/l2_prefetch.cuh).
   if (device.type == DeviceType::cuda)
     timed("prefetch", [&] { plan_weight_prefetch(*plan, config.pass_config); });
   timed("memory_plan", [&] { plan_memory(*plan); });

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

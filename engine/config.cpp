@@ -9,8 +9,8 @@
 #include <optional>
 #include <type_traits>
 
-#include "kernels/check.h"
 #include "models/input_file.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

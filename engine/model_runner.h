@@ -17,8 +17,8 @@
 #include "engine/engine_config.h"
 #include "engine/model_executor.h"
 #include "kernels/attention_metadata.h"
-#include "kernels/communicator.h"
 #include "models/model.h"
+#include "runtime/communicator.h"
 
 namespace tessera {
 

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "engine/config.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 using namespace tessera;
 using ::testing::AllOf;

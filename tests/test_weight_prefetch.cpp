@@ -13,10 +13,10 @@
 #include "compile/ops/dispatch.h"
 #include "compile/ops/ops.h"
 #include "compile/passes/passes.h"
-#include "kernels/backend.h"
-#include "kernels/cuda/l2_prefetch.h"
-#include "kernels/kernel_registry.h"
+#include "kernels/cuda/gemm/l2_prefetch.h"
 #include "kernels/linear_path.h"
+#include "runtime/backend/backend.h"
+#include "runtime/kernel_registry.h"
 #include "support/compile_options.h"
 #include "support/test_tensors.h"
 

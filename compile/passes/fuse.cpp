@@ -7,7 +7,7 @@
 
 #include "compile/codegen/row_lowering.h"
 #include "compile/passes/passes.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "compile/passes/passes.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "compile/ops/registry.h"
 #include "compile/passes/passes.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

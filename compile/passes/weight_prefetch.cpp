@@ -2,7 +2,7 @@
 // two GEMMs run small kernels (norms, rope, attention) that leave the memory idle. This pass marks
 // each GEMM step with the constant weight of the next GEMM step (Step::prefetch); a skinny GEMM
 // kernel starts pulling the first bytes of that weight into the L2 cache as it ends
-// (kernels/cuda/l2_prefetch.h), so they stream in behind the small kernels and the next GEMM
+// (kernels/cuda/gemm/l2_prefetch.h), so they stream in behind the small kernels and the next GEMM
 // finds them there. Only a hint: a kernel that does not prefetch (the library's) runs as before.
 // The compiler runs it for CUDA plans, after the steps are final (materialize); `tessera
 // explain` shows each step's prefetch.
