@@ -128,7 +128,7 @@ Options parse(int argc, char** argv) {
 // Prefill, then teacher-forced decode steps; one logits row per step.
 std::vector<std::vector<float>> run_steps(ModelRunner& runner, const std::vector<int32_t>& ids,
                                           int64_t prefill) {
-  KVCacheManager blocks(runner.num_kv_blocks(), runner.options().block_size);
+  KVCacheManager blocks(runner.num_kv_blocks(), runner.config().cache.block_size);
   std::vector<std::vector<float>> rows;
   int64_t done = 0;
   while (done < static_cast<int64_t>(ids.size())) {
@@ -161,25 +161,27 @@ void write_outputs(const Options& options, const std::vector<std::vector<float>>
 }
 
 int run(const Options& options) {
-  RunConfig config = load_run_config("", options.overrides);
-  if (!options.device.empty()) config.engine.device = options.device;
-  if (!options.dtype.empty()) config.engine.dtype = options.dtype;
-  if (!options.mode.empty()) config.compilation.mode = options.mode;
-  config.engine.model = options.model;
-  Device device = run_device(config.engine);
-  DType dtype = run_dtype(config.engine, device);
+  // The flags are keys of the config too, applied after -O.
+  std::vector<std::string> overrides = options.overrides;
+  if (!options.device.empty()) overrides.push_back("engine.device=" + options.device);
+  if (!options.dtype.empty()) overrides.push_back("engine.dtype=" + options.dtype);
+  if (!options.mode.empty()) overrides.push_back("compilation.mode=" + options.mode);
+  overrides.push_back("engine.model=" + options.model);
+  EngineConfig config = load_run_config("", overrides);
+  config.scheduler.max_num_batched_tokens =
+      std::max(config.scheduler.max_num_batched_tokens, options.prefill);
+  Device device = run_device(config.model);
+  DType dtype = run_dtype(config.model, device);
   // The RoPE table and KV cache only need to hold this sequence.
-  auto model = load_run_model(config.engine, static_cast<int64_t>(options.ids.size()));
-  RunnerOptions runner_options = make_runner_options(config, *model);
-  runner_options.max_num_batched_tokens =
-      std::max(config.engine.max_num_batched_tokens, options.prefill);
-  ModelRunner runner(model, runner_options);
+  auto model = load_run_model(config, static_cast<int64_t>(options.ids.size()));
+  ModelRunner runner(model, make_runner_config(config, *model));
+  const std::string mode(enum_name(config.compilation.mode));
 
   std::vector<std::vector<float>> rows = run_steps(runner, options.ids, options.prefill);
-  write_outputs(options, rows, model->config().vocab_size, device, dtype, runner_options.mode);
+  write_outputs(options, rows, model->config().vocab_size, device, dtype, mode);
   fmt::print("{}: {} steps x {} logits ({} {} {}, prefill {}) -> {}\n", options.model, rows.size(),
-             model->config().vocab_size, device.str(), dtype_name(dtype), runner_options.mode,
-             options.prefill, options.out);
+             model->config().vocab_size, device.str(), dtype_name(dtype), mode, options.prefill,
+             options.out);
   return 0;
 }
 

@@ -2,12 +2,18 @@
 
 #include <algorithm>
 
+#include "compile/custom_op_config.h"
+
 namespace tessera {
 
-std::string CompilationConfig::resolved_cudagraph_mode(bool gpu,
-                                                       const std::string& run_mode) const {
-  if (!cudagraph_mode.empty()) return cudagraph_mode;
-  return gpu && run_mode == "compiled" ? "full_and_piecewise" : "none";
+CUDAGraphMode CompilationConfig::resolved_cudagraph_mode(bool gpu) const {
+  if (cudagraph_mode) return *cudagraph_mode;
+  return gpu && mode == CompilationMode::compiled ? CUDAGraphMode::full_and_piecewise
+                                                  : CUDAGraphMode::none;
+}
+
+CustomOpConfig CompilationConfig::custom_op_config() const {
+  return CustomOpConfig::parse(custom_ops, custom_ops_default_enabled());
 }
 
 std::vector<int64_t> CompilationConfig::resolved_capture_sizes(

@@ -1,11 +1,48 @@
 // The compilation config (the `compilation:` section of a run's YAML), with vLLM's names.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "compile/config_enum.h"
+
 namespace tessera {
+
+class CustomOpConfig;  // compile/custom_op_config.h
+
+// How the model's forward runs (torch.compile's backends): as called, traced and run node by
+// node, or through the whole compiler.
+enum class CompilationMode { eager, traced, compiled };
+template <>
+struct EnumNames<CompilationMode> {
+  static constexpr std::array values{
+      std::pair{CompilationMode::eager, std::string_view("eager")},
+      std::pair{CompilationMode::traced, std::string_view("traced")},
+      std::pair{CompilationMode::compiled, std::string_view("compiled")}};
+};
+
+// Which device graphs a compiled forward is captured into (vLLM's CUDAGraphMode).
+enum class CUDAGraphMode { none, piecewise, full, full_and_piecewise };
+template <>
+struct EnumNames<CUDAGraphMode> {
+  static constexpr std::array values{
+      std::pair{CUDAGraphMode::none, std::string_view("none")},
+      std::pair{CUDAGraphMode::piecewise, std::string_view("piecewise")},
+      std::pair{CUDAGraphMode::full, std::string_view("full")},
+      std::pair{CUDAGraphMode::full_and_piecewise, std::string_view("full_and_piecewise")}};
+};
+// Each compiled piece captured per size (attention runs between the replays).
+inline bool has_piecewise_graphs(CUDAGraphMode mode) {
+  return mode == CUDAGraphMode::piecewise || mode == CUDAGraphMode::full_and_piecewise;
+}
+// A decode step (forward and LM head) captured whole per decode batch size.
+inline bool has_full_graphs(CUDAGraphMode mode) {
+  return mode == CUDAGraphMode::full || mode == CUDAGraphMode::full_and_piecewise;
+}
 
 struct PassConfig {
   bool enable_fusion = true;            // fuse pointwise chains and row reductions into kernels
@@ -29,13 +66,13 @@ struct PassConfig {
 };
 
 struct CompilationConfig {
-  std::string mode = "compiled";  // eager | traced | compiled
+  CompilationMode mode = CompilationMode::compiled;
   // Entries "all", "none", "+name", "-name"; empty: all in eager mode, none when compiled.
   std::vector<std::string> custom_ops;
   std::vector<std::string> splitting_ops = {"attention"};
-  // none | piecewise | full | full_and_piecewise (graphs need a GPU and compiled mode); empty:
-  // full_and_piecewise on a GPU in compiled mode, none otherwise (resolved_cudagraph_mode).
-  std::string cudagraph_mode;
+  // Graphs need a GPU and compiled mode; unset: full_and_piecewise on a GPU in compiled mode, none
+  // otherwise (resolved_cudagraph_mode).
+  std::optional<CUDAGraphMode> cudagraph_mode;
   std::vector<int64_t> cudagraph_capture_sizes;  // empty: vLLM's default list
   int64_t max_cudagraph_capture_size = 512;
   int64_t cudagraph_num_warmups = 1;
@@ -53,11 +90,12 @@ struct CompilationConfig {
   std::string dump_dir;   // empty: no dumps
   int64_t recompile_limit = 8;
 
-  // cudagraph_mode, with the empty default resolved for a run on `gpu` (or the CPU) in
-  // `run_mode` (eager | traced | compiled).
-  std::string resolved_cudagraph_mode(bool gpu, const std::string& run_mode) const;
+  // cudagraph_mode, with the unset default resolved for a run on `gpu` (or the CPU) in `mode`.
+  CUDAGraphMode resolved_cudagraph_mode(bool gpu) const;
   // True when custom ops default to enabled (eager and traced modes).
-  bool custom_ops_default_enabled() const { return mode != "compiled"; }
+  bool custom_ops_default_enabled() const { return mode != CompilationMode::compiled; }
+  // custom_ops parsed, empty meaning the mode's default; throws naming a bad entry.
+  CustomOpConfig custom_op_config() const;
   // vLLM's default capture sizes (1, 2, 4, then every 8 to 248, then every 16) up to `limit`.
   std::vector<int64_t> resolved_capture_sizes(int64_t max_num_batched_tokens) const;
 };

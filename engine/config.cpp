@@ -2,9 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
+#include <type_traits>
 
 #include "models/input_file.h"
 #include "runtime/check.h"
@@ -15,7 +18,7 @@ namespace {
 // One settable key: how to parse a YAML node into the config, and how to describe it.
 struct Field {
   std::string type;  // for messages: "an integer", "one of: a, b"
-  std::function<void(RunConfig&, const YAML::Node&, const std::string& where)> set;
+  std::function<void(EngineConfig&, const YAML::Node&, const std::string& where)> set;
 };
 
 template <typename T>
@@ -35,34 +38,65 @@ T scalar_as(const YAML::Node& node, const std::string& where, const char* type) 
 
 using Fields = std::map<std::string, Field>;
 
-template <typename Section, typename Value>
-Field make_field(Section RunConfig::*section, Value Section::*member, const char* type,
-                 std::function<void(const Value&, const std::string&)> check = {}) {
-  return Field{type, [=](RunConfig& config, const YAML::Node& node, const std::string& where) {
+// The setting a chain of member pointers from the root names, e.g. <&EngineConfig::scheduler,
+// &SchedulerConfig::max_num_seqs>: how a key maps onto the tree.
+template <auto... Path>
+auto& member(EngineConfig& config) {
+  return (config.*....*Path);
+}
+template <auto... Path>
+using MemberType = std::remove_cvref_t<decltype(member<Path...>(std::declval<EngineConfig&>()))>;
+
+template <typename T>
+using Check = std::function<void(const T&, const std::string& where)>;
+
+template <auto... Path>
+Field scalar(const char* type, Check<MemberType<Path...>> check = {}) {
+  using Value = MemberType<Path...>;
+  return Field{type, [=](EngineConfig& config, const YAML::Node& node, const std::string& where) {
                  Value value = scalar_as<Value>(node, where, type);
                  if (check) check(value, where);
-                 (config.*section).*member = value;
+                 member<Path...>(config) = value;
                }};
 }
 
-template <typename Section>
-Field choice_field(Section RunConfig::*section, std::string Section::*member,
-                   std::vector<std::string> choices) {
+template <typename T>
+struct Unwrapped {
+  using type = T;
+};
+template <typename T>
+struct Unwrapped<std::optional<T>> {
+  using type = T;
+};
+
+// A key whose value is one of an enum's names (compile/config_enum.h).
+template <auto... Path>
+Field choice() {
+  using Enum = typename Unwrapped<MemberType<Path...>>::type;
+  return Field{"one of: " + enum_choices<Enum>(),
+               [](EngineConfig& config, const YAML::Node& node, const std::string& where) {
+                 member<Path...>(config) =
+                     parse_enum<Enum>(scalar_as<std::string>(node, where, "a string"), where);
+               }};
+}
+
+// A string key with a fixed list of values that is no enum of the code (engine.dtype's "auto").
+template <auto... Path>
+Field string_choice(std::vector<std::string> choices) {
   std::string listed = fmt::format("{}", fmt::join(choices, ", "));
   return Field{"one of: " + listed,
-               [=](RunConfig& config, const YAML::Node& node, const std::string& where) {
+               [=](EngineConfig& config, const YAML::Node& node, const std::string& where) {
                  std::string value = scalar_as<std::string>(node, where, "a string");
                  if (std::find(choices.begin(), choices.end(), value) == choices.end())
-                   throw Error(fmt::format("{}: '{}' is not valid; valid choices: {}", where, value,
-                                           listed));
-                 (config.*section).*member = value;
+                   throw_invalid_choice(where, value, listed);
+                 member<Path...>(config) = value;
                }};
 }
 
-template <typename Section, typename Item>
-Field list_field(Section RunConfig::*section, std::vector<Item> Section::*member, const char* type,
-                 std::function<void(const Item&, const std::string&)> check = {}) {
-  return Field{type, [=](RunConfig& config, const YAML::Node& node, const std::string& where) {
+template <auto... Path>
+Field list(const char* type, Check<typename MemberType<Path...>::value_type> check = {}) {
+  using Item = typename MemberType<Path...>::value_type;
+  return Field{type, [=](EngineConfig& config, const YAML::Node& node, const std::string& where) {
                  if (!node.IsSequence() && !(node.IsScalar() && node.Scalar().empty()))
                    throw Error(fmt::format("{}: expected {} such as [a, b]", where, type));
                  std::vector<Item> items;
@@ -71,13 +105,13 @@ Field list_field(Section RunConfig::*section, std::vector<Item> Section::*member
                    if (check) check(item, where);
                    items.push_back(item);
                  }
-                 (config.*section).*member = items;
+                 member<Path...>(config) = items;
                }};
 }
 
 // A check that an integer key lies in [low, high]. Every integer key has an upper bound: sizes
 // multiplied from them (KV blocks x block size x layers x ...) must not overflow.
-std::function<void(const int64_t&, const std::string&)> in_range(int64_t low, int64_t high) {
+Check<int64_t> in_range(int64_t low, int64_t high) {
   return [low, high](const int64_t& value, const std::string& where) {
     if (value < low || value > high)
       throw Error(fmt::format("{}: must be in {}..{}, got {}", where, low, high, value));
@@ -97,94 +131,76 @@ constexpr size_t kMaxConfigBytes = size_t{1} << 20;
 const Fields& fields() {
   static const Fields table = [] {
     using E = EngineConfig;
+    using M = ModelLoadConfig;
+    using K = CacheConfig;
+    using S = SchedulerConfig;
     using C = CompilationConfig;
-    auto engine = &RunConfig::engine;
-    auto compilation = &RunConfig::compilation;
+    using P = PassConfig;
+    constexpr const char* kBool = "true or false";
     Fields f;
-    f["engine.model"] = make_field(engine, &E::model, "a path or synthetic:NAME");
-    f["engine.tokenizer"] = make_field(engine, &E::tokenizer, "a path");
-    f["engine.device"] = make_field(engine, &E::device, "cpu, cuda or cuda:N");
-    f["engine.dtype"] = choice_field(engine, &E::dtype, {"auto", "f32", "bf16", "f16"});
-    f["engine.max_model_len"] = make_field<E, int64_t>(engine, &E::max_model_len, "an integer >= 0",
-                                                       in_range(0, kMaxPositions));
-    f["engine.max_num_batched_tokens"] = make_field<E, int64_t>(
-        engine, &E::max_num_batched_tokens, "a positive integer", in_range(1, kMaxTokens));
-    f["engine.max_num_seqs"] = make_field<E, int64_t>(
-        engine, &E::max_num_seqs, "a positive integer", in_range(1, kMaxSequences));
-    f["engine.block_size"] = make_field<E, int64_t>(engine, &E::block_size, "a positive integer",
-                                                    in_range(1, kMaxBlockSize));
-    f["engine.num_kv_blocks"] = make_field<E, int64_t>(engine, &E::num_kv_blocks, "an integer >= 0",
-                                                       in_range(0, kMaxSlots));
-    f["engine.gpu_memory_utilization"] = make_field<E, double>(
-        engine, &E::gpu_memory_utilization, "a number in (0, 1]",
-        [](const double& v, const std::string& where) {
+    f["engine.model"] = scalar<&E::model, &M::model>("a path or synthetic:NAME");
+    f["engine.tokenizer"] = scalar<&E::model, &M::tokenizer>("a path");
+    f["engine.device"] = scalar<&E::model, &M::device>("cpu, cuda or cuda:N");
+    f["engine.dtype"] = string_choice<&E::model, &M::dtype>({"auto", "f32", "bf16", "f16"});
+    f["engine.max_model_len"] =
+        scalar<&E::model, &M::max_model_len>("an integer >= 0", in_range(0, kMaxPositions));
+    f["engine.max_num_batched_tokens"] = scalar<&E::scheduler, &S::max_num_batched_tokens>(
+        "a positive integer", in_range(1, kMaxTokens));
+    f["engine.max_num_seqs"] =
+        scalar<&E::scheduler, &S::max_num_seqs>("a positive integer", in_range(1, kMaxSequences));
+    f["engine.async_scheduling"] = scalar<&E::scheduler, &S::async_scheduling>(kBool);
+    f["engine.block_size"] =
+        scalar<&E::cache, &K::block_size>("a positive integer", in_range(1, kMaxBlockSize));
+    f["engine.num_kv_blocks"] =
+        scalar<&E::cache, &K::num_kv_blocks>("an integer >= 0", in_range(0, kMaxSlots));
+    f["engine.gpu_memory_utilization"] = scalar<&E::cache, &K::gpu_memory_utilization>(
+        "a number in (0, 1]", [](const double& v, const std::string& where) {
           if (!(v > 0 && v <= 1))
             throw Error(fmt::format("{}: must be in (0, 1], got {}", where, v));
         });
-    f["engine.tensor_parallel_size"] = make_field<E, int64_t>(
-        engine, &E::tensor_parallel_size, "an integer from 1 to 64 (devices from engine.device on)",
-        in_range(1, 64));
-    f["engine.enable_prefix_caching"] =
-        make_field(engine, &E::enable_prefix_caching, "true or false");
-    f["engine.async_scheduling"] = make_field(engine, &E::async_scheduling, "true or false");
-    f["engine.seed"] = make_field(engine, &E::seed, "an integer");
-    f["engine.host"] = make_field(engine, &E::host, "an address");
-    f["engine.port"] = make_field<E, int64_t>(
-        engine, &E::port, "a port number (0: any free port)",
-        [](const int64_t& v, const std::string& where) {
+    f["engine.enable_prefix_caching"] = scalar<&E::cache, &K::enable_prefix_caching>(kBool);
+    f["engine.tensor_parallel_size"] = scalar<&E::parallel, &ParallelConfig::tensor_parallel_size>(
+        "an integer from 1 to 64 (devices from engine.device on)", in_range(1, 64));
+    f["engine.seed"] = scalar<&E::seed>("an integer");
+    f["engine.host"] = scalar<&E::server, &ServerConfig::host>("an address");
+    f["engine.port"] = scalar<&E::server, &ServerConfig::port>(
+        "a port number (0: any free port)", [](const int& v, const std::string& where) {
           if (v < 0 || v > 65535)
             throw Error(fmt::format("{}: must be in 0..65535, got {}", where, v));
         });
-    f["compilation.mode"] = choice_field(compilation, &C::mode, {"eager", "traced", "compiled"});
-    f["compilation.custom_ops"] = list_field(compilation, &C::custom_ops,
-                                             "a list of \"all\", \"none\", \"+name\", \"-name\"");
-    f["compilation.splitting_ops"] =
-        list_field(compilation, &C::splitting_ops, "a list of op names");
-    // Graph modes other than none need a GPU and compiled mode: the model runner says so.
-    f["compilation.cudagraph_mode"] = choice_field(
-        compilation, &C::cudagraph_mode, {"none", "piecewise", "full", "full_and_piecewise"});
-    f["compilation.cudagraph_capture_sizes"] =
-        list_field<C, int64_t>(compilation, &C::cudagraph_capture_sizes,
-                               "a list of positive integers", in_range(1, kMaxTokens));
-    f["compilation.max_cudagraph_capture_size"] = make_field<C, int64_t>(
-        compilation, &C::max_cudagraph_capture_size, "a positive integer", in_range(1, kMaxTokens));
-    f["compilation.cudagraph_num_warmups"] = make_field<C, int64_t>(
-        compilation, &C::cudagraph_num_warmups, "an integer >= 1", in_range(1, 1000));
+    f["compilation.mode"] = choice<&E::compilation, &C::mode>();
+    f["compilation.custom_ops"] =
+        list<&E::compilation, &C::custom_ops>("a list of \"all\", \"none\", \"+name\", \"-name\"");
+    f["compilation.splitting_ops"] = list<&E::compilation, &C::splitting_ops>("a list of op names");
+    // Graph modes other than none need a GPU (the model runner says so) and compiled mode.
+    f["compilation.cudagraph_mode"] = choice<&E::compilation, &C::cudagraph_mode>();
+    f["compilation.cudagraph_capture_sizes"] = list<&E::compilation, &C::cudagraph_capture_sizes>(
+        "a list of positive integers", in_range(1, kMaxTokens));
+    f["compilation.max_cudagraph_capture_size"] =
+        scalar<&E::compilation, &C::max_cudagraph_capture_size>("a positive integer",
+                                                                in_range(1, kMaxTokens));
+    f["compilation.cudagraph_num_warmups"] =
+        scalar<&E::compilation, &C::cudagraph_num_warmups>("an integer >= 1", in_range(1, 1000));
     f["compilation.programmatic_dependent_launch"] =
-        make_field(compilation, &C::programmatic_dependent_launch, "true or false");
+        scalar<&E::compilation, &C::programmatic_dependent_launch>(kBool);
     f["compilation.fuse_greedy_sampling"] =
-        make_field(compilation, &C::fuse_greedy_sampling, "true or false");
+        scalar<&E::compilation, &C::fuse_greedy_sampling>(kBool);
     f["compilation.pass_config.enable_fusion"] =
-        Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
-                c.compilation.pass_config.enable_fusion = scalar_as<bool>(n, w, "true or false");
-              }};
+        scalar<&E::compilation, &C::pass_config, &P::enable_fusion>(kBool);
     f["compilation.pass_config.enable_noop_elimination"] =
-        Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
-                c.compilation.pass_config.enable_noop_elimination =
-                    scalar_as<bool>(n, w, "true or false");
-              }};
+        scalar<&E::compilation, &C::pass_config, &P::enable_noop_elimination>(kBool);
     f["compilation.pass_config.enable_cse"] =
-        Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
-                c.compilation.pass_config.enable_cse = scalar_as<bool>(n, w, "true or false");
-              }};
+        scalar<&E::compilation, &C::pass_config, &P::enable_cse>(kBool);
     f["compilation.pass_config.enable_linear_prologue_fusion"] =
-        Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
-                c.compilation.pass_config.enable_linear_prologue_fusion =
-                    scalar_as<bool>(n, w, "true or false");
-              }};
-    f["compilation.pass_config.enable_weight_prefetch"] = Field{
-        "true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
-          c.compilation.pass_config.enable_weight_prefetch = scalar_as<bool>(n, w, "true or false");
-        }};
+        scalar<&E::compilation, &C::pass_config, &P::enable_linear_prologue_fusion>(kBool);
+    f["compilation.pass_config.enable_weight_prefetch"] =
+        scalar<&E::compilation, &C::pass_config, &P::enable_weight_prefetch>(kBool);
     f["compilation.pass_config.enable_rotary_attention_fusion"] =
-        Field{"true or false", [](RunConfig& c, const YAML::Node& n, const std::string& w) {
-                c.compilation.pass_config.enable_rotary_attention_fusion =
-                    scalar_as<bool>(n, w, "true or false");
-              }};
-    f["compilation.cache_dir"] = make_field(compilation, &C::cache_dir, "a directory");
-    f["compilation.dump_dir"] = make_field(compilation, &C::dump_dir, "a directory");
-    f["compilation.recompile_limit"] = make_field<C, int64_t>(
-        compilation, &C::recompile_limit, "a positive integer", in_range(1, 1 << 16));
+        scalar<&E::compilation, &C::pass_config, &P::enable_rotary_attention_fusion>(kBool);
+    f["compilation.cache_dir"] = scalar<&E::compilation, &C::cache_dir>("a directory");
+    f["compilation.dump_dir"] = scalar<&E::compilation, &C::dump_dir>("a directory");
+    f["compilation.recompile_limit"] =
+        scalar<&E::compilation, &C::recompile_limit>("a positive integer", in_range(1, 1 << 16));
     return f;
   }();
   return table;
@@ -197,7 +213,7 @@ std::string keys_under(const std::string& prefix) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-void set_key(RunConfig& config, const std::string& key, const YAML::Node& value,
+void set_key(EngineConfig& config, const std::string& key, const YAML::Node& value,
              const std::string& origin) {
   auto it = fields().find(key);
   if (it == fields().end()) {
@@ -213,7 +229,7 @@ void set_key(RunConfig& config, const std::string& key, const YAML::Node& value,
 }
 
 // Walks a YAML map, setting leaves by their dotted path (pass_config nests one level further).
-void apply_map(RunConfig& config, const YAML::Node& map, const std::string& prefix,
+void apply_map(EngineConfig& config, const YAML::Node& map, const std::string& prefix,
                const std::string& origin) {
   for (const auto& item : map) {
     if (!item.first.IsScalar())
@@ -242,10 +258,35 @@ void apply_map(RunConfig& config, const YAML::Node& map, const std::string& pref
   }
 }
 
+// The checks that involve more than one key, once every key is set.
+void check_across_keys(const EngineConfig& config) {
+  const CacheConfig& cache = config.cache;
+  TESSERA_REQUIRE(cache.num_kv_blocks <= kMaxSlots / cache.block_size,
+                  "engine.num_kv_blocks {} x engine.block_size {} is more than the {} KV-cache "
+                  "slots the attention metadata can address; lower one of them",
+                  cache.num_kv_blocks, cache.block_size, kMaxSlots);
+  const CompilationConfig defaults;
+  const CompilationConfig& compilation = config.compilation;
+  const std::optional<CUDAGraphMode> graphs = compilation.cudagraph_mode;
+  bool capture_keys_set =
+      !compilation.cudagraph_capture_sizes.empty() ||
+      compilation.max_cudagraph_capture_size != defaults.max_cudagraph_capture_size ||
+      compilation.cudagraph_num_warmups != defaults.cudagraph_num_warmups;
+  TESSERA_REQUIRE(!capture_keys_set || graphs != CUDAGraphMode::none,  // unset may capture
+                  "compilation.cudagraph_capture_sizes, max_cudagraph_capture_size and "
+                  "cudagraph_num_warmups have no effect with compilation.cudagraph_mode=none; "
+                  "set cudagraph_mode=piecewise or remove them");
+  TESSERA_REQUIRE(
+      !graphs || *graphs == CUDAGraphMode::none || compilation.mode == CompilationMode::compiled,
+      "compilation.cudagraph_mode={} captures compiled pieces: it needs "
+      "compilation.mode=compiled, not {}",
+      enum_name(graphs.value_or(CUDAGraphMode::none)), enum_name(compilation.mode));
+}
+
 }  // namespace
 
-RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
-  RunConfig config;
+EngineConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  EngineConfig config;
   if (!path.empty()) {
     TESSERA_REQUIRE(std::filesystem::exists(path), "config file {} does not exist", path);
     const std::string text = read_input_file(path, "config file", kMaxConfigBytes);
@@ -292,21 +333,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
       throw Error(fmt::format("override '{}': {}", override_text, error.what()));
     }
   }
-  const EngineConfig& engine = config.engine;
-  TESSERA_REQUIRE(engine.num_kv_blocks <= kMaxSlots / engine.block_size,
-                  "engine.num_kv_blocks {} x engine.block_size {} is more than the {} KV-cache "
-                  "slots the attention metadata can address; lower one of them",
-                  engine.num_kv_blocks, engine.block_size, kMaxSlots);
-  const CompilationConfig defaults;
-  const CompilationConfig& compilation = config.compilation;
-  bool capture_keys_set =
-      !compilation.cudagraph_capture_sizes.empty() ||
-      compilation.max_cudagraph_capture_size != defaults.max_cudagraph_capture_size ||
-      compilation.cudagraph_num_warmups != defaults.cudagraph_num_warmups;
-  TESSERA_REQUIRE(!capture_keys_set || compilation.cudagraph_mode != "none",  // "" may capture
-                  "compilation.cudagraph_capture_sizes, max_cudagraph_capture_size and "
-                  "cudagraph_num_warmups have no effect with compilation.cudagraph_mode=none; "
-                  "set cudagraph_mode=piecewise or remove them");
+  check_across_keys(config);
   return config;
 }
 

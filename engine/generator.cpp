@@ -21,12 +21,14 @@ GenerationResult generate(ModelExecutor& runner, const Tokenizer& tokenizer,
   TESSERA_REQUIRE(!result.prompt_ids.empty(),
                   "the prompt encodes to no tokens and the tokenizer has no BOS token; give a "
                   "non-empty prompt");
-  EngineOptions options;
-  options.enable_prefix_caching = false;
-  options.max_num_batched_tokens = runner.options().max_num_batched_tokens;
-  options.max_num_seqs = 1;
-  options.async_scheduling = request.async_scheduling;
-  LLMEngine engine(runner, tokenizer, options);
+  // One sequence with the runner's token budget; nothing to share a prefix with.
+  EngineConfig config;
+  config.scheduler = runner.config().scheduler;
+  config.scheduler.max_num_seqs = 1;
+  config.scheduler.async_scheduling =
+      request.async_scheduling.value_or(config.scheduler.async_scheduling);
+  config.cache.enable_prefix_caching = false;
+  LLMEngine engine(runner, tokenizer, config);
   const int64_t max_length = engine.max_model_len();
   const int64_t prompt_length = static_cast<int64_t>(result.prompt_ids.size());
   TESSERA_REQUIRE(prompt_length < max_length,

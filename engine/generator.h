@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,7 @@ struct GenerateRequest {
   SamplingParams sampling;
   // Stop when the model emits one of these instead of the tokenizer's end tokens (when given).
   std::vector<int32_t> stop_token_ids;
-  bool async_scheduling = true;  // engine.async_scheduling
+  std::optional<bool> async_scheduling;  // unset: the runner's engine.async_scheduling
 };
 
 GenerationResult generate(ModelExecutor& runner, const Tokenizer& tokenizer,

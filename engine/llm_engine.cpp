@@ -20,18 +20,23 @@ uint64_t derive_seed(uint64_t seed, uint64_t index) {
   return index == 0 ? seed : mix64(seed ^ mix64(index));
 }
 
-LLMEngine::LLMEngine(ModelExecutor& runner, const Tokenizer& tokenizer, EngineOptions options)
+LLMEngine::LLMEngine(ModelExecutor& runner, const Tokenizer& tokenizer, const EngineConfig& config)
     : runner_(runner),
       tokenizer_(tokenizer),
-      options_(options),
-      max_model_len_(options.max_model_len > 0
-                         ? std::min(options.max_model_len, runner.model().max_positions())
-                         : runner.model().max_positions()),
-      blocks_(runner.num_kv_blocks(), runner.options().block_size, options.enable_prefix_caching),
-      scheduler_(SchedulerLimits{std::min(options.max_num_batched_tokens,
-                                          runner.options().max_num_batched_tokens),
-                                 options.max_num_seqs},
-                 blocks_) {
+      seed_(static_cast<uint64_t>(config.seed)),
+      max_model_len_(runner.model().max_positions()),
+      blocks_(runner.num_kv_blocks(), runner.config().cache.block_size,
+              config.cache.enable_prefix_caching),
+      scheduler_(config.scheduler, blocks_) {
+  // The runner's compiled plans and profiled logits rows are sized for its own budget.
+  const SchedulerConfig& limits = runner.config().scheduler;
+  TESSERA_REQUIRE(config.scheduler.max_num_batched_tokens <= limits.max_num_batched_tokens &&
+                      config.scheduler.max_num_seqs <= limits.max_num_seqs,
+                  "the engine's step budget (engine.max_num_batched_tokens {}, "
+                  "engine.max_num_seqs {}) exceeds the model runner's ({}, {}); build both from "
+                  "one config",
+                  config.scheduler.max_num_batched_tokens, config.scheduler.max_num_seqs,
+                  limits.max_num_batched_tokens, limits.max_num_seqs);
   const int64_t capacity = blocks_.num_blocks() * blocks_.block_size();
   TESSERA_REQUIRE(capacity >= max_model_len_,
                   "the KV cache holds {} tokens ({} blocks of {}), less than one sequence of "
@@ -74,7 +79,7 @@ std::shared_ptr<OutputStream> LLMEngine::add_request(const std::string& id,
   request->prompt_ids = std::move(prompt_ids);
   request->all_ids = request->prompt_ids;
   request->params = params;
-  request->seed = params.seed ? *params.seed : mix64(options_.seed ^ mix64(requests_added_));
+  request->seed = params.seed ? *params.seed : mix64(seed_ ^ mix64(requests_added_));
   ++requests_added_;
   if (!params.ignore_eos) request->stop_ids = tokenizer_.eos_ids();
   request->stop_ids.insert(request->stop_ids.end(), params.stop_token_ids.begin(),
@@ -189,7 +194,7 @@ std::vector<RequestOutput> LLMEngine::step() {
   in_flight_.reset();
   if (!scheduled.empty()) launch(scheduled, previous, outputs);
   if (previous) collect(*previous, outputs);
-  if (in_flight_ && !options_.async_scheduling) {
+  if (in_flight_ && !scheduler_.config().async_scheduling) {
     collect(*in_flight_, outputs);
     in_flight_.reset();
   }

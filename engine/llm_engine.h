@@ -4,7 +4,7 @@
 // strings. Outputs go to each request's OutputStream and back to the caller. Not thread-safe:
 // AsyncEngine (engine/async_engine.h) runs it on its own thread for the server.
 //
-// Asynchronous scheduling (EngineOptions::async_scheduling, vLLM's --async-scheduling): a step
+// Asynchronous scheduling (SchedulerConfig::async_scheduling, vLLM's --async-scheduling): a step
 // is launched before the step before it has reached the host, and then that one is collected.
 // A token still in flight counts for the scheduler as one to compute, and the new step takes it
 // from the old step's draws on the device, so the host schedules, builds inputs and reads
@@ -30,19 +30,11 @@
 
 namespace tessera {
 
-struct EngineOptions {
-  bool enable_prefix_caching = true;
-  int64_t max_num_batched_tokens = 2048;
-  int64_t max_num_seqs = 64;
-  int64_t max_model_len = 0;  // 0: the model's positions
-  uint64_t seed = 0;          // seeds of requests that give none derive from it
-  // Launch a step before the step before it is collected (see LLMEngine).
-  bool async_scheduling = true;
-};
-
 class LLMEngine {
  public:
-  LLMEngine(ModelExecutor& runner, const Tokenizer& tokenizer, EngineOptions options);
+  // Reads config.scheduler (a budget within the runner's), config.cache.enable_prefix_caching
+  // and config.seed; the KV cache's blocks are the runner's, max_model_len the model's positions.
+  LLMEngine(ModelExecutor& runner, const Tokenizer& tokenizer, const EngineConfig& config);
 
   // Throws tessera::Error naming the field when the request cannot run: empty prompt, token ids
   // outside the vocabulary, too long for max_model_len, bad sampling values. Reads only what
@@ -91,7 +83,7 @@ class LLMEngine {
 
   ModelExecutor& runner_;
   const Tokenizer& tokenizer_;
-  EngineOptions options_;
+  uint64_t seed_ = 0;  // seeds of requests that give none derive from it
   int64_t max_model_len_ = 0;
   KVCacheManager blocks_;
   Scheduler scheduler_;

@@ -16,7 +16,7 @@ namespace tessera {
 class CausalLM;
 class CompiledFunction;
 struct CompiledPlan;
-struct RunnerOptions;
+struct RunnerConfig;
 struct SequenceInput;
 
 class ModelExecutor {
@@ -35,7 +35,7 @@ class ModelExecutor {
   virtual Tensor execute_greedy(std::span<const SequenceInput> batch, const Tensor& sampled_ids);
   // The (first rank's) model: its config's vocab_size and max_positions() are the model's.
   virtual const CausalLM& model() const = 0;
-  virtual const RunnerOptions& options() const = 0;
+  virtual const RunnerConfig& config() const = 0;
   // Blocks of the KV cache every rank holds (the scheduler's block count).
   virtual int64_t num_kv_blocks() const = 0;
   virtual size_t kv_cache_bytes() const = 0;  // of one device

@@ -32,132 +32,132 @@ Tensor int_tensor(const std::vector<int32_t>& values, Device device) {
   return Tensor::from_ints(wide, {static_cast<int64_t>(values.size())}, DType::i32, device);
 }
 
+// A compiler callback that keeps the backend it is handed in `slot` (a member of the runner).
+PiecewiseBackendCallback keep_backend_in(std::shared_ptr<PiecewiseBackend>& slot) {
+  return [&slot](std::shared_ptr<PiecewiseBackend> backend) { slot = std::move(backend); };
+}
+
 }  // namespace
 
-ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions options)
-    : model_(std::move(model)), options_(std::move(options)) {
+ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerConfig config,
+                         Communicator* communicator)
+    : model_(std::move(model)),
+      config_(std::move(config)),
+      custom_ops_(config_.compilation.custom_op_config()),
+      communicator_(communicator) {
   // Profiling and capture run forwards: a rank's collectives need its communicator, and the
   // captures record the launches' kind.
-  CommunicatorScope communicator(options_.communicator);
-  ProgrammaticLaunchScope programmatic(options_.compilation.programmatic_dependent_launch);
-  TESSERA_REQUIRE(options_.num_kv_blocks >= 0 && options_.block_size > 0,
-                  "the runner needs num_kv_blocks >= 0 and block_size > 0 (got {}, {})",
-                  options_.num_kv_blocks, options_.block_size);
-  TESSERA_REQUIRE(
-      options_.mode == "eager" || options_.mode == "traced" || options_.mode == "compiled",
-      "compilation mode '{}' is not valid; valid choices: eager, traced, compiled", options_.mode);
-  const bool size_from_memory = options_.num_kv_blocks == 0;
+  CommunicatorScope communicator_scope(communicator_);
+  ProgrammaticLaunchScope programmatic(config_.compilation.programmatic_dependent_launch);
+  const bool size_from_memory = config_.cache.num_kv_blocks == 0;
   TESSERA_REQUIRE(!size_from_memory || !model_->device().is_cpu(),
-                  "the KV cache on the CPU needs engine.num_kv_blocks (run_setup sizes it for one "
-                  "sequence of the model's length)");
-  TESSERA_REQUIRE(!size_from_memory ||
-                      (options_.gpu_memory_utilization > 0 && options_.gpu_memory_utilization <= 1),
-                  "engine.gpu_memory_utilization must be in (0, 1], got {}",
-                  options_.gpu_memory_utilization);
+                  "the KV cache on the CPU needs engine.num_kv_blocks (make_runner_config sizes "
+                  "it for one sequence of the model's length)");
   // Sized from memory, the profile runs against a one-block cache it never touches.
-  allocate_kv_cache(size_from_memory ? 1 : options_.num_kv_blocks);
+  allocate_kv_cache(size_from_memory ? 1 : config_.cache.num_kv_blocks);
+  build_forward();
+  if (config_.compilation.mode == CompilationMode::compiled) build_lm_heads();
+  const CUDAGraphMode graphs =
+      config_.compilation.resolved_cudagraph_mode(!model_->device().is_cpu());
+  require_graph_support(graphs);
+  if (size_from_memory || graphs != CUDAGraphMode::none)
+    profile_and_capture(graphs, size_from_memory);
+}
+
+void ModelRunner::build_forward() {
   // The token count: one symbol shared by input_ids and positions.
   std::vector<DynamicDim> token_dims = {{0, 0}, {1, 0}};
+  const CompilationConfig& compilation = config_.compilation;
   CompileOptions compile;
-  if (options_.mode == "compiled") {
-    CompilerOptions compiler{options_.compilation, options_.max_num_batched_tokens, "forward"};
+  if (compilation.mode == CompilationMode::compiled) {
+    CompilerOptions compiler{compilation, config_.scheduler.max_num_batched_tokens, "forward"};
     compile = compiled_mode_options(
-        compiler, token_dims, options_.custom_ops,
-        [latest = latest_plan_](std::shared_ptr<const CompiledPlan> plan) { *latest = plan; },
-        [latest = latest_backend_](std::shared_ptr<PiecewiseBackend> backend) {
-          *latest = std::move(backend);
-        });
+        compiler, token_dims, custom_ops_,
+        [this](std::shared_ptr<const CompiledPlan> plan) { latest_plan_ = std::move(plan); },
+        keep_backend_in(forward_backend_));
   } else {
-    compile.backend = options_.mode;  // "eager" runs the forward as called, with custom_ops
-    compile.custom_ops = options_.custom_ops;
+    // "eager" runs the forward as called, with custom_ops; "traced" runs its graph node by node.
+    compile.backend = std::string(enum_name(compilation.mode));
+    compile.custom_ops = custom_ops_;
     compile.dynamic_dims = token_dims;
-    compile.recompile_limit = static_cast<int>(options_.compilation.recompile_limit);
+    compile.recompile_limit = static_cast<int>(compilation.recompile_limit);
   }
   compile.input_names = {"input_ids", "positions"};
   auto forward = [model = model_](std::span<const Tensor> inputs) {
     return std::vector<Tensor>{model->forward(inputs[0], inputs[1])};
   };
   compiled_ = std::make_unique<CompiledFunction>(forward, compile);
-  if (options_.mode == "compiled") {
-    // The LM head of up to max_num_seqs rows, in `dtype` (undefined: the model's), compiled; its
-    // backend goes to `backend`. What a decode graph captures after the forward.
-    const int64_t rows = std::min(options_.max_num_seqs, options_.max_num_batched_tokens);
-    auto compiled_head = [&](std::optional<DType> dtype,
-                             std::shared_ptr<std::shared_ptr<PiecewiseBackend>> backend) {
-      CompileOptions head = compiled_mode_options(
-          CompilerOptions{options_.compilation, rows, dtype ? "logits_head" : "greedy_head"},
-          {{0, 0}}, options_.custom_ops, {}, [backend](std::shared_ptr<PiecewiseBackend> compiled) {
-            *backend = std::move(compiled);
-          });
-      head.input_names = {"hidden"};
-      return std::make_unique<CompiledFunction>(
-          [model = model_, dtype](std::span<const Tensor> inputs) {
-            Tensor logits = model->compute_logits(inputs[0]);
-            return std::vector<Tensor>{dtype ? ops::cast(logits, *dtype) : logits};
-          },
-          head);
-    };
-    logits_compiled_ = compiled_head(DType::f32, logits_backend_);
-    // The greedy pick reads the LM head's own dtype where a cast to f32 is exact (its argmax is
-    // then the same), without writing and reading the f32 logits; otherwise it reads those.
-    if (options_.compilation.fuse_greedy_sampling && model_->logits_end_in_gemm())
-      head_compiled_ = compiled_head(std::nullopt, head_backend_);
-  }
-  const std::string graph_mode =
-      options_.compilation.resolved_cudagraph_mode(!model_->device().is_cpu(), options_.mode);
-  TESSERA_REQUIRE(graph_mode == "none" || graph_mode == "piecewise" || graph_mode == "full" ||
-                      graph_mode == "full_and_piecewise",
-                  "compilation.cudagraph_mode={} is not valid; valid choices: none, piecewise, "
-                  "full, full_and_piecewise",
-                  graph_mode);
-  const bool piecewise_graphs = graph_mode == "piecewise" || graph_mode == "full_and_piecewise";
-  const bool full_graphs = graph_mode == "full" || graph_mode == "full_and_piecewise";
-  if (piecewise_graphs || full_graphs) {
-    TESSERA_REQUIRE(!model_->device().is_cpu() && backend(model_->device()).supports_graphs(),
-                    "compilation.cudagraph_mode={} needs a GPU ({} has no graphs); use none",
-                    graph_mode, model_->device().str());
-    TESSERA_REQUIRE(options_.mode == "compiled",
-                    "compilation.cudagraph_mode={} captures compiled pieces: it needs "
-                    "compilation.mode=compiled, not {}",
-                    graph_mode, options_.mode);
-  }
-  if (!size_from_memory && !piecewise_graphs && !full_graphs) return;
+}
+
+void ModelRunner::build_lm_heads() {
+  // The LM head of up to max_num_seqs rows, in `dtype` (none: the model's), compiled; its
+  // backend goes to `backend`. What a decode graph captures after the forward.
+  const int64_t rows =
+      std::min(config_.scheduler.max_num_seqs, config_.scheduler.max_num_batched_tokens);
+  auto compiled_head = [&](std::optional<DType> dtype, std::shared_ptr<PiecewiseBackend>& backend) {
+    CompileOptions head = compiled_mode_options(
+        CompilerOptions{config_.compilation, rows, dtype ? "logits_head" : "greedy_head"}, {{0, 0}},
+        custom_ops_, {}, keep_backend_in(backend));
+    head.input_names = {"hidden"};
+    return std::make_unique<CompiledFunction>(
+        [model = model_, dtype](std::span<const Tensor> inputs) {
+          Tensor logits = model->compute_logits(inputs[0]);
+          return std::vector<Tensor>{dtype ? ops::cast(logits, *dtype) : logits};
+        },
+        head);
+  };
+  logits_compiled_ = compiled_head(DType::f32, logits_backend_);
+  // The greedy pick reads the LM head's own dtype where a cast to f32 is exact (its argmax is
+  // then the same), without writing and reading the f32 logits; otherwise it reads those.
+  if (config_.compilation.fuse_greedy_sampling && model_->logits_end_in_gemm())
+    head_compiled_ = compiled_head(std::nullopt, head_backend_);
+}
+
+void ModelRunner::require_graph_support(CUDAGraphMode graphs) const {
+  if (graphs == CUDAGraphMode::none) return;
+  // compilation.mode=compiled is checked with the config (engine/config.cpp).
+  TESSERA_REQUIRE(!model_->device().is_cpu() && backend(model_->device()).supports_graphs(),
+                  "compilation.cudagraph_mode={} needs a GPU ({} has no graphs); use none",
+                  enum_name(graphs), model_->device().str());
+}
+
+void ModelRunner::profile_and_capture(CUDAGraphMode graphs, bool size_from_memory) {
   const size_t transient_peak = profile_forward();
   // Full graphs hold the KV cache's addresses, so they are captured after it is allocated; the
   // KV cache leaves them kFullGraphBudget.
-  const size_t full_graph_budget = full_graphs ? kFullGraphBudget : 0;
+  const size_t full_graph_budget = has_full_graphs(graphs) ? kFullGraphBudget : 0;
   // Nothing left for the KV cache is an error before the capture, not after it.
   if (size_from_memory) kv_blocks_from_memory(transient_peak, 0, full_graph_budget, false);
-  const size_t piecewise_bytes = piecewise_graphs ? capture_graphs() : 0;
+  const size_t piecewise_bytes = has_piecewise_graphs(graphs) ? capture_graphs() : 0;
   if (size_from_memory) {
     int64_t blocks =
         kv_blocks_from_memory(transient_peak, piecewise_bytes, full_graph_budget, true);
     kv_caches_.clear();
     allocate_kv_cache(blocks);
   }
-  if (full_graphs) capture_decode_graphs();
+  if (has_full_graphs(graphs)) capture_decode_graphs();
 }
 
 void ModelRunner::capture_decode_graphs() {
   std::vector<int64_t> sizes =
-      options_.compilation.resolved_capture_sizes(options_.max_num_batched_tokens);
-  std::erase_if(sizes, [&](int64_t size) { return size > options_.max_num_seqs; });
+      config_.compilation.resolved_capture_sizes(config_.scheduler.max_num_batched_tokens);
+  std::erase_if(sizes, [&](int64_t size) { return size > config_.scheduler.max_num_seqs; });
   TESSERA_REQUIRE(!sizes.empty(),
                   "full CUDA graphs: no capture size is <= engine.max_num_seqs ({})",
-                  options_.max_num_seqs);
+                  config_.scheduler.max_num_seqs);
   TESSERA_CHECK(
-      *latest_backend_ != nullptr && *logits_backend_ != nullptr,
+      forward_backend_ != nullptr && logits_backend_ != nullptr,
       "full graphs need the compiled forward and LM head (profile_forward compiles them)");
   // The greedy graphs' LM head: the model dtype's, or the f32 logits' (logits_end_in_gemm).
   PiecewiseBackend* greedy_head = nullptr;
-  if (options_.compilation.fuse_greedy_sampling)
-    greedy_head = head_compiled_ ? head_backend_->get() : logits_backend_->get();
+  if (config_.compilation.fuse_greedy_sampling)
+    greedy_head = head_compiled_ ? head_backend_.get() : logits_backend_.get();
   const auto start = std::chrono::steady_clock::now();
   decode_graphs_ = std::make_unique<DecodeGraphs>(
       model_->device(), sizes,
-      KVCacheManager::blocks_for(model_->max_positions(), options_.block_size),
-      model_->max_positions(), options_.compilation.cudagraph_num_warmups, **latest_backend_,
-      **logits_backend_, greedy_head, kv_caches_);
+      KVCacheManager::blocks_for(model_->max_positions(), config_.cache.block_size),
+      model_->max_positions(), config_.compilation.cudagraph_num_warmups, *forward_backend_,
+      *logits_backend_, greedy_head, kv_caches_);
   const std::vector<int64_t>& tiers = decode_graphs_->length_tiers();
   spdlog::info(
       "captured {} decode graphs (forward and LM head{}) for batches of [{}] sequences of up to "
@@ -186,7 +186,7 @@ Tensor ModelRunner::compute_greedy_ids(const Tensor& hidden) {
 
 void ModelRunner::allocate_kv_cache(int64_t blocks) {
   const ModelConfig& config = model_->config();
-  Shape cache_shape{blocks, options_.block_size, config.num_kv_heads, config.head_dim};
+  Shape cache_shape{blocks, config_.cache.block_size, config.num_kv_heads, config.head_dim};
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
     kv_caches_.push_back(
         PagedKVCache{Tensor::empty(cache_shape, model_->dtype(), model_->device()),
@@ -196,7 +196,7 @@ void ModelRunner::allocate_kv_cache(int64_t blocks) {
 }
 
 size_t ModelRunner::profile_forward() {
-  const int64_t tokens = options_.max_num_batched_tokens;
+  const int64_t tokens = config_.scheduler.max_num_batched_tokens;
   const Device device = model_->device();
   Allocator& allocator = backend(device).allocator(device.index);
   backend(device).synchronize(device.index);
@@ -216,7 +216,7 @@ size_t ModelRunner::profile_forward() {
     std::vector<Tensor> inputs{int_tensor(zeros, device), int_tensor(zeros, device)};
     ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
     Tensor hidden = (*compiled_)(inputs).at(0);
-    const int64_t rows = std::min(options_.max_num_seqs, tokens);
+    const int64_t rows = std::min(config_.scheduler.max_num_seqs, tokens);
     Tensor last_rows = hidden.slice(0, 0, rows).contiguous();
     Tensor logits = compute_logits(last_rows);
     if (head_compiled_) (void)compute_greedy_ids(last_rows);
@@ -234,9 +234,9 @@ size_t ModelRunner::profile_forward() {
 }
 
 size_t ModelRunner::capture_graphs() {
-  TESSERA_CHECK(*latest_backend_ != nullptr, "the compiled forward has no piecewise backend");
+  TESSERA_CHECK(forward_backend_ != nullptr, "the compiled forward has no piecewise backend");
   std::vector<int64_t> sizes =
-      options_.compilation.resolved_capture_sizes(options_.max_num_batched_tokens);
+      config_.compilation.resolved_capture_sizes(config_.scheduler.max_num_batched_tokens);
   // A progress bar on a terminal; logs alone otherwise.
   const bool terminal = isatty(fileno(stderr)) != 0;
   auto progress = [terminal](size_t done, size_t total) {
@@ -246,9 +246,9 @@ size_t ModelRunner::capture_graphs() {
                std::string(width - filled, ' '), done, total, done == total ? "\n" : "");
   };
   CaptureSummary summary =
-      (*latest_backend_)->capture(sizes, options_.compilation.cudagraph_num_warmups, progress);
+      forward_backend_->capture(sizes, config_.compilation.cudagraph_num_warmups, progress);
   spdlog::info("captured {} graphs ({} pieces) for sizes [{}] in {:.2f} s, {:.3f} GiB",
-               summary.graphs, (*latest_backend_)->pieces().size(), fmt::join(summary.sizes, ", "),
+               summary.graphs, forward_backend_->pieces().size(), fmt::join(summary.sizes, ", "),
                summary.seconds, summary.device_bytes / kGiB);
   return summary.device_bytes;
 }
@@ -261,7 +261,7 @@ int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_b
   Allocator& allocator = gpu.allocator(device.index);
   allocator.empty_cache();  // cached free blocks are free memory for the KV cache
   const auto [total, free] = gpu.memory_info(device.index);
-  const double budget = static_cast<double>(total) * options_.gpu_memory_utilization;
+  const double budget = static_cast<double>(total) * config_.cache.gpu_memory_utilization;
   const size_t placeholder = kv_cache_bytes();  // the profile's one-block cache, freed next
   const size_t used = total - free - placeholder;
   const size_t weights = model_->weight_bytes();
@@ -274,13 +274,13 @@ int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_b
   const ModelConfig& config = model_->config();
   const size_t block_bytes =
       2 * static_cast<size_t>(config.num_layers) *
-      static_cast<size_t>(options_.block_size * config.num_kv_heads * config.head_dim) *
+      static_cast<size_t>(config_.cache.block_size * config.num_kv_heads * config.head_dim) *
       element_size(model_->dtype());
   // Slots (block * block_size + offset) are i32 in the attention metadata.
   const double fitting = left > 0 ? left / static_cast<double>(block_bytes) : 0.0;
-  const int64_t blocks =
-      static_cast<int64_t>(std::min(fitting, static_cast<double>(INT32_MAX / options_.block_size)));
-  const int64_t tokens = blocks * options_.block_size;
+  const int64_t blocks = static_cast<int64_t>(
+      std::min(fitting, static_cast<double>(INT32_MAX / config_.cache.block_size)));
+  const int64_t tokens = blocks * config_.cache.block_size;
   const int64_t one_sequence = model_->max_positions();
   TESSERA_REQUIRE(
       tokens >= one_sequence,
@@ -290,7 +290,7 @@ int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_b
       "raise engine.gpu_memory_utilization, or lower engine.max_model_len or "
       "engine.max_num_batched_tokens, or set engine.num_kv_blocks",
       std::max<int64_t>(tokens, 0), std::max(left, 0.0) / kGiB, total / kGiB,
-      options_.gpu_memory_utilization, weights / kGiB, (arena + transient_peak) / kGiB,
+      config_.cache.gpu_memory_utilization, weights / kGiB, (arena + transient_peak) / kGiB,
       (graph_bytes + graph_budget) / kGiB, other / kGiB, one_sequence);
   if (final) {
     spdlog::info(
@@ -298,9 +298,9 @@ int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_b
         "GiB (arena {:.3f} + transient {:.3f}), CUDA graphs {:.3f} GiB (piecewise, measured) + "
         "{:.3f} GiB (full graphs' budget, captured after), other {:.3f} GiB (context, library "
         "workspaces, other processes)",
-        device.str(), total / kGiB, options_.gpu_memory_utilization, budget / kGiB, weights / kGiB,
-        (arena + transient_peak) / kGiB, arena / kGiB, transient_peak / kGiB, graph_bytes / kGiB,
-        graph_budget / kGiB, other / kGiB);
+        device.str(), total / kGiB, config_.cache.gpu_memory_utilization, budget / kGiB,
+        weights / kGiB, (arena + transient_peak) / kGiB, arena / kGiB, transient_peak / kGiB,
+        graph_bytes / kGiB, graph_budget / kGiB, other / kGiB);
     spdlog::info("KV cache: {:.2f} GiB, {} blocks, {} tokens, {:.1f}x concurrency at {} tokens",
                  static_cast<double>(blocks) * static_cast<double>(block_bytes) / kGiB, blocks,
                  tokens, static_cast<double>(tokens) / static_cast<double>(one_sequence),
@@ -310,7 +310,7 @@ int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_b
 }
 
 std::vector<int64_t> ModelRunner::captured_sizes() const {
-  return *latest_backend_ ? (*latest_backend_)->captured_sizes() : std::vector<int64_t>{};
+  return forward_backend_ ? forward_backend_->captured_sizes() : std::vector<int64_t>{};
 }
 
 size_t ModelRunner::kv_cache_bytes() const {
@@ -328,8 +328,8 @@ std::string ModelRunner::memory_report() const {
       "memory on {}: weights {:.1f} MiB, KV cache {:.1f} MiB ({} blocks of {} tokens), compiled "
       "arena {:.1f} MiB; allocator: in use {:.1f} MiB, peak {:.1f} MiB, reserved {:.1f} MiB",
       device.str(), mib(model_->weight_bytes()), mib(kv_cache_bytes()), num_kv_blocks_,
-      options_.block_size, plan ? mib(plan->memory.arena_bytes) : 0.0, mib(stats.current_bytes),
-      mib(stats.peak_bytes), mib(stats.reserved_bytes));
+      config_.cache.block_size, plan ? mib(plan->memory.arena_bytes) : 0.0,
+      mib(stats.current_bytes), mib(stats.peak_bytes), mib(stats.reserved_bytes));
 }
 
 AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> batch,
@@ -344,7 +344,7 @@ AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> bat
     int64_t count = static_cast<int64_t>(sequence.token_ids.size());
     int64_t seq_len = sequence.start_position + count;
     TESSERA_CHECK(
-        static_cast<int64_t>(sequence.block_table.size()) * options_.block_size >= seq_len,
+        static_cast<int64_t>(sequence.block_table.size()) * config_.cache.block_size >= seq_len,
         "block table of {} blocks cannot hold {} tokens", sequence.block_table.size(), seq_len);
     meta.max_query_len = std::max(meta.max_query_len, count);
     meta.max_seq_len = std::max(meta.max_seq_len, seq_len);
@@ -358,8 +358,8 @@ AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> bat
                                                     : sequence.token_ids[i]);
       positions.push_back(static_cast<int32_t>(position));
       meta.slot_mapping.push_back(static_cast<int32_t>(
-          sequence.block_table[position / options_.block_size] * options_.block_size +
-          position % options_.block_size));
+          sequence.block_table[position / config_.cache.block_size] * config_.cache.block_size +
+          position % config_.cache.block_size));
     }
     meta.query_start_loc.push_back(static_cast<int32_t>(token_ids.size()));
     last_token_rows.push_back(static_cast<int32_t>(token_ids.size() - 1));
@@ -422,9 +422,9 @@ Tensor ModelRunner::execute_greedy(std::span<const SequenceInput> batch,
 
 Tensor ModelRunner::run_step(std::span<const SequenceInput> batch, const Tensor& sampled_ids,
                              bool greedy) {
-  check_batch(batch, *model_, options_.max_num_seqs, sampled_ids);
-  CommunicatorScope communicator(options_.communicator);
-  ProgrammaticLaunchScope programmatic(options_.compilation.programmatic_dependent_launch);
+  check_batch(batch, *model_, config_.scheduler.max_num_seqs, sampled_ids);
+  CommunicatorScope communicator(communicator_);
+  ProgrammaticLaunchScope programmatic(config_.compilation.programmatic_dependent_launch);
   std::vector<int32_t> token_ids, positions, last_token_rows;
   std::optional<ProfileRegion> region(std::in_place, "metadata");
   // A decode-only batch replays a decode graph, padded up to the nearest captured batch.

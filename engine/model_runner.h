@@ -14,6 +14,7 @@
 #include "compile/compiled_function.h"
 #include "compile/compiler.h"
 #include "engine/decode_graphs.h"
+#include "engine/engine_config.h"
 #include "engine/model_executor.h"
 #include "kernels/attention_metadata.h"
 #include "models/model.h"
@@ -21,20 +22,16 @@
 
 namespace tessera {
 
-struct RunnerOptions {
-  std::string mode = "eager";             // eager | traced | compiled
-  CompilationConfig compilation;          // passes, cache and dump settings for `compiled`
-  int64_t max_num_batched_tokens = 2048;  // the largest step; compiled plans are sized for it
-  CustomOpConfig custom_ops;              // which custom ops run as kernels (the rest decompose)
-  int64_t block_size = 16;
-  // The KV cache's size in blocks; 0 on a GPU: sized from gpu_memory_utilization after a profile
-  // forward at max_num_batched_tokens (run_setup fills it on the CPU).
-  int64_t num_kv_blocks = 0;
-  double gpu_memory_utilization = 0.9;  // the share of the GPU's memory this runner may take
-  int64_t max_num_seqs = 64;            // the most logits rows a step computes (profiled)
-  // A tensor-parallel rank's communicator (the runner installs it around its forwards);
-  // nullptr on one device.
-  Communicator* communicator = nullptr;
+// The parts of a run's EngineConfig a runner reads (make_runner_config builds it from the tree).
+struct RunnerConfig {
+  // Mode, custom ops, passes, graphs, cache and dump settings.
+  CompilationConfig compilation;
+  // The largest step: compiled plans are sized for max_num_batched_tokens tokens, the logits
+  // profiled for max_num_seqs rows.
+  SchedulerConfig scheduler;
+  // num_kv_blocks 0 on a GPU: sized from gpu_memory_utilization after a profile forward at
+  // max_num_batched_tokens (make_runner_config fills it on the CPU).
+  CacheConfig cache;
 };
 
 struct SequenceInput {
@@ -48,7 +45,13 @@ struct SequenceInput {
 
 class ModelRunner final : public ModelExecutor {
  public:
-  ModelRunner(std::shared_ptr<const CausalLM> model, RunnerOptions options);
+  // `communicator`: a tensor-parallel rank's (the runner installs it around its forwards);
+  // nullptr on one device.
+  ModelRunner(std::shared_ptr<const CausalLM> model, RunnerConfig config,
+              Communicator* communicator = nullptr);
+  // The compiler's callbacks hold the address of the members they fill.
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
 
   // Logits [num_seqs, vocab] as f32 on the model's device, one row per sequence (its last new
   // token), valid until the next call. Nothing is copied to the host: the sampler asks for ids
@@ -61,8 +64,8 @@ class ModelRunner final : public ModelExecutor {
   Tensor execute_greedy(std::span<const SequenceInput> batch, const Tensor& sampled_ids) override;
 
   const CausalLM& model() const override { return *model_; }
-  const RunnerOptions& options() const override { return options_; }
-  // Blocks in the KV cache (options().num_kv_blocks, or what free memory allowed).
+  const RunnerConfig& config() const override { return config_; }
+  // Blocks in the KV cache (config().cache.num_kv_blocks, or what free memory allowed).
   int64_t num_kv_blocks() const override { return num_kv_blocks_; }
   size_t kv_cache_bytes() const override;
   // Weights, KV cache, the compiled arena, and what the device allocator holds (peak, reserved).
@@ -70,7 +73,7 @@ class ModelRunner final : public ModelExecutor {
   // The forward as a compiled function (backend "eager" in eager mode): its entries, compiles.
   const CompiledFunction* compiled() const override { return compiled_.get(); }
   // The plan of the latest compilation in `compiled` mode (nullptr before the first step).
-  std::shared_ptr<const CompiledPlan> latest_plan() const override { return *latest_plan_; }
+  std::shared_ptr<const CompiledPlan> latest_plan() const override { return latest_plan_; }
   // The token counts captured into CUDA graphs (compilation.cudagraph_mode=piecewise), ascending.
   std::vector<int64_t> captured_sizes() const override;
   // The full decode graphs (compilation.cudagraph_mode full or full_and_piecewise; nullptr
@@ -78,6 +81,17 @@ class ModelRunner final : public ModelExecutor {
   const DecodeGraphs* decode_graphs() const { return decode_graphs_.get(); }
 
  private:
+  // The construction's steps, in order. The forward as a CompiledFunction in the configured mode
+  // (traced and compiled on its first call, not here).
+  void build_forward();
+  // Compiled mode: the LM heads as compiled functions (compiled on their first call too).
+  void build_lm_heads();
+  // Throws, naming the setting, unless the model's device can capture `graphs`.
+  void require_graph_support(CUDAGraphMode graphs) const;
+  // When the KV cache is sized from memory or graphs are captured: profiles a forward, captures
+  // piecewise graphs, sizes and allocates the KV cache, then captures full graphs.
+  void profile_and_capture(CUDAGraphMode graphs, bool size_from_memory);
+
   void allocate_kv_cache(int64_t blocks);
   // One forward at max_num_batched_tokens plus the logits of max_num_seqs rows, caching and
   // attending nothing: compiles the plan; returns the device memory the step needed beyond
@@ -108,24 +122,24 @@ class ModelRunner final : public ModelExecutor {
                                    std::vector<int32_t>& last_token_rows, bool host_only) const;
 
   std::shared_ptr<const CausalLM> model_;
-  RunnerOptions options_;
+  RunnerConfig config_;
+  CustomOpConfig custom_ops_;  // compilation.custom_ops parsed
+  Communicator* communicator_ = nullptr;
   std::vector<PagedKVCache> kv_caches_;
   int64_t num_kv_blocks_ = 0;
   std::unique_ptr<CompiledFunction> compiled_;
-  std::shared_ptr<std::shared_ptr<const CompiledPlan>> latest_plan_ =
-      std::make_shared<std::shared_ptr<const CompiledPlan>>();
-  std::shared_ptr<std::shared_ptr<PiecewiseBackend>> latest_backend_ =
-      std::make_shared<std::shared_ptr<PiecewiseBackend>>();
+  // Compiled mode: the latest plan of the forward and the backend that runs it, as the compiler
+  // hands them back (the callbacks write here).
+  std::shared_ptr<const CompiledPlan> latest_plan_;
+  std::shared_ptr<PiecewiseBackend> forward_backend_;
   // Compiled mode: the LM head and the cast to f32 as a compiled function of the hidden rows
   // (up to max_num_seqs of them), and the backend that runs it.
   std::unique_ptr<CompiledFunction> logits_compiled_;
-  std::shared_ptr<std::shared_ptr<PiecewiseBackend>> logits_backend_ =
-      std::make_shared<std::shared_ptr<PiecewiseBackend>>();
+  std::shared_ptr<PiecewiseBackend> logits_backend_;
   // Compiled mode with compilation.fuse_greedy_sampling: the LM head in the model's dtype (no f32
   // cast), whose rows' argmax is the greedy pick, and its backend; nullptr otherwise.
   std::unique_ptr<CompiledFunction> head_compiled_;
-  std::shared_ptr<std::shared_ptr<PiecewiseBackend>> head_backend_ =
-      std::make_shared<std::shared_ptr<PiecewiseBackend>>();
+  std::shared_ptr<PiecewiseBackend> head_backend_;
   std::unique_ptr<DecodeGraphs> decode_graphs_;  // cudagraph_mode full
 };
 

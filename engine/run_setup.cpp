@@ -17,13 +17,13 @@
 
 namespace tessera {
 
-Device run_device(const EngineConfig& engine) {
-  return parse_device(engine.device);
+Device run_device(const ModelLoadConfig& model) {
+  return parse_device(model.device);
 }
 
-DType run_dtype(const EngineConfig& engine, Device device) {
-  if (engine.dtype == "auto") return device.is_cpu() ? DType::f32 : DType::bf16;
-  return parse_dtype(engine.dtype);
+DType run_dtype(const ModelLoadConfig& model, Device device) {
+  if (model.dtype == "auto") return device.is_cpu() ? DType::f32 : DType::bf16;
+  return parse_dtype(model.dtype);
 }
 
 namespace {
@@ -58,20 +58,20 @@ namespace {
 
 // The positions a run serves (see load_run_model), checked against the model and against the
 // memory of `devices` for the RoPE table.
-int64_t run_positions(const EngineConfig& engine, const ModelConfig& config, int64_t max_positions,
+int64_t run_positions(const ModelLoadConfig& load, const ModelConfig& config, int64_t max_positions,
                       std::span<const Device> devices) {
   const int64_t limit = config.max_position_embeddings;
-  int64_t positions = max_positions > 0          ? max_positions
-                      : engine.max_model_len > 0 ? std::min(engine.max_model_len, limit)
-                                                 : limit;
+  int64_t positions = max_positions > 0        ? max_positions
+                      : load.max_model_len > 0 ? std::min(load.max_model_len, limit)
+                                               : limit;
   TESSERA_REQUIRE(positions <= limit,
                   "{} positions were asked for but {} serves at most max_position_embeddings = {}",
-                  positions, engine.model, limit);
+                  positions, load.model, limit);
   // The RoPE cos/sin table (f32, head_dim per position) is built on the host, then moved.
   const std::optional<int64_t> table_bytes = product({positions, config.head_dim, 4});
   const std::string what =
-      fmt::format("the RoPE table of {} for {} positions ({})", engine.model, positions,
-                  engine.max_model_len > 0 || max_positions > 0
+      fmt::format("the RoPE table of {} for {} positions ({})", load.model, positions,
+                  load.max_model_len > 0 || max_positions > 0
                       ? "engine.max_model_len"
                       : "the model's max_position_embeddings, as engine.max_model_len is unset");
   const std::string fix = "lower engine.max_model_len (--max-model-len)";
@@ -82,16 +82,16 @@ int64_t run_positions(const EngineConfig& engine, const ModelConfig& config, int
 
 }  // namespace
 
-std::shared_ptr<const CausalLM> load_run_model(const EngineConfig& engine, int64_t max_positions) {
-  TESSERA_REQUIRE(engine.tensor_parallel_size == 1,
+std::shared_ptr<const CausalLM> load_run_model(const EngineConfig& config, int64_t max_positions) {
+  TESSERA_REQUIRE(config.parallel.tensor_parallel_size == 1,
                   "this command runs one device; engine.tensor_parallel_size must be 1, got {}",
-                  engine.tensor_parallel_size);
-  return load_run_models(engine, max_positions).front();
+                  config.parallel.tensor_parallel_size);
+  return load_run_models(config, max_positions).front();
 }
 
-std::vector<Device> run_devices(const EngineConfig& engine) {
-  const Device first = run_device(engine);
-  const int64_t ranks = engine.tensor_parallel_size;
+std::vector<Device> run_devices(const EngineConfig& config) {
+  const Device first = run_device(config.model);
+  const int64_t ranks = config.parallel.tensor_parallel_size;
   if (first.is_cpu()) return std::vector<Device>(static_cast<size_t>(ranks), kCPU);
   const int count = backend(first).device_count();
   TESSERA_REQUIRE(first.index + ranks <= count,
@@ -103,41 +103,41 @@ std::vector<Device> run_devices(const EngineConfig& engine) {
   return devices;
 }
 
-std::vector<std::shared_ptr<const CausalLM>> load_run_models(const EngineConfig& engine,
+std::vector<std::shared_ptr<const CausalLM>> load_run_models(const EngineConfig& config,
                                                              int64_t max_positions) {
-  const std::vector<Device> devices = run_devices(engine);
-  const DType dtype = run_dtype(engine, devices.front());
+  const ModelLoadConfig& load = config.model;
+  const std::vector<Device> devices = run_devices(config);
+  const DType dtype = run_dtype(load, devices.front());
   const int ranks = static_cast<int>(devices.size());
   if (ranks == 1) {
-    ModelWeights weights = load_model(engine.model, LoadOptions{dtype, devices.front()});
-    const int64_t positions = run_positions(engine, weights.config, max_positions, devices);
+    ModelWeights weights = load_model(load.model, LoadOptions{dtype, devices.front()});
+    const int64_t positions = run_positions(load, weights.config, max_positions, devices);
     return {create_model(std::move(weights), positions)};
   }
   // The whole model is read to the host once, then each rank's shard goes to its device.
-  const ModelWeights full = load_model(engine.model, LoadOptions{dtype, kCPU});
+  const ModelWeights full = load_model(load.model, LoadOptions{dtype, kCPU});
   check_tensor_parallel(full.config, ranks);
-  const int64_t positions = run_positions(engine, full.config, max_positions, devices);
+  const int64_t positions = run_positions(load, full.config, max_positions, devices);
   std::vector<std::shared_ptr<const CausalLM>> models;
   for (int r = 0; r < ranks; ++r) {
     models.push_back(create_model(
         shard_weights(full, TensorParallel{r, ranks}, devices[static_cast<size_t>(r)]), positions));
   }
   spdlog::info("tensor parallel: {} sharded over {} ranks ({:.1f} MiB of weights on each)",
-               engine.model, ranks,
-               static_cast<double>(models.front()->weight_bytes()) / 1048576.0);
+               load.model, ranks, static_cast<double>(models.front()->weight_bytes()) / 1048576.0);
   return models;
 }
 
 std::unique_ptr<ModelExecutor> make_model_executor(
-    std::vector<std::shared_ptr<const CausalLM>> models, RunnerOptions options) {
+    std::vector<std::shared_ptr<const CausalLM>> models, const RunnerConfig& config) {
   TESSERA_CHECK(!models.empty(), "no model to run");
-  if (models.size() == 1) return std::make_unique<ModelRunner>(models.front(), std::move(options));
-  return std::make_unique<TensorParallelRunner>(std::move(models), std::move(options));
+  if (models.size() == 1) return std::make_unique<ModelRunner>(models.front(), config);
+  return std::make_unique<TensorParallelRunner>(std::move(models), config);
 }
 
-std::unique_ptr<Tokenizer> load_run_tokenizer(const EngineConfig& engine) {
-  const std::string model = resolve_model_path(engine.model);
-  if (!engine.tokenizer.empty()) return load_tokenizer(engine.tokenizer);
+std::unique_ptr<Tokenizer> load_run_tokenizer(const ModelLoadConfig& load) {
+  const std::string model = resolve_model_path(load.model);
+  if (!load.tokenizer.empty()) return load_tokenizer(load.tokenizer);
   if (model.starts_with("synthetic:")) return make_byte_tokenizer();
   std::filesystem::path path(model);
   std::error_code error;
@@ -149,85 +149,76 @@ std::unique_ptr<Tokenizer> load_run_tokenizer(const EngineConfig& engine) {
                   model));
 }
 
-RunnerOptions make_serving_runner_options(const RunConfig& config, const CausalLM& model) {
-  RunnerOptions options = make_runner_options(config, model);
-  if (config.engine.num_kv_blocks > 0 || !run_device(config.engine).is_cpu()) return options;
+RunnerConfig make_serving_runner_config(const EngineConfig& config, const CausalLM& model) {
+  RunnerConfig runner = make_runner_config(config, model);
+  if (config.cache.num_kv_blocks > 0 || !run_device(config.model).is_cpu()) return runner;
+  CacheConfig& cache = runner.cache;
   const ModelConfig& c = model.config();
   const size_t bytes_per_block = 2 * static_cast<size_t>(c.num_layers) *
                                  static_cast<size_t>(c.num_kv_heads) *
                                  static_cast<size_t>(c.head_dim) * element_size(model.dtype()) *
-                                 static_cast<size_t>(options.block_size);
-  const int64_t per_sequence =
-      KVCacheManager::blocks_for(model.max_positions(), options.block_size);
+                                 static_cast<size_t>(cache.block_size);
+  const int64_t per_sequence = KVCacheManager::blocks_for(model.max_positions(), cache.block_size);
   const int64_t affordable =
       static_cast<int64_t>(cpu_kv_cache_bytes / std::max<size_t>(bytes_per_block, 1));
-  options.num_kv_blocks =
-      std::max(per_sequence, std::min(per_sequence * options.max_num_seqs, affordable));
+  const int64_t max_num_seqs = runner.scheduler.max_num_seqs;
+  cache.num_kv_blocks = std::max(per_sequence, std::min(per_sequence * max_num_seqs, affordable));
   spdlog::info(
       "KV cache: {} blocks of {} tokens ({} tokens, {:.1f} MiB; up to "
       "engine.max_num_seqs = {} sequences of {} tokens within {} GiB on the CPU)",
-      options.num_kv_blocks, options.block_size, options.num_kv_blocks * options.block_size,
-      static_cast<double>(bytes_per_block) * static_cast<double>(options.num_kv_blocks) / 1048576.0,
-      options.max_num_seqs, model.max_positions(), cpu_kv_cache_bytes >> 30);
-  check_run_memory(options, model);
-  return options;
+      cache.num_kv_blocks, cache.block_size, cache.num_kv_blocks * cache.block_size,
+      static_cast<double>(bytes_per_block) * static_cast<double>(cache.num_kv_blocks) / 1048576.0,
+      max_num_seqs, model.max_positions(), cpu_kv_cache_bytes >> 30);
+  check_run_memory(runner, model);
+  return runner;
 }
 
-void check_run_memory(const RunnerOptions& options, const CausalLM& model) {
+void check_run_memory(const RunnerConfig& runner, const CausalLM& model) {
   const ModelConfig& config = model.config();
   const auto element = static_cast<int64_t>(element_size(model.dtype()));
   const Device device = model.device();
-  if (options.num_kv_blocks > 0) {
-    require_fits(product({2, config.num_layers, options.num_kv_blocks, options.block_size,
-                          config.num_kv_heads, config.head_dim, element}),
-                 device,
-                 fmt::format("a KV cache of {} blocks of {} tokens", options.num_kv_blocks,
-                             options.block_size),
-                 "lower engine.num_kv_blocks or engine.block_size");
+  const CacheConfig& cache = runner.cache;
+  if (cache.num_kv_blocks > 0) {
+    require_fits(
+        product({2, config.num_layers, cache.num_kv_blocks, cache.block_size, config.num_kv_heads,
+                 config.head_dim, element}),
+        device,
+        fmt::format("a KV cache of {} blocks of {} tokens", cache.num_kv_blocks, cache.block_size),
+        "lower engine.num_kv_blocks or engine.block_size");
   }
   // Lower bounds of what one forward at the token budget holds: the MLP's gate and up outputs,
   // and the logits of up to max_num_seqs rows.
-  require_fits(product({options.max_num_batched_tokens, 2, config.intermediate_size, element}),
-               device,
+  const SchedulerConfig& step = runner.scheduler;
+  require_fits(product({step.max_num_batched_tokens, 2, config.intermediate_size, element}), device,
                fmt::format("a forward of {} tokens (engine.max_num_batched_tokens)",
-                           options.max_num_batched_tokens),
+                           step.max_num_batched_tokens),
                "lower engine.max_num_batched_tokens");
-  const int64_t rows = std::min(options.max_num_seqs, options.max_num_batched_tokens);
+  const int64_t rows = std::min(step.max_num_seqs, step.max_num_batched_tokens);
   require_fits(product({rows, config.vocab_size, 4}), device,
                fmt::format("the logits of {} sequences (engine.max_num_seqs)", rows),
                "lower engine.max_num_seqs");
 }
 
-RunnerOptions with_kv_blocks_for(RunnerOptions options, int64_t max_positions) {
-  if (options.num_kv_blocks == 0)
-    options.num_kv_blocks = KVCacheManager::blocks_for(max_positions, options.block_size);
-  return options;
+RunnerConfig with_kv_blocks_for(RunnerConfig config, int64_t max_positions) {
+  CacheConfig& cache = config.cache;
+  if (cache.num_kv_blocks == 0)
+    cache.num_kv_blocks = KVCacheManager::blocks_for(max_positions, cache.block_size);
+  return config;
 }
 
-RunnerOptions make_runner_options(const RunConfig& config, const CausalLM& model) {
-  const int64_t max_positions = model.max_positions();
-  RunnerOptions options;
-  options.mode = config.compilation.mode;
-  options.compilation = config.compilation;
-  options.custom_ops = CustomOpConfig::parse(config.compilation.custom_ops,
-                                             config.compilation.custom_ops_default_enabled());
-  options.max_num_batched_tokens = config.engine.max_num_batched_tokens;
-  options.block_size = config.engine.block_size;
-  options.num_kv_blocks = config.engine.num_kv_blocks;
-  options.gpu_memory_utilization = config.engine.gpu_memory_utilization;
-  options.max_num_seqs = config.engine.max_num_seqs;
-  if (options.num_kv_blocks > 0) {
+RunnerConfig make_runner_config(const EngineConfig& config, const CausalLM& model) {
+  RunnerConfig runner{config.compilation, config.scheduler, config.cache};
+  const CacheConfig& cache = runner.cache;
+  if (cache.num_kv_blocks > 0) {
     spdlog::info("KV cache: {} blocks of {} tokens (engine.num_kv_blocks; {} tokens)",
-                 options.num_kv_blocks, options.block_size,
-                 options.num_kv_blocks * options.block_size);
-  } else if (run_device(config.engine).is_cpu()) {
-    options = with_kv_blocks_for(options, max_positions);
+                 cache.num_kv_blocks, cache.block_size, cache.num_kv_blocks * cache.block_size);
+  } else if (run_device(config.model).is_cpu()) {
+    runner = with_kv_blocks_for(runner, model.max_positions());
     spdlog::info("KV cache: {} blocks of {} tokens (one sequence of the model's length; {} tokens)",
-                 options.num_kv_blocks, options.block_size,
-                 options.num_kv_blocks * options.block_size);
+                 cache.num_kv_blocks, cache.block_size, cache.num_kv_blocks * cache.block_size);
   }  // else the runner sizes it from engine.gpu_memory_utilization after profiling
-  check_run_memory(options, model);
-  return options;
+  check_run_memory(runner, model);
+  return runner;
 }
 
 }  // namespace tessera

@@ -6,9 +6,9 @@
 
 namespace tessera {
 
-Scheduler::Scheduler(SchedulerLimits limits, KVCacheManager& blocks)
-    : limits_(limits), blocks_(blocks) {
-  TESSERA_CHECK(limits_.max_num_batched_tokens > 0 && limits_.max_num_seqs > 0);
+Scheduler::Scheduler(const SchedulerConfig& config, KVCacheManager& blocks)
+    : config_(config), blocks_(blocks) {
+  TESSERA_CHECK(config_.max_num_batched_tokens > 0 && config_.max_num_seqs > 0);
 }
 
 void Scheduler::add(Request* request) {
@@ -28,7 +28,7 @@ void Scheduler::preempt(Request* request, SchedulerOutput& output) {
 
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput output;
-  int64_t budget = limits_.max_num_batched_tokens;
+  int64_t budget = config_.max_num_batched_tokens;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* request = running_[i];
     if (request->num_tokens_with_pending() >= request->max_total_tokens) {
@@ -56,7 +56,7 @@ SchedulerOutput Scheduler::schedule() {
   }
   // Admit waiting requests only when nothing had to make room this step.
   while (output.preempted.empty() && !waiting_.empty() && budget > 0 &&
-         static_cast<int64_t>(running_.size()) < limits_.max_num_seqs) {
+         static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
     Request* request = waiting_.front();
     // Preempted with a token in flight: it is recomputed once that token is on the host.
     if (request->num_pending_tokens > 0) break;
@@ -74,7 +74,7 @@ SchedulerOutput Scheduler::schedule() {
     output.scheduled.push_back({request, count});
     budget -= count;
   }
-  output.num_batched_tokens = limits_.max_num_batched_tokens - budget;
+  output.num_batched_tokens = config_.max_num_batched_tokens - budget;
   return output;
 }
 

@@ -12,15 +12,11 @@
 #include <deque>
 #include <vector>
 
+#include "engine/engine_config.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/request.h"
 
 namespace tessera {
-
-struct SchedulerLimits {
-  int64_t max_num_batched_tokens = 2048;
-  int64_t max_num_seqs = 64;
-};
 
 struct ScheduledRequest {
   Request* request = nullptr;
@@ -36,7 +32,7 @@ struct SchedulerOutput {
 
 class Scheduler {
  public:
-  Scheduler(SchedulerLimits limits, KVCacheManager& blocks);
+  Scheduler(const SchedulerConfig& config, KVCacheManager& blocks);
 
   void add(Request* request);  // at the back of the waiting queue
   // Picks this step's requests and gives each the blocks its new tokens need.
@@ -46,12 +42,12 @@ class Scheduler {
 
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
-  const SchedulerLimits& limits() const { return limits_; }
+  const SchedulerConfig& config() const { return config_; }
 
  private:
   void preempt(Request* request, SchedulerOutput& output);
 
-  SchedulerLimits limits_;
+  SchedulerConfig config_;
   KVCacheManager& blocks_;
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;  // in order of admission

@@ -10,7 +10,7 @@
 namespace tessera {
 
 TensorParallelRunner::TensorParallelRunner(std::vector<std::shared_ptr<const CausalLM>> rank_models,
-                                           RunnerOptions options) {
+                                           const RunnerConfig& config) {
   const int ranks = static_cast<int>(rank_models.size());
   TESSERA_CHECK(ranks >= 2, "tensor parallelism over {} ranks", ranks);
   std::vector<int> devices;
@@ -28,10 +28,9 @@ TensorParallelRunner::TensorParallelRunner(std::vector<std::shared_ptr<const Cau
   for (int r = 1; r < ranks; ++r) workers_.emplace_back([this, r] { worker_loop(r); });
   try {
     on_every_rank([&](int r) {
-      RunnerOptions rank_options = options;
-      rank_options.communicator = communicators_[static_cast<size_t>(r)].get();
       runners_[static_cast<size_t>(r)] =
-          std::make_unique<ModelRunner>(rank_models[static_cast<size_t>(r)], rank_options);
+          std::make_unique<ModelRunner>(rank_models[static_cast<size_t>(r)], config,
+                                        communicators_[static_cast<size_t>(r)].get());
     });
   } catch (...) {
     stop_workers();
@@ -148,7 +147,7 @@ Tensor TensorParallelRunner::execute_greedy(std::span<const SequenceInput> batch
 Tensor TensorParallelRunner::run_step(std::span<const SequenceInput> batch,
                                       const Tensor& sampled_ids, bool greedy) {
   // A bad batch is refused here, before any rank starts a collective, so the group stays usable.
-  check_batch(batch, model(), options().max_num_seqs, sampled_ids);
+  check_batch(batch, model(), config().scheduler.max_num_seqs, sampled_ids);
   // Draws named by row are read to the host here, the ranks then run on host ids: every rank
   // needs them, and they live on the first device only. (So the ranks wait for the step before.)
   std::vector<SequenceInput> resolved(batch.begin(), batch.end());

@@ -31,7 +31,7 @@ class TensorParallelRunner final : public ModelExecutor {
   // block count is the smallest any rank could hold. A rank's failure aborts the group and is
   // rethrown here.
   TensorParallelRunner(std::vector<std::shared_ptr<const CausalLM>> rank_models,
-                       RunnerOptions options);
+                       const RunnerConfig& config);
   ~TensorParallelRunner() override;
 
   using ModelExecutor::execute;
@@ -41,7 +41,7 @@ class TensorParallelRunner final : public ModelExecutor {
   Tensor execute_greedy(std::span<const SequenceInput> batch, const Tensor& sampled_ids) override;
 
   const CausalLM& model() const override { return runners_.front()->model(); }
-  const RunnerOptions& options() const override { return runners_.front()->options(); }
+  const RunnerConfig& config() const override { return runners_.front()->config(); }
   int64_t num_kv_blocks() const override { return num_kv_blocks_; }
   size_t kv_cache_bytes() const override { return runners_.front()->kv_cache_bytes(); }
   std::string memory_report() const override;

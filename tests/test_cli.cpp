@@ -90,13 +90,13 @@ TEST(Cli, ModelFlagsBecomeConfigOverridesInOrder) {
   EXPECT_TRUE(parse_all({"-m", "x.gguf"}).model_given());
   EXPECT_EQ(parse_all({"--config", "a.yaml"}).config_path, "a.yaml");
 
-  RunConfig config = parse_all({"-m", "synthetic:qwen2-tiny", "--tokenizer", "t.json", "--mode",
-                                "traced", "-O", "engine.block_size=8"})
-                         .load();
-  EXPECT_EQ(config.engine.model, "synthetic:qwen2-tiny");
-  EXPECT_EQ(config.engine.tokenizer, "t.json");
-  EXPECT_EQ(config.compilation.mode, "traced");
-  EXPECT_EQ(config.engine.block_size, 8);
+  EngineConfig config = parse_all({"-m", "synthetic:qwen2-tiny", "--tokenizer", "t.json", "--mode",
+                                   "traced", "-O", "engine.block_size=8"})
+                            .load();
+  EXPECT_EQ(config.model.model, "synthetic:qwen2-tiny");
+  EXPECT_EQ(config.model.tokenizer, "t.json");
+  EXPECT_EQ(config.compilation.mode, CompilationMode::traced);
+  EXPECT_EQ(config.cache.block_size, 8);
 }
 
 TEST(Cli, OtherArgumentsAreLeftAndMissingValuesAreUsageErrors) {

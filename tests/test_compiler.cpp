@@ -83,13 +83,13 @@ TEST(Compiler, ChainedReductionsInOneRowKernelMatchEager) {
 TEST(Compiler, LlamaCompiledEqualsEagerForManyTokenCounts) {
   auto model =
       std::shared_ptr<const CausalLM>(create_model(load_model("synthetic:qwen3-tiny", {}), 256));
-  RunnerOptions eager_options;
+  RunnerConfig eager_options = runner_config(CompilationMode::eager);
   ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
-  RunnerOptions compiled_options;
-  compiled_options.mode = "compiled";
+  RunnerConfig compiled_options;
+  compiled_options.compilation.mode = CompilationMode::compiled;
   compiled_options.compilation.cache_dir = fresh_temp_dir("cache_llama");
-  compiled_options.max_num_batched_tokens = 64;
-  compiled_options.custom_ops = CustomOpConfig::parse({"none"}, false);  // everything fuses
+  compiled_options.scheduler.max_num_batched_tokens = 64;
+  compiled_options.compilation.custom_ops = {"none"};  // everything fuses
   ModelRunner compiled(model, with_kv_blocks_for(compiled_options, model->max_positions()));
   for (int64_t tokens = 1; tokens <= 64; ++tokens) {
     std::vector<int32_t> ids;
@@ -114,10 +114,9 @@ TEST(Compiler, Stories260KTextIsIdenticalInEveryModeAndExplainShowsThePieces) {
   std::map<std::string, std::string> texts;
   std::shared_ptr<const CompiledPlan> plan;
   for (const char* mode : {"eager", "traced", "compiled"}) {
-    RunnerOptions options;
-    options.mode = mode;
+    RunnerConfig options;  // the mode's default custom ops
+    options.compilation.mode = parse_enum<CompilationMode>(mode, "mode");
     options.compilation.cache_dir = cache;
-    options.custom_ops = CustomOpConfig::parse({}, std::string(mode) != "compiled");
     ModelRunner runner(model, with_kv_blocks_for(options, model->max_positions()));
     GenerateRequest request;
     request.sampling.temperature = 0;

@@ -615,13 +615,13 @@ TEST(GpuCompiledMode, LlamaForwardEqualsEager) {
     SCOPED_TRACE(dtype_name(dtype));
     auto model = std::shared_ptr<const CausalLM>(
         create_model(load_model("synthetic:qwen3-tiny", {dtype, gpu}), 256));
-    RunnerOptions eager_options;
+    RunnerConfig eager_options = runner_config(CompilationMode::eager);
     ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
-    RunnerOptions compiled_options;
-    compiled_options.mode = "compiled";
+    RunnerConfig compiled_options;
+    compiled_options.compilation.mode = CompilationMode::compiled;
     compiled_options.compilation.cache_dir = fresh_temp_dir("cuda_cache_gpu_llama");
-    compiled_options.max_num_batched_tokens = 64;
-    compiled_options.custom_ops = custom_ops_off();  // everything fuses
+    compiled_options.scheduler.max_num_batched_tokens = 64;
+    compiled_options.compilation.custom_ops = {"none"};  // everything fuses
     ModelRunner compiled(model, with_kv_blocks_for(compiled_options, model->max_positions()));
     for (int64_t tokens : {1, 7, 64}) {
       std::vector<int32_t> ids;

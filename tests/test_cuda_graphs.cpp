@@ -29,12 +29,11 @@ namespace {
 
 const std::string kStories = std::string(TESSERA_SHARED_DIR) + "/models/stories260K";
 
-RunnerOptions compiled_runner(const std::string& graph_mode, const std::string& cache) {
-  RunnerOptions options;
-  options.mode = "compiled";
-  options.max_num_batched_tokens = 64;
+RunnerConfig compiled_runner(const std::string& graph_mode, const std::string& cache) {
+  RunnerConfig options = runner_config(CompilationMode::compiled);
+  options.scheduler.max_num_batched_tokens = 64;
   options.compilation.cache_dir = cache;
-  options.compilation.cudagraph_mode = graph_mode;
+  options.compilation.cudagraph_mode = parse_enum<CUDAGraphMode>(graph_mode, "cudagraph_mode");
   options.compilation.cudagraph_capture_sizes = {1, 2, 4, 8, 16, 32};
   return options;
 }
@@ -46,7 +45,7 @@ std::shared_ptr<const CausalLM> stories(Device device) {
 
 // The error a runner's construction throws ("" when it does not).
 std::string runner_error(const std::shared_ptr<const CausalLM>& model,
-                         const RunnerOptions& options) {
+                         const RunnerConfig& options) {
   try {
     ModelRunner runner(model, options);
   } catch (const Error& error) {
@@ -64,7 +63,7 @@ double rows_relative_error(const std::vector<float>& got, const std::vector<floa
 
 TEST(CudaGraphs, PiecewiseOnTheCpuIsAClearError) {
   auto model = stories(kCPU);
-  RunnerOptions options =
+  RunnerConfig options =
       with_kv_blocks_for(compiled_runner("piecewise", fresh_temp_dir("g")), model->max_positions());
   EXPECT_THAT(runner_error(model, options),
               HasSubstr("compilation.cudagraph_mode=piecewise needs a GPU"));
@@ -72,7 +71,8 @@ TEST(CudaGraphs, PiecewiseOnTheCpuIsAClearError) {
 
 TEST(KvCacheSizing, TheCpuNeedsItsBlocksGiven) {
   auto model = stories(kCPU);
-  RunnerOptions options;  // num_kv_blocks 0: sized from GPU memory, which the CPU has not
+  // num_kv_blocks 0: sized from GPU memory, which the CPU has not
+  RunnerConfig options = runner_config(CompilationMode::eager);
   EXPECT_THAT(runner_error(model, options), HasSubstr("engine.num_kv_blocks"));
 }
 
@@ -81,8 +81,8 @@ TEST(GpuKvCacheSizing, BlocksComeFromFreeMemoryAndTooLittleIsAClearError) {
   if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
   auto model = stories(gpu);
   auto [total, free] = backend(gpu).memory_info(gpu.index);
-  RunnerOptions options = compiled_runner("piecewise", fresh_temp_dir("graphs_sizing"));
-  options.gpu_memory_utilization = 0.25;
+  RunnerConfig options = compiled_runner("piecewise", fresh_temp_dir("graphs_sizing"));
+  options.cache.gpu_memory_utilization = 0.25;
   {
     ModelRunner runner(model, options);
     const double kv_bytes = static_cast<double>(runner.kv_cache_bytes());
@@ -91,7 +91,7 @@ TEST(GpuKvCacheSizing, BlocksComeFromFreeMemoryAndTooLittleIsAClearError) {
     std::vector<int32_t> ids{1, 2, 3, 4, 5};
     EXPECT_EQ(logits_by_chunks(runner, ids, {5}).size(), 1u);  // the cache it sized works
   }
-  options.gpu_memory_utilization = 1e-6;
+  options.cache.gpu_memory_utilization = 1e-6;
   EXPECT_THAT(runner_error(model, options), HasSubstr("raise engine.gpu_memory_utilization"));
 }
 
@@ -104,7 +104,8 @@ TEST(GpuCudaGraphs, ReplaysMatchTheCompiledForwardAtCapturedAndPaddedSizes) {
                     with_kv_blocks_for(compiled_runner("none", cache), model->max_positions()));
   ModelRunner graphs(
       model, with_kv_blocks_for(compiled_runner("piecewise", cache), model->max_positions()));
-  RunnerOptions eager_options;  // the eager forward, as called: the reference of every mode
+  // the eager forward, as called: the reference of every mode
+  RunnerConfig eager_options = runner_config(CompilationMode::eager);
   ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
   EXPECT_EQ(graphs.captured_sizes(), (std::vector<int64_t>{1, 2, 4, 8, 16, 32}));
   EXPECT_TRUE(plain.captured_sizes().empty());
@@ -142,7 +143,7 @@ TEST(GpuCudaGraphs, GreedyDecodeWithGraphsIsTokenForTokenTheSame) {
   request.sampling.ignore_eos = true;  // never stop early: 64 decode steps
   request.async_scheduling = false;
   auto run = [&](ModelRunner& runner) { return generate(runner, *tokenizer, request).output_ids; };
-  RunnerOptions eager_options;
+  RunnerConfig eager_options = runner_config(CompilationMode::eager);
   ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
   std::vector<int32_t> want = run(eager);
   ASSERT_EQ(want.size(), 64u);
@@ -178,10 +179,11 @@ TEST(GpuCudaGraphs, AsynchronousSchedulingDecodesBatchesAsSynchronousDoes) {
     ModelRunner runner(model, with_kv_blocks_for(compiled_runner(mode, cache), 1024));
     std::map<bool, std::map<std::string, std::vector<int32_t>>> tokens;
     for (bool async : {false, true}) {
-      EngineOptions options;
-      options.async_scheduling = async;
-      options.max_num_seqs = 8;
-      options.enable_prefix_caching = false;
+      EngineConfig options;
+      options.scheduler = runner.config().scheduler;  // the runner's token budget
+      options.scheduler.async_scheduling = async;
+      options.scheduler.max_num_seqs = 8;
+      options.cache.enable_prefix_caching = false;
       LLMEngine engine(runner, *tokenizer, options);
       for (size_t i = 0; i < prompts.size(); ++i) {
         SamplingParams params;
@@ -208,7 +210,7 @@ TEST(GpuCudaGraphs, AsynchronousSchedulingDecodesBatchesAsSynchronousDoes) {
 std::vector<std::vector<std::vector<float>>> batched_decode(ModelRunner& runner, int64_t sequences,
                                                             int64_t steps,
                                                             int64_t first_length = 3) {
-  KVCacheManager blocks(runner.num_kv_blocks(), runner.options().block_size);
+  KVCacheManager blocks(runner.num_kv_blocks(), runner.config().cache.block_size);
   std::vector<std::vector<int32_t>> ids(static_cast<size_t>(sequences));
   for (int64_t s = 0; s < sequences; ++s) {
     for (int64_t i = 0; i < first_length + 5 * s; ++i)
@@ -250,12 +252,12 @@ TEST(GpuCudaGraphs, FullGraphsDecodeBatchesLikeTheCompiledForward) {
   if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
   auto model = stories(gpu);
   const std::string cache = fresh_temp_dir("graphs_full");
-  RunnerOptions plain_options = compiled_runner("none", cache);
-  plain_options.num_kv_blocks = 64;  // 9 sequences of up to 63 tokens
+  RunnerConfig plain_options = compiled_runner("none", cache);
+  plain_options.cache.num_kv_blocks = 64;  // 9 sequences of up to 63 tokens
   ModelRunner plain(model, plain_options);
-  RunnerOptions options = compiled_runner("full", cache);
-  options.num_kv_blocks = 64;
-  options.max_num_seqs = 9;  // full graphs for batches of 1, 2, 4 and 8 sequences
+  RunnerConfig options = compiled_runner("full", cache);
+  options.cache.num_kv_blocks = 64;
+  options.scheduler.max_num_seqs = 9;  // full graphs for batches of 1, 2, 4 and 8 sequences
   ModelRunner full(model, options);
   EXPECT_TRUE(full.captured_sizes().empty());  // no piecewise graphs in mode full
   // Every captured batch (1, 2, 4, 8); 3 sequences replay the graph of 4 (one padding
@@ -276,14 +278,14 @@ TEST(GpuCudaGraphs, FullGraphsDecodeAcrossLengthTiersLikeTheCompiledForward) {
   std::shared_ptr<const CausalLM> model =
       create_model(load_model(kStories + "/stories260K.bin", LoadOptions{DType::f32, gpu}), 512);
   const std::string cache = fresh_temp_dir("graphs_tiers");
-  RunnerOptions plain_options = compiled_runner("none", cache);
-  plain_options.num_kv_blocks = 96;            // 4 sequences of up to 280 tokens
-  plain_options.max_num_batched_tokens = 256;  // the prompts, in one step each
+  RunnerConfig plain_options = compiled_runner("none", cache);
+  plain_options.cache.num_kv_blocks = 96;                // 4 sequences of up to 280 tokens
+  plain_options.scheduler.max_num_batched_tokens = 256;  // the prompts, in one step each
   ModelRunner plain(model, plain_options);
-  RunnerOptions options = compiled_runner("full", cache);
-  options.num_kv_blocks = 96;
-  options.max_num_batched_tokens = 256;
-  options.max_num_seqs = 4;
+  RunnerConfig options = compiled_runner("full", cache);
+  options.cache.num_kv_blocks = 96;
+  options.scheduler.max_num_batched_tokens = 256;
+  options.scheduler.max_num_seqs = 4;
   ModelRunner full(model, options);
   ASSERT_NE(full.decode_graphs(), nullptr);
   EXPECT_EQ(full.decode_graphs()->length_tiers(), (std::vector<int64_t>{256, 512}));
@@ -318,9 +320,9 @@ TEST(GpuCudaGraphs, ProgrammaticLaunchesComputeWhatPlainLaunchesDo) {
     const std::string cache = fresh_temp_dir("graphs_programmatic");
     for (const char* mode : {"none", "piecewise", "full"}) {
       SCOPED_TRACE(fmt::format("{} {}", dtype_name(dtype), mode));
-      RunnerOptions options = compiled_runner(mode, cache);
-      options.num_kv_blocks = 64;
-      options.max_num_seqs = 8;
+      RunnerConfig options = compiled_runner(mode, cache);
+      options.cache.num_kv_blocks = 64;
+      options.scheduler.max_num_seqs = 8;
       options.compilation.programmatic_dependent_launch = false;
       ModelRunner plain(model, options);
       options.compilation.programmatic_dependent_launch = true;

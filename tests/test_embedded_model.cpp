@@ -19,8 +19,8 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 TEST(EmbeddedModel, IsTheDefaultModel) {
-  EXPECT_EQ(RunConfig{}.engine.model, "embedded:stories260K");
-  EXPECT_EQ(load_run_config("").engine.model, "embedded:stories260K");
+  EXPECT_EQ(EngineConfig{}.model.model, "embedded:stories260K");
+  EXPECT_EQ(load_run_config("").model.model, "embedded:stories260K");
 }
 
 TEST(EmbeddedModel, ResolvesToTheCopyBesideTheLibraries) {

@@ -42,10 +42,9 @@ TEST(FollowsSplitting, EachOProjectionOfStories260KIsMarked) {
   const std::string dir = std::string(TESSERA_SHARED_DIR) + "/models/stories260K";
   auto model =
       std::shared_ptr<const CausalLM>(create_model(load_model(dir + "/stories260K.bin", {}), 512));
-  RunnerOptions options;
-  options.mode = "compiled";
+  RunnerConfig options;
+  options.compilation.mode = CompilationMode::compiled;
   options.compilation.cache_dir = fresh_temp_dir("cache_follows_splitting");
-  options.custom_ops = CustomOpConfig::parse({}, false);
   ModelRunner runner(model, with_kv_blocks_for(options, model->max_positions()));
   const std::vector<int32_t> tokens{1, 2, 3};
   const std::vector<int32_t> blocks{0};

@@ -26,6 +26,7 @@
 #include "runtime/kernel_registry.h"
 #include "runtime/profiler/profiler.h"
 #include "support/forwarding_executor.h"
+#include "support/runner_steps.h"
 #include "support/test_tensors.h"
 
 namespace tessera {
@@ -33,15 +34,14 @@ namespace {
 
 const std::string kStories = std::string(TESSERA_SHARED_DIR) + "/models/stories260K";
 
-RunnerOptions compiled_options(bool fuse, const std::string& graph_mode, const std::string& name) {
-  RunnerOptions options;
-  options.mode = "compiled";
-  options.max_num_batched_tokens = 64;
+RunnerConfig compiled_options(bool fuse, const std::string& graph_mode, const std::string& name) {
+  RunnerConfig options = testing::runner_config(CompilationMode::compiled);
+  options.scheduler.max_num_batched_tokens = 64;
   options.compilation.cache_dir = testing::fresh_temp_dir(name);
-  options.compilation.cudagraph_mode = graph_mode;
+  options.compilation.cudagraph_mode = parse_enum<CUDAGraphMode>(graph_mode, "cudagraph_mode");
   options.compilation.cudagraph_capture_sizes = {1, 2, 4, 8};
   options.compilation.fuse_greedy_sampling = fuse;
-  options.max_num_seqs = 8;
+  options.scheduler.max_num_seqs = 8;
   return options;
 }
 
@@ -75,7 +75,7 @@ std::vector<int64_t> greedy_from_logits(const Tensor& logits) {
 std::vector<std::vector<int64_t>> greedy_steps(ModelRunner& runner, int64_t steps,
                                                bool check_logits) {
   constexpr int64_t kSequences = 3;
-  KVCacheManager blocks(runner.num_kv_blocks(), runner.options().block_size);
+  KVCacheManager blocks(runner.num_kv_blocks(), runner.config().cache.block_size);
   std::vector<std::vector<int32_t>> prompts(kSequences);
   std::vector<SequenceInput> batch;
   for (int64_t s = 0; s < kSequences; ++s) {
@@ -131,7 +131,7 @@ TEST(FusedGreedySampling, TheCompiledLmHeadPicksWhatTheSamplerPicksFromTheLogits
 
     // One more prefill, profiled: the argmax reads the head's bf16 logits, with no f32 cast
     // between them; apart, the head casts to f32 first.
-    KVCacheManager blocks(runner.num_kv_blocks(), runner.options().block_size);
+    KVCacheManager blocks(runner.num_kv_blocks(), runner.config().cache.block_size);
     blocks.allocate(0, 4);
     const std::vector<int32_t> prompt{7, 8, 9, 10};
     SequenceInput input{prompt, 0, blocks.block_table(0)};
@@ -147,8 +147,7 @@ TEST(FusedGreedySampling, TheCompiledLmHeadPicksWhatTheSamplerPicksFromTheLogits
     EXPECT_EQ(count_launches(launches, "cast"), fuse ? 0u : 1u);
   }
   ModelRunner eager(model, [&] {
-    RunnerOptions options;
-    options.mode = "eager";
+    RunnerConfig options = testing::runner_config(CompilationMode::eager);
     return with_kv_blocks_for(options, model->max_positions());
   }());
   picks["eager"] = greedy_steps(eager, 6, /*check_logits=*/true);
@@ -170,7 +169,7 @@ TEST(FusedGreedySampling, ASoftcappedHeadIsPickedFromItsF32Logits) {
   (void)greedy_steps(runner, 4, /*check_logits=*/true);
   // A prefill's launches through execute_greedy are execute's (the f32 head, its softcap and
   // cast in one kernel) and then the argmax.
-  KVCacheManager blocks(runner.num_kv_blocks(), runner.options().block_size);
+  KVCacheManager blocks(runner.num_kv_blocks(), runner.config().cache.block_size);
   const std::vector<int32_t> prompt{7, 8, 9};
   std::vector<std::string> names[2];
   for (int greedy : {0, 1}) {
@@ -205,11 +204,11 @@ class LogitsOnly final : public testing::ForwardingExecutor {
 // on and off, and as the argmax of the f32 logits picks them.
 std::map<std::string, std::vector<int32_t>> mixed_requests(ModelExecutor& runner,
                                                            const Tokenizer& tokenizer) {
-  EngineOptions options;
-  options.max_num_seqs = 4;
-  options.max_num_batched_tokens = 24;  // chunked prefills beside decodes
-  options.async_scheduling = true;
-  options.enable_prefix_caching = false;
+  EngineConfig options;
+  options.scheduler.max_num_seqs = 4;
+  options.scheduler.max_num_batched_tokens = 24;  // chunked prefills beside decodes
+  options.scheduler.async_scheduling = true;
+  options.cache.enable_prefix_caching = false;
   LLMEngine engine(runner, tokenizer, options);
   const std::vector<std::string> prompts = {"Once upon a time", "The little dog ran to the park",
                                             "Lily and Ben", "One day, a big bird", "Tom"};
@@ -304,7 +303,7 @@ TEST(GpuFusedGreedySampling, GreedyDecodeGraphsPickAndHandOverInsideTheGraph) {
   // sampler's (the pick and the hand-over are graph nodes); without, the argmax and the
   // hand-over are.
   for (ModelRunner* runner : {&fused, &apart}) {
-    KVCacheManager blocks(runner->num_kv_blocks(), runner->options().block_size);
+    KVCacheManager blocks(runner->num_kv_blocks(), runner->config().cache.block_size);
     const std::vector<int32_t> prompt{3, 4, 5};
     blocks.allocate(0, 3);
     SequenceInput input{prompt, 0, blocks.block_table(0)};

@@ -77,11 +77,10 @@ TEST(Llama, TracedEqualsEagerAndDecodeEqualsPrefill) {
   auto model = load("synthetic:tiny");
   std::vector<int32_t> ids;
   for (int i = 0; i < 23; ++i) ids.push_back((i * 37 + 11) % 500 + 3);
-  RunnerOptions eager_options;
+  RunnerConfig eager_options = runner_config(CompilationMode::eager);
   ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
-  RunnerOptions traced_options;
-  traced_options.mode = "traced";
-  traced_options.custom_ops = CustomOpConfig::parse({"none"}, false);
+  RunnerConfig traced_options = runner_config(CompilationMode::traced);
+  traced_options.compilation.custom_ops = {"none"};
   ModelRunner traced(model, with_kv_blocks_for(traced_options, model->max_positions()));
   auto prefill = logits_by_chunks(eager, ids, {23}).back();
   std::vector<int64_t> ones(23, 1);
@@ -98,14 +97,13 @@ TEST(Llama, TracedEqualsEagerAndDecodeEqualsPrefill) {
 // for (engine.max_num_seqs) is refused before anything runs.
 TEST(ModelRunner, CompiledLmHeadEqualsEagerAndRefusesStepsPastMaxNumSeqs) {
   auto model = load("synthetic:tiny");
-  RunnerOptions options;
-  options.mode = "compiled";
-  options.max_num_seqs = 2;
-  options.max_num_batched_tokens = 64;
+  RunnerConfig options = runner_config(CompilationMode::compiled);
+  options.scheduler.max_num_seqs = 2;
+  options.scheduler.max_num_batched_tokens = 64;
   options.compilation.cache_dir = tessera::testing::fresh_temp_dir("cache_lm_head");
   ModelRunner compiled(model, with_kv_blocks_for(options, model->max_positions()));
-  RunnerOptions eager_options;
-  eager_options.max_num_seqs = 2;
+  RunnerConfig eager_options = runner_config(CompilationMode::eager);
+  eager_options.scheduler.max_num_seqs = 2;
   ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
   const std::vector<int32_t> ids[] = {{5, 9, 200}, {7}, {11}};
   const std::vector<int32_t> tables[] = {{0}, {1}, {2}};
@@ -133,7 +131,8 @@ TEST_P(HfTinyModel, LogitsMatchTransformers) {
   std::string folder = kHfTiny + GetParam();
   auto [ids, reference] = read_expected(folder);
   auto model = load(folder);
-  ModelRunner runner(model, with_kv_blocks_for(RunnerOptions{}, model->max_positions()));
+  ModelRunner runner(
+      model, with_kv_blocks_for(runner_config(CompilationMode::eager), model->max_positions()));
   // Every position through decode steps after a 1-token prefill, and the whole prompt at once.
   std::vector<int64_t> steps(ids.size(), 1);
   auto decoded = logits_by_chunks(runner, ids, steps);
@@ -157,11 +156,10 @@ class HfTinyModelCompiled : public ::testing::TestWithParam<std::string> {};
 TEST_P(HfTinyModelCompiled, LogitsMatchTransformers) {
   std::string folder = kHfTiny + GetParam();
   auto [ids, reference] = read_expected(folder);
-  RunnerOptions options;
-  options.mode = "compiled";
-  options.max_num_batched_tokens = 64;
+  RunnerConfig options = runner_config(CompilationMode::compiled);
+  options.scheduler.max_num_batched_tokens = 64;
   options.compilation.cache_dir = tessera::testing::fresh_temp_dir("cache_hf_tiny_" + GetParam());
-  options.custom_ops = CustomOpConfig::parse({"none"}, false);
+  options.compilation.custom_ops = {"none"};
   auto model = load(folder);
   ModelRunner runner(model, with_kv_blocks_for(options, model->max_positions()));
   auto chunked = logits_by_chunks(runner, ids, {7, 1, 12, 20});
@@ -188,7 +186,8 @@ TEST(Stories260K, GreedyTextMatchesLlama2cInEveryFormat) {
         Case{dir + "/stories260K.gguf", dir + "/stories260K.gguf"}}) {
     auto model = load(c.model, DType::f32, 512);
     auto tokenizer = load_tokenizer(c.tokenizer);
-    ModelRunner runner(model, with_kv_blocks_for(RunnerOptions{}, model->max_positions()));
+    ModelRunner runner(
+        model, with_kv_blocks_for(runner_config(CompilationMode::eager), model->max_positions()));
     GenerateRequest request;
     request.sampling.temperature = 0;
     request.sampling.max_tokens = 60;

@@ -11,9 +11,12 @@
 #include "engine/run_setup.h"
 #include "models/architecture_registry.h"
 #include "runtime/check.h"
+#include "support/error_of.h"
 #include "support/forwarding_executor.h"
+#include "support/runner_steps.h"
 
 using namespace tessera;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 namespace {
@@ -33,10 +36,9 @@ StoriesEngineParts setup(int64_t blocks, int64_t max_num_batched_tokens = 2048,
   s.model = create_model(load_model(kStories + "/stories260K.bin", LoadOptions{DType::f32, kCPU}),
                          positions);
   s.tokenizer = load_tokenizer(kStories + "/tok512.bin");
-  RunnerOptions options;
-  options.mode = "eager";
-  options.num_kv_blocks = blocks;
-  options.max_num_batched_tokens = max_num_batched_tokens;
+  RunnerConfig options = tessera::testing::runner_config(CompilationMode::eager);
+  options.cache.num_kv_blocks = blocks;
+  options.scheduler.max_num_batched_tokens = max_num_batched_tokens;
   s.runner = std::make_unique<ModelRunner>(s.model, options);
   return s;
 }
@@ -49,12 +51,12 @@ SamplingParams greedy(int64_t max_tokens) {
   return p;
 }
 
-EngineOptions engine_options(int64_t max_num_seqs = 64, int64_t max_num_batched_tokens = 2048,
-                             bool prefix_caching = true) {
-  EngineOptions options;
-  options.max_num_seqs = max_num_seqs;
-  options.max_num_batched_tokens = max_num_batched_tokens;
-  options.enable_prefix_caching = prefix_caching;
+EngineConfig engine_options(int64_t max_num_seqs = 64, int64_t max_num_batched_tokens = 2048,
+                            bool prefix_caching = true) {
+  EngineConfig options;
+  options.scheduler.max_num_seqs = max_num_seqs;
+  options.scheduler.max_num_batched_tokens = max_num_batched_tokens;
+  options.cache.enable_prefix_caching = prefix_caching;
   return options;
 }
 
@@ -105,7 +107,10 @@ const std::vector<std::string> kPrompts = {
 
 TEST(Scheduler, DecodesFirstThenPrefillsUnderBothBudgets) {
   KVCacheManager blocks(64, 4);
-  Scheduler scheduler(SchedulerLimits{10, 2}, blocks);
+  SchedulerConfig limits;
+  limits.max_num_batched_tokens = 10;
+  limits.max_num_seqs = 2;
+  Scheduler scheduler(limits, blocks);
   std::vector<std::unique_ptr<Request>> requests;
   for (int i = 0; i < 3; ++i) {
     auto r = std::make_unique<Request>();
@@ -312,6 +317,27 @@ TEST(LLMEngine, WhatCannotFitIsRefusedAtAdmission) {
   EXPECT_THROW(LLMEngine(*small.runner, *small.tokenizer, engine_options()), Error);
 }
 
+// The scheduler's budgets are the config's the engine is given, with no second default on the
+// way; past the runner's budget (its plans are sized for it) they are an error naming the keys.
+TEST(LLMEngine, SchedulerBudgetsComeFromTheConfig) {
+  StoriesEngineParts s = setup(64, 48);
+  EngineConfig config = engine_options(3, 40, false);
+  LLMEngine engine(*s.runner, *s.tokenizer, config);
+  EXPECT_EQ(engine.scheduler().config().max_num_batched_tokens, 40);
+  EXPECT_EQ(engine.scheduler().config().max_num_seqs, 3);
+  EXPECT_EQ(engine.scheduler().config().async_scheduling, config.scheduler.async_scheduling);
+  for (int i = 0; i < 4; ++i)
+    engine.add_request(std::to_string(i), std::vector<int32_t>(30, 5), greedy(2));
+  const std::vector<RequestOutput> first = engine.step();
+  EXPECT_EQ(engine.scheduler().num_running(), 2u);  // 30 + 10 of the 40-token budget
+  EXPECT_THAT(tessera::testing::error_of(
+                  [&] { LLMEngine(*s.runner, *s.tokenizer, engine_options(3, 64)); }),
+              AllOf(HasSubstr("engine.max_num_batched_tokens 64"), HasSubstr("runner's (48, 64)")));
+  EXPECT_THAT(tessera::testing::error_of(
+                  [&] { LLMEngine(*s.runner, *s.tokenizer, engine_options(65, 48)); }),
+              HasSubstr("engine.max_num_seqs 65"));
+}
+
 namespace {
 
 // Counts what the engine asks of the runner: forward calls, and new tokens it named by their row
@@ -339,8 +365,8 @@ TEST(LLMEngine, AsynchronousSchedulingGivesWhatSynchronousGives) {
   for (bool async : {false, true}) {
     StoriesEngineParts s = setup(12, 2048, 128);  // 12 blocks of 16: preemption
     CountingExecutor counting(*s.runner);
-    EngineOptions options = engine_options(4, 24);
-    options.async_scheduling = async;
+    EngineConfig options = engine_options(4, 24);
+    options.scheduler.async_scheduling = async;
     LLMEngine engine(counting, *s.tokenizer, options);
     auto add = [&](const std::string& id, size_t prompt, SamplingParams params) {
       engine.add_request(id, prompt_of(*s.tokenizer, kPrompts[prompt]), params);
@@ -391,8 +417,8 @@ TEST(LLMEngine, NoStepRunsPastMaxTokens) {
   for (bool async : {false, true}) {
     StoriesEngineParts s = setup(64);
     CountingExecutor counting(*s.runner);
-    EngineOptions options = engine_options();
-    options.async_scheduling = async;
+    EngineConfig options = engine_options();
+    options.scheduler.async_scheduling = async;
     LLMEngine engine(counting, *s.tokenizer, options);
     engine.add_request("ten", prompt_of(*s.tokenizer, kPrompts[0]), greedy(10));
     EXPECT_EQ(run_all(engine)["ten"].tokens.size(), 10u);

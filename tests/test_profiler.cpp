@@ -75,11 +75,10 @@ void run_two_steps(ModelRunner& runner) {
 TEST(StepProfiler, CompiledStepsAreTimedPerLaunchAndCountedTheSame) {
   auto model =
       std::shared_ptr<const CausalLM>(create_model(load_model("synthetic:qwen3-tiny", {}), 256));
-  RunnerOptions options;
-  options.mode = "compiled";
+  RunnerConfig options = testing::runner_config(CompilationMode::compiled);
   options.compilation.cache_dir = testing::fresh_temp_dir("cache_profiler");
-  options.max_num_batched_tokens = 64;
-  options.custom_ops = CustomOpConfig::parse({"none"}, false);
+  options.scheduler.max_num_batched_tokens = 64;
+  options.compilation.custom_ops = {"none"};
   ModelRunner runner(model, with_kv_blocks_for(options, model->max_positions()));
   run_two_steps(runner);  // compiles
 

@@ -109,12 +109,11 @@ TEST(RotaryAttention, CompiledModelsDecodeAsEagerOnesWithThePassOnAndOff) {
     auto model = load(name);
     std::vector<int32_t> ids;
     for (int i = 0; i < 19; ++i) ids.push_back((i * 37 + 11) % 500 + 3);
-    RunnerOptions eager_options;
+    RunnerConfig eager_options = runner_config(CompilationMode::eager);
     ModelRunner eager(model, with_kv_blocks_for(eager_options, model->max_positions()));
     const auto want = logits_by_chunks(eager, ids, {19}).back();
     for (bool pass_on : {true, false}) {
-      RunnerOptions options;
-      options.mode = "compiled";
+      RunnerConfig options = runner_config(CompilationMode::compiled);
       options.compilation.pass_config.enable_rotary_attention_fusion = pass_on;
       options.compilation.cache_dir = fresh_temp_dir("cache_rotary_attention");
       ModelRunner compiled(model, with_kv_blocks_for(options, model->max_positions()));

@@ -20,6 +20,7 @@
 #include "models/tensor_parallel.h"
 #include "runtime/backend/backend.h"
 #include "runtime/communicator.h"
+#include "support/runner_steps.h"
 
 using namespace tessera;
 using ::testing::HasSubstr;
@@ -173,10 +174,10 @@ TEST(TensorParallelSharding, ShapesThatDoNotSplitAreRefusedNamingTheSetting) {
   c.num_kv_heads = 3;
   EXPECT_THROW(check_tensor_parallel(c, 2), Error);  // 3 key/value heads over 2 ranks
   EXPECT_THROW(check_tensor_parallel(c, 65), Error);
-  RunConfig run = load_run_config("", {"engine.tensor_parallel_size=2"});
-  EXPECT_EQ(run.engine.tensor_parallel_size, 2);
+  EngineConfig run = load_run_config("", {"engine.tensor_parallel_size=2"});
+  EXPECT_EQ(run.parallel.tensor_parallel_size, 2);
   EXPECT_THROW(load_run_config("", {"engine.tensor_parallel_size=0"}), Error);
-  EXPECT_THROW(load_run_model(run.engine), Error);  // one-device commands refuse it
+  EXPECT_THROW(load_run_model(run), Error);  // one-device commands refuse it
 }
 
 // Every step's logits (f32, host) of a fixed schedule: two prompts prefilled together, then
@@ -188,7 +189,7 @@ struct Schedule {
 };
 
 Schedule run_schedule(ModelExecutor& executor, int decode_steps, bool greedy = false) {
-  KVCacheManager blocks(executor.num_kv_blocks(), executor.options().block_size);
+  KVCacheManager blocks(executor.num_kv_blocks(), executor.config().cache.block_size);
   std::vector<std::vector<int32_t>> sequences = {{1, 45, 23, 99, 7, 300, 12}, {1, 402, 77}};
   std::vector<int64_t> cached(2, 0);
   Schedule schedule;
@@ -226,10 +227,9 @@ std::unique_ptr<ModelExecutor> make_executor(const std::string& model, int ranks
   overrides.push_back(fmt::format("engine.tensor_parallel_size={}", ranks));
   overrides.push_back("compilation.mode=" + mode);
   overrides.push_back("engine.max_model_len=128");
-  RunConfig config = load_run_config("", overrides);
-  auto models = load_run_models(config.engine);
-  RunnerOptions options = make_runner_options(config, *models.front());
-  return make_model_executor(models, options);
+  EngineConfig config = load_run_config("", overrides);
+  auto models = load_run_models(config);
+  return make_model_executor(models, make_runner_config(config, *models.front()));
 }
 
 // The largest |a - b| over every logit of every step, relative to the largest |b| (at least 1).
@@ -315,7 +315,7 @@ TEST(TensorParallel, GenerateThroughTheEngineMatchesOneRank) {
 
 TEST(TensorParallel, ABadBatchIsRefusedBeforeAnyRankRunsAndTheGroupGoesOn) {
   auto parallel = make_executor("synthetic:tiny", 2, "eager");
-  KVCacheManager blocks(parallel->num_kv_blocks(), parallel->options().block_size);
+  KVCacheManager blocks(parallel->num_kv_blocks(), parallel->config().cache.block_size);
   std::vector<int32_t> ids = {1, 100000};  // outside the vocabulary
   blocks.allocate(0, 2);
   SequenceInput input{ids, 0, blocks.block_table(0)};
@@ -337,10 +337,10 @@ TEST(TensorParallel, ARankFailingMidStepFailsItWithItsOwnErrorAndNoRankHangs) {
   std::vector<std::shared_ptr<const CausalLM>> models = {
       create_model(shard_weights(full, TensorParallel{0, 2}, kCPU), 64),
       create_model(shard_weights(full, TensorParallel{1, 2}, kCPU), 8)};
-  RunnerOptions options;
-  options.num_kv_blocks = 8;
+  RunnerConfig options = tessera::testing::runner_config(CompilationMode::eager);
+  options.cache.num_kv_blocks = 8;
   TensorParallelRunner parallel(models, options);
-  KVCacheManager blocks(parallel.num_kv_blocks(), options.block_size);
+  KVCacheManager blocks(parallel.num_kv_blocks(), options.cache.block_size);
   std::vector<int32_t> ids(12, 3);
   blocks.allocate(0, 12);
   SequenceInput input{ids, 0, blocks.block_table(0)};

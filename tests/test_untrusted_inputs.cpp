@@ -153,14 +153,14 @@ TEST(UntrustedInputs, EngineKeysAreBoundedAndTheirProductsChecked) {
 TEST(UntrustedInputs, RunMemoryIsCheckedAgainstTheDeviceNamingTheSetting) {
   ModelWeights weights = load_model("synthetic:tiny", {});
   auto model = create_model(std::move(weights), 64);
-  RunConfig config;
-  config.engine.num_kv_blocks = int64_t{1} << 24;  // 2^28 slots of a 2-layer model: ~TiBs
-  config.engine.block_size = 16;
-  EXPECT_THAT(error_of([&] { make_runner_options(config, *model); }),
+  EngineConfig config;
+  config.cache.num_kv_blocks = int64_t{1} << 24;  // 2^28 slots of a 2-layer model: ~TiBs
+  config.cache.block_size = 16;
+  EXPECT_THAT(error_of([&] { make_runner_config(config, *model); }),
               AllOf(HasSubstr("KV cache"), HasSubstr("engine.num_kv_blocks")));
-  RunnerOptions options;
-  options.num_kv_blocks = 4;
-  options.max_num_batched_tokens = int64_t{1} << 40;
+  RunnerConfig options;
+  options.cache.num_kv_blocks = 4;
+  options.scheduler.max_num_batched_tokens = int64_t{1} << 40;
   EXPECT_THAT(error_of([&] { check_run_memory(options, *model); }),
               HasSubstr("engine.max_num_batched_tokens"));
 }

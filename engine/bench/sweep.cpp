@@ -31,7 +31,7 @@ namespace {
 // The decode steps before the timed ones: --warmup, and at least one with asynchronous scheduling
 // (the first step has no step before it to collect, so it would time only its launch).
 int64_t untimed_decode_steps(const SweepOptions& options) {
-  return std::max<int64_t>(options.warmup, options.config.engine.async_scheduling ? 1 : 0);
+  return std::max<int64_t>(options.warmup, options.config.scheduler.async_scheduling ? 1 : 0);
 }
 
 // The tokens a decode measurement's sequence holds: its context, then untimed and timed steps,
@@ -166,7 +166,7 @@ class Sweep {
   SweepReport run();
 
  private:
-  int64_t budget() const { return options_.config.engine.max_num_batched_tokens; }
+  int64_t budget() const { return options_.config.scheduler.max_num_batched_tokens; }
   int64_t decode_length() const { return decode_sequence_length(options_); }
   // The model length the runners are built for (the model is loaded for it).
   int64_t max_length() const {
@@ -176,8 +176,8 @@ class Sweep {
   int64_t full_step_length() const { return std::min(budget(), model_->max_positions()); }
   // The KV blocks the largest measurement holds at once.
   int64_t kv_blocks_needed() const;
-  RunnerOptions runner_options(const std::string& mode, const std::string& graphs,
-                               const std::string& cache_dir) const;
+  RunnerConfig runner_config(const std::string& mode, const std::string& graphs,
+                             const std::string& cache_dir) const;
   // (first, second) wall seconds of the full step, each on fresh sequences.
   std::pair<double, double> time_full_step(ModelExecutor& runner) const;
   void measure_mode(const std::string& mode);
@@ -203,7 +203,7 @@ class Sweep {
 };
 
 int64_t Sweep::kv_blocks_needed() const {
-  const int64_t block = options_.config.engine.block_size;
+  const int64_t block = options_.config.cache.block_size;
   const int64_t decode = largest_batch_ * KVCacheManager::blocks_for(decode_length(), block);
   const int64_t prefill = largest_batch_ * KVCacheManager::blocks_for(options_.prompt_len, block);
   const int64_t full_step = ceil_divide(budget(), full_step_length()) *
@@ -211,16 +211,16 @@ int64_t Sweep::kv_blocks_needed() const {
   return std::max({decode, prefill, full_step});
 }
 
-RunnerOptions Sweep::runner_options(const std::string& mode, const std::string& graphs,
-                                    const std::string& cache_dir) const {
-  RunConfig run = options_.config;
-  run.compilation.mode = mode;
-  run.compilation.cudagraph_mode = graphs;
+RunnerConfig Sweep::runner_config(const std::string& mode, const std::string& graphs,
+                                  const std::string& cache_dir) const {
+  EngineConfig run = options_.config;
+  run.compilation.mode = parse_enum<CompilationMode>(mode, "--modes");
+  run.compilation.cudagraph_mode = parse_enum<CUDAGraphMode>(graphs, "--cudagraph-modes");
   run.compilation.cache_dir = cache_dir;
-  run.engine.num_kv_blocks = kv_blocks_needed();
+  run.cache.num_kv_blocks = kv_blocks_needed();
   // Every timed batch is a decode batch the engine accepts (and full graphs cover).
-  run.engine.max_num_seqs = max_sequences_;
-  return make_runner_options(run, *model_);
+  run.scheduler.max_num_seqs = max_sequences_;
+  return make_runner_config(run, *model_);
 }
 
 std::pair<double, double> Sweep::time_full_step(ModelExecutor& runner) const {
@@ -271,7 +271,7 @@ double Sweep::prefill_tokens_per_second(ModelExecutor& runner, int64_t batch) co
 }
 
 DecodeMeasurement Sweep::measure_decode(ModelExecutor& runner, int64_t batch) const {
-  Workload workload(runner, budget(), max_sequences_, options_.config.engine.async_scheduling);
+  Workload workload(runner, budget(), max_sequences_, options_.config.scheduler.async_scheduling);
   for (int64_t s = 0; s < batch; ++s) workload.add_prompt(options_.context, 7000);
   workload.advance();  // the prefill; each sequence then holds its first sampled token
   for (int64_t step = 0; step < untimed_decode_steps(options_); ++step) workload.decode_step();
@@ -306,7 +306,7 @@ std::unique_ptr<ModelExecutor> Sweep::build_runner(ModeResult& result,
   const size_t reserved_before = allocator.stats().reserved_bytes;
   const auto start = Clock::now();
   auto runner =
-      make_model_executor(models_, runner_options(result.mode, result.cudagraph_mode, cache_dir));
+      make_model_executor(models_, runner_config(result.mode, result.cudagraph_mode, cache_dir));
   result.runner_seconds = seconds_since(start);
   if (result.cudagraph_mode != "none") {
     // Graphs hold device memory outside the allocator: what the construction took beyond it.
@@ -364,7 +364,7 @@ void Sweep::measure_mode(const std::string& mode) {
   };
   std::optional<double> cold, warm;
   if (compiles) {  // an empty kernel cache
-    auto runner = make_model_executor(models_, runner_options(mode, "none", cache.str()));
+    auto runner = make_model_executor(models_, runner_config(mode, "none", cache.str()));
     const auto [first, second] = time_full_step(*runner);
     cold = std::max(0.0, first - second);
   }
@@ -399,14 +399,14 @@ void Sweep::measure_mode(const std::string& mode) {
 
 SweepReport Sweep::run() {
   ForceLinearPath linear_path(options_.linear_path);  // this thread runs every step
-  device_ = run_device(options_.config.engine);
+  device_ = run_device(options_.config.model);
   report_.machine = machine_info();
   report_.device = device_info(device_);
   report_.commit = source_commit();
   report_.created = utc_timestamp();
   report_.options = options_;
   largest_batch_ = *std::max_element(options_.batch_sizes.begin(), options_.batch_sizes.end());
-  max_sequences_ = std::max(options_.config.engine.max_num_seqs, largest_batch_);
+  max_sequences_ = std::max(options_.config.scheduler.max_num_seqs, largest_batch_);
   if (device_.is_cpu()) report_.notes.push_back("the CPU has no CUDA graphs: graph mode none only");
   for (const std::string& mode : options_.modes)
     total_rows_ +=
@@ -416,7 +416,7 @@ SweepReport Sweep::run() {
   spdlog::info("{}: copy bandwidth {:.0f} GB/s (read + write)", device_.str(),
                report_.copy_gb_per_second);
   const auto start = Clock::now();
-  models_ = load_run_models(options_.config.engine, max_length());
+  models_ = load_run_models(options_.config, max_length());
   model_ = models_.front();
   // The runner takes the full step's prompts (max_model_len each) in one step too.
   max_sequences_ = std::max(max_sequences_, ceil_divide(budget(), full_step_length()));
@@ -431,7 +431,7 @@ SweepReport Sweep::run() {
   report_.weight_bytes = static_cast<double>(model_->weight_bytes());
   report_.weight_bytes_per_step = weight_bytes_read_per_step(*model_);
   spdlog::info("model {} ({}) loaded in {:.2f} s: {:.1f} MiB of weights",
-               options_.config.engine.model, report_.dtype, report_.load_seconds,
+               options_.config.model.model, report_.dtype, report_.load_seconds,
                report_.weight_bytes / 1048576.0);
   report_progress();
   for (const std::string& mode : options_.modes) measure_mode(mode);
@@ -443,32 +443,33 @@ SweepReport Sweep::run() {
 }  // namespace
 
 SweepOptions resolve_sweep_options(SweepOptions options, bool device_given, bool model_given) {
-  EngineConfig& engine = options.config.engine;
+  ModelLoadConfig& load = options.config.model;
   const CompilationConfig& compilation = options.config.compilation;
+  const SchedulerConfig& scheduler = options.config.scheduler;
   // Keys the sweep sets itself, per run: a value from a config file would be ignored.
   TESSERA_REQUIRE(compilation.cache_dir.empty(),
                   "compilation.cache_dir is set ({}): the sweep compiles into a fresh directory of "
                   "its own to time cold and warm compiles; remove the key",
                   compilation.cache_dir);
-  TESSERA_REQUIRE(compilation.cudagraph_mode.empty(),
+  TESSERA_REQUIRE(!compilation.cudagraph_mode,
                   "compilation.cudagraph_mode is set ({}): the sweep takes --cudagraph-modes",
-                  compilation.cudagraph_mode);
-  TESSERA_REQUIRE(engine.num_kv_blocks == 0 && engine.max_model_len == 0,
+                  enum_name(compilation.cudagraph_mode.value_or(CUDAGraphMode::none)));
+  TESSERA_REQUIRE(options.config.cache.num_kv_blocks == 0 && load.max_model_len == 0,
                   "engine.num_kv_blocks and engine.max_model_len are set: the sweep sizes the KV "
                   "cache and the model length from the batch sizes, --context, --steps and "
                   "--prompt-len (--max-model-len for a longer model); remove them");
   Device device = kCPU;
   if (device_given) {
-    device = run_device(engine);
+    device = run_device(load);
   } else if (!first_gpu(&device)) {
     device = kCPU;
   }
-  engine.device = device.str();
+  load.device = device.str();
   const bool gpu = !device.is_cpu();
   // The GPU's module registers its skinny GEMM variants (--linear's choices) as it loads; a
   // missing module or device is an error here, naming it.
   if (gpu) (void)backend(device);
-  if (!model_given) engine.model = gpu ? "synthetic:llama-1b" : "synthetic:tiny";
+  if (!model_given) load.model = gpu ? "synthetic:llama-1b" : "synthetic:tiny";
   if (options.batch_sizes.empty())
     options.batch_sizes = gpu ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64, 128, 256}
                               : std::vector<int64_t>{1, 2, 4, 8, 16};
@@ -501,11 +502,11 @@ SweepOptions resolve_sweep_options(SweepOptions options, bool device_given, bool
                     options.max_model_len, needed);
   }
   for (int64_t batch : options.batch_sizes)
-    TESSERA_REQUIRE(batch >= 1 && batch <= engine.max_num_batched_tokens,
+    TESSERA_REQUIRE(batch >= 1 && batch <= scheduler.max_num_batched_tokens,
                     "--batch-sizes: {} is outside [1, engine.max_num_batched_tokens = {}] (a "
                     "decode step holds one token per sequence; raise it with -O "
                     "engine.max_num_batched_tokens=N)",
-                    batch, engine.max_num_batched_tokens);
+                    batch, scheduler.max_num_batched_tokens);
   auto check_list = [](const char* flag, const auto& values, const auto& valid) {
     for (size_t i = 0; i < values.size(); ++i) {
       TESSERA_REQUIRE(valid.empty() || contains(valid, values[i]), "{}: '{}' is not one of {}",
@@ -515,9 +516,8 @@ SweepOptions resolve_sweep_options(SweepOptions options, bool device_given, bool
     }
   };
   check_list("--batch-sizes", options.batch_sizes, std::vector<int64_t>{});
-  check_list("--modes", options.modes, std::vector<std::string>{"eager", "traced", "compiled"});
-  check_list("--cudagraph-modes", options.cudagraph_modes,
-             std::vector<std::string>{"none", "piecewise", "full", "full_and_piecewise"});
+  check_list("--modes", options.modes, enum_names<CompilationMode>());
+  check_list("--cudagraph-modes", options.cudagraph_modes, enum_names<CUDAGraphMode>());
   if (gpu) {
     TESSERA_REQUIRE(is_linear_path(options.linear_path, device.type),
                     "--linear: '{}' is not one of {}", options.linear_path,

@@ -23,7 +23,7 @@ namespace tessera::bench {
 struct SweepOptions {
   // engine.model, device, dtype, max_num_batched_tokens, max_num_seqs, block_size and the
   // compilation settings other than mode and cudagraph_mode, which the sweep sets per run.
-  RunConfig config;
+  EngineConfig config;
   std::vector<int64_t> batch_sizes;          // GPU: 1, 2, 4, ..., 256; CPU: 1, 2, 4, 8, 16
   std::vector<std::string> modes;            // eager | traced | compiled (eager, compiled)
   std::vector<std::string> cudagraph_modes;  // none | piecewise | full | full_and_piecewise

@@ -36,7 +36,7 @@ std::string number_or_dash(const std::optional<double>& value, const char* forma
 
 std::string sweep_json(const SweepReport& report) {
   const SweepOptions& options = report.options;
-  const EngineConfig& engine = options.config.engine;
+  const EngineConfig& config = options.config;
   json document = {
       {"schema", "tessera-sweep/1"},
       {"engine", "tessera"},
@@ -54,7 +54,7 @@ std::string sweep_json(const SweepReport& report) {
         {"name", report.device.name},
         {"memory_gib", report.device.memory_gib}}},
       {"config",
-       {{"model", engine.model},
+       {{"model", config.model.model},
         {"model_description", report.model_description},
         {"model_length", report.model_length},
         {"dtype", report.dtype},
@@ -67,15 +67,15 @@ std::string sweep_json(const SweepReport& report) {
         {"prompt_len", options.prompt_len},
         {"max_model_len", options.max_model_len},
         {"profile", options.profile},
-        {"async_scheduling", engine.async_scheduling},
+        {"async_scheduling", config.scheduler.async_scheduling},
         {"linear", options.linear_path},
-        {"max_num_batched_tokens", engine.max_num_batched_tokens},
+        {"max_num_batched_tokens", config.scheduler.max_num_batched_tokens},
         {"max_num_seqs",
-         std::max(engine.max_num_seqs,
+         std::max(config.scheduler.max_num_seqs,
                   options.batch_sizes.empty()
                       ? int64_t{0}
                       : *std::max_element(options.batch_sizes.begin(), options.batch_sizes.end()))},
-        {"block_size", engine.block_size},
+        {"block_size", config.cache.block_size},
         {"step",
          "one token for each sequence: forward, greedy pick on the device, ids copied to the "
          "host; timed with device events"}}},
@@ -153,10 +153,10 @@ std::string sweep_table(const SweepReport& report) {
       "at {}-token prompts; linear path {}; model length {}; async scheduling {}\n"
       "copy bandwidth {:.1f} GB/s (read + write); weights {:.1f} MiB, {:.1f} MiB read per step; "
       "load {:.2f} s\n",
-      options.config.engine.model, report.model_description, report.dtype, report.device.device,
+      options.config.model.model, report.model_description, report.dtype, report.device.device,
       report.device.name, report.commit, options.context, options.steps, options.warmup,
       options.prompt_len, options.linear_path, report.model_length,
-      options.config.engine.async_scheduling ? "on" : "off", report.copy_gb_per_second,
+      options.config.scheduler.async_scheduling ? "on" : "off", report.copy_gb_per_second,
       report.weight_bytes / kMiB, report.weight_bytes_per_step / kMiB, report.load_seconds);
   for (const std::string& note : report.notes) text += "note: " + note + "\n";
   text += fmt::format("\n{:<28} {:>6} {:>11} {:>11} {:>12} {:>14} {:>13} {:>9}\n", "mode", "batch",

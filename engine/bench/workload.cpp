@@ -27,7 +27,7 @@ std::vector<SamplingRow> greedy_rows(size_t count) {
 Workload::Workload(ModelExecutor& runner, int64_t token_budget, int64_t max_sequences_per_step,
                    bool async_scheduling)
     : runner_(runner),
-      blocks_(runner.num_kv_blocks(), runner.options().block_size),
+      blocks_(runner.num_kv_blocks(), runner.config().cache.block_size),
       token_budget_(token_budget),
       max_sequences_per_step_(max_sequences_per_step),
       async_scheduling_(async_scheduling) {

@@ -38,21 +38,21 @@ int run_explain(const std::vector<std::string>& args) {
   explain_flags(flags).parse(args);
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
-  RunConfig config = flags.load();
-  TESSERA_REQUIRE(config.compilation.mode == "compiled",
+  EngineConfig config = flags.load();
+  TESSERA_REQUIRE(config.compilation.mode == CompilationMode::compiled,
                   "tessera explain shows the compiled plan; compilation.mode must be compiled "
                   "(the default here), got {}",
-                  config.compilation.mode);
+                  enum_name(config.compilation.mode));
   // Under tensor parallelism, rank 0's graph and plan (every rank's are alike).
-  auto models = load_run_models(config.engine);
+  auto models = load_run_models(config);
   const std::shared_ptr<const CausalLM> model = models.front();
   double load_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  RunnerOptions options = make_runner_options(config, *model);
+  RunnerConfig options = make_runner_config(config, *model);
   std::unique_ptr<ModelExecutor> executor = make_model_executor(models, options);
   ModelExecutor& runner = *executor;
   // One step of a few tokens traces and compiles the forward.
   std::vector<int32_t> ids{1, 2, 3, 4};
-  KVCacheManager blocks(runner.num_kv_blocks(), options.block_size);
+  KVCacheManager blocks(runner.num_kv_blocks(), options.cache.block_size);
   blocks.allocate(0, static_cast<int64_t>(ids.size()));
   SequenceInput input{ids, 0, blocks.block_table(0)};
   auto compile_start = Clock::now();
@@ -61,11 +61,13 @@ int run_explain(const std::vector<std::string>& args) {
   auto plan = runner.latest_plan();
   TESSERA_CHECK(plan != nullptr, "compiled mode produced no plan");
   const auto& trace = runner.compiled()->entries().at(0).trace;
-  fmt::print("model {}: {}\n", config.engine.model, model->config().str());
+  fmt::print("model {}: {}\n", config.model.model, model->config().str());
   // As traced: the passes' custom ops enabled (rotary_embedding for the rotary-attention pass).
-  fmt::print("custom ops: {}; splitting ops: {}\n",
-             custom_ops_for_passes(options.custom_ops, config.compilation.pass_config).str(),
-             fmt::join(config.compilation.splitting_ops, ", "));
+  fmt::print(
+      "custom ops: {}; splitting ops: {}\n",
+      custom_ops_for_passes(config.compilation.custom_op_config(), config.compilation.pass_config)
+          .str(),
+      fmt::join(config.compilation.splitting_ops, ", "));
   fmt::print("traced graph: {} nodes ({} ops); guards: {}\n", trace.graph.nodes().size(),
              trace.graph.num_calls(), trace.guards.empty() ? "none" : "");
   for (const Guard& guard : trace.guards) fmt::print("  {}\n", guard.str());

@@ -65,24 +65,24 @@ GenerateOptions parse(const std::vector<std::string>& args) {
 
 int run_generate(const std::vector<std::string>& args) {
   GenerateOptions options = parse(args);
-  RunConfig config = options.model.load();
-  const EngineConfig& engine = config.engine;
+  EngineConfig config = options.model.load();
+  const ModelLoadConfig& engine = config.model;
   if (!options.model.model_given())
     fmt::print(stderr,
                "no --model given: running the embedded default {} (random weights, byte "
                "tokenizer; its text is noise)\n",
                engine.model);
   auto tokenizer = load_run_tokenizer(engine);
-  auto models = load_run_models(engine);
+  auto models = load_run_models(config);
   const std::shared_ptr<const CausalLM> model = models.front();
-  RunnerOptions runner_options = make_runner_options(config, *model);
-  std::unique_ptr<ModelExecutor> executor = make_model_executor(models, runner_options);
+  std::unique_ptr<ModelExecutor> executor =
+      make_model_executor(models, make_runner_config(config, *model));
   ModelExecutor& runner = *executor;
   spdlog::info("model {} ({}), {} on {}, weights {:.1f} MiB, KV cache {:.1f} MiB, mode {}",
                engine.model, model->config().architecture, dtype_name(model->dtype()),
                model->device().str(), model->weight_bytes() / 1048576.0,
-               runner.kv_cache_bytes() / 1048576.0, runner_options.mode);
-  GenerateRequest request{options.prompt, options.sampling, {}, engine.async_scheduling};
+               runner.kv_cache_bytes() / 1048576.0, enum_name(config.compilation.mode));
+  GenerateRequest request{options.prompt, options.sampling, {}, {}};
   if (!options.quiet) fmt::print("{}", options.prompt);
   std::fflush(stdout);
   GenerationResult result = generate(runner, *tokenizer, request, [&](const std::string& piece) {

@@ -10,7 +10,7 @@ bool ModelFlags::model_given() const {
                      [](const std::string& o) { return o.starts_with("engine.model="); });
 }
 
-RunConfig ModelFlags::load() const {
+EngineConfig ModelFlags::load() const {
   return load_run_config(config_path, overrides);
 }
 

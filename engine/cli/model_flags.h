@@ -19,7 +19,7 @@ struct ModelFlags {
 
   // True when the model was chosen: --model, a config file, or an engine.model override.
   bool model_given() const;
-  RunConfig load() const;  // the config file, then the overrides
+  EngineConfig load() const;  // the config file, then the overrides
 };
 
 // Declares the model flags in their own --help section of `flag_set`, bound to `flags`.

@@ -73,8 +73,8 @@ ServeOptions parse(const std::vector<std::string>& args) {
 
 int run_serve(const std::vector<std::string>& args) {
   ServeOptions options = parse(args);
-  RunConfig config = options.model.load();
-  const EngineConfig& engine_config = config.engine;
+  EngineConfig config = options.model.load();
+  const ModelLoadConfig& engine_config = config.model;
   // Signals go to the watcher thread alone: block them before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);
@@ -85,35 +85,27 @@ int run_serve(const std::vector<std::string>& args) {
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a signal
 
   auto tokenizer = load_run_tokenizer(engine_config);
-  auto models = load_run_models(engine_config);
+  auto models = load_run_models(config);
   const std::shared_ptr<const CausalLM> model = models.front();
   std::unique_ptr<ModelExecutor> executor =
-      make_model_executor(models, make_serving_runner_options(config, *model));
+      make_model_executor(models, make_serving_runner_config(config, *model));
   ModelExecutor& runner = *executor;
   spdlog::info("model {} ({}), {} on {}, mode {}", engine_config.model,
                model->config().architecture, dtype_name(model->dtype()), model->device().str(),
-               runner.options().mode);
+               enum_name(runner.config().compilation.mode));
   spdlog::info("memory: {}", runner.memory_report());
-  EngineOptions engine_options;
-  engine_options.enable_prefix_caching = engine_config.enable_prefix_caching;
-  engine_options.max_num_batched_tokens = engine_config.max_num_batched_tokens;
-  engine_options.max_num_seqs = engine_config.max_num_seqs;
-  engine_options.max_model_len = model->max_positions();
-  engine_options.seed = static_cast<uint64_t>(engine_config.seed);
-  engine_options.async_scheduling = engine_config.async_scheduling;
-  auto engine = std::make_unique<LLMEngine>(runner, *tokenizer, engine_options);
+  auto engine = std::make_unique<LLMEngine>(runner, *tokenizer, config);
   spdlog::info(
       "engine: KV cache {} blocks of {} tokens, max_model_len {}, max_num_seqs {}, "
       "max_num_batched_tokens {}, prefix caching {}, async scheduling {}",
       engine->kv_cache().num_blocks(), engine->kv_cache().block_size(), engine->max_model_len(),
-      engine_config.max_num_seqs, engine_config.max_num_batched_tokens,
-      engine_config.enable_prefix_caching ? "on" : "off",
-      engine_config.async_scheduling ? "on" : "off");
+      config.scheduler.max_num_seqs, config.scheduler.max_num_batched_tokens,
+      config.cache.enable_prefix_caching ? "on" : "off",
+      config.scheduler.async_scheduling ? "on" : "off");
   AsyncEngine async_engine(std::move(engine), options.max_waiting_requests);
 
   ServerOptions server_options;
-  server_options.host = engine_config.host;
-  server_options.port = static_cast<int>(engine_config.port);
+  static_cast<ServerConfig&>(server_options) = config.server;  // the address
   server_options.api_key = options.api_key;
   server_options.served_model_name =
       options.served_model_name.empty() ? engine_config.model : options.served_model_name;

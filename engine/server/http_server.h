@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engine/async_engine.h"
+#include "engine/engine_config.h"
 #include "engine/server/chat_template.h"
 #include "engine/server/completion_route.h"
 #include "models/tokenizer.h"
@@ -21,9 +22,8 @@ class Server;
 
 namespace tessera {
 
-struct ServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 8000;      // 0: any free port (bind() says which)
+// The address (host, port; 0: any free port, bind() says which) is the config's ServerConfig.
+struct ServerOptions : ServerConfig {
   std::string api_key;  // empty: no authentication
   std::string served_model_name;
   size_t max_body_bytes = 8u << 20;

@@ -28,13 +28,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   fuzz::expect_clean_failure(
       [&] {
-        const RunConfig config = load_run_config(path, overrides);
-        const Device device = run_device(config.engine);
-        run_dtype(config.engine, device);
-        CustomOpConfig::parse(config.compilation.custom_ops,
-                              config.compilation.custom_ops_default_enabled());
-        config.compilation.resolved_capture_sizes(config.engine.max_num_batched_tokens);
-        config.compilation.resolved_cudagraph_mode(!device.is_cpu(), config.compilation.mode);
+        const EngineConfig config = load_run_config(path, overrides);
+        const Device device = run_device(config.model);
+        run_dtype(config.model, device);
+        config.compilation.custom_op_config();
+        config.compilation.resolved_capture_sizes(config.scheduler.max_num_batched_tokens);
+        config.compilation.resolved_cudagraph_mode(!device.is_cpu());
       },
       {path, "override", "engine.", "compilation.", "device", "custom_ops"});
   return 0;

@@ -19,7 +19,7 @@ class ForwardingExecutor : public ModelExecutor {
     return inner_.execute(batch, sampled_ids);
   }
   const CausalLM& model() const override { return inner_.model(); }
-  const RunnerOptions& options() const override { return inner_.options(); }
+  const RunnerConfig& config() const override { return inner_.config(); }
   int64_t num_kv_blocks() const override { return inner_.num_kv_blocks(); }
   size_t kv_cache_bytes() const override { return inner_.kv_cache_bytes(); }
   std::string memory_report() const override { return inner_.memory_report(); }

@@ -6,10 +6,17 @@
 
 namespace tessera::testing {
 
+RunnerConfig runner_config(CompilationMode mode) {
+  RunnerConfig config;
+  config.compilation.mode = mode;
+  config.compilation.custom_ops = {"all"};
+  return config;
+}
+
 std::vector<std::vector<float>> logits_by_chunks(ModelRunner& runner,
                                                  const std::vector<int32_t>& ids,
                                                  const std::vector<int64_t>& chunks) {
-  KVCacheManager blocks(runner.num_kv_blocks(), runner.options().block_size);
+  KVCacheManager blocks(runner.num_kv_blocks(), runner.config().cache.block_size);
   std::vector<std::vector<float>> rows;
   int64_t done = 0;
   for (int64_t chunk : chunks) {

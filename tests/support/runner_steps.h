@@ -9,6 +9,10 @@
 
 namespace tessera::testing {
 
+// A runner config in `mode` with every custom op a kernel ("all"), whatever the mode's default:
+// the runners the tests compare were written against that.
+RunnerConfig runner_config(CompilationMode mode);
+
 // Feeds `ids` in steps of the given chunk sizes (chunks of 1 are decode steps); the last token's
 // logits of each step.
 std::vector<std::vector<float>> logits_by_chunks(ModelRunner& runner,

@@ -1,0 +1,68 @@
+// A run's configuration as one typed tree, as vLLM's VllmConfig: built and validated once by
+// load_run_config (engine/config.h) from the YAML file, -O overrides and flags, then handed out by
+// part (the scheduler takes SchedulerConfig, the runner RunnerConfig, the server ServerConfig).
+// Every setting and its default is declared once: here, or in CompilationConfig
+// (compile/compilation_config.h), the part the compiler reads. The YAML's `engine:` section maps
+// onto the parts below (configs/default.yaml; describe_config_keys() lists where each key goes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "compile/compilation_config.h"
+#include "models/embedded_model.h"
+
+namespace tessera {
+
+// Which model to load and how (engine.model, tokenizer, device, dtype, max_model_len). Not
+// vLLM's name: ModelConfig is the architecture read from the checkpoint (models/model_config.h).
+struct ModelLoadConfig {
+  std::string model = std::string(kDefaultModel);  // stories260K, shipped in models/embedded/
+  std::string tokenizer;                           // empty: from the model folder/file
+  std::string device = "cpu";
+  std::string dtype = "auto";  // auto: f32 on the CPU, bf16 on a GPU
+  int64_t max_model_len = 0;   // 0: the model's max_position_embeddings
+};
+
+// The paged KV cache.
+struct CacheConfig {
+  int64_t block_size = 16;
+  // 0: from gpu_memory_utilization on a GPU, one sequence of the model's length on the CPU
+  // (make_runner_config resolves it there).
+  int64_t num_kv_blocks = 0;
+  double gpu_memory_utilization = 0.9;  // the share of GPU memory the KV cache may fill up to
+  bool enable_prefix_caching = true;    // share KV blocks of common prompt prefixes (serve)
+};
+
+// Each step's budget (engine/scheduler.h); the runner sizes its compiled plans and profiled
+// logits rows for the same numbers.
+struct SchedulerConfig {
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_num_seqs = 64;
+  // Launch each decode step before the step before it has reached the host (its draws feed the
+  // new step on the device), so the host's work overlaps the device's (engine/llm_engine.h).
+  bool async_scheduling = true;
+};
+
+struct ParallelConfig {
+  // Ranks the model is sharded over (models/tensor_parallel.h): devices engine.device onwards.
+  int64_t tensor_parallel_size = 1;
+};
+
+// tessera serve's address (engine.host, engine.port).
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;  // 0: any free port
+};
+
+struct EngineConfig {
+  ModelLoadConfig model;
+  CacheConfig cache;
+  SchedulerConfig scheduler;
+  ParallelConfig parallel;
+  CompilationConfig compilation;
+  ServerConfig server;
+  int64_t seed = 0;  // requests without a seed derive theirs from it
+};
+
+}  // namespace tessera
