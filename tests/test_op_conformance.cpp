@@ -8,7 +8,7 @@
 #include <cmath>
 #include <map>
 
-#include "compile/ops/registry.h"
+#include "compile/op_registry.h"
 #include "kernels/backend.h"
 #include "kernels/kernel_registry.h"
 #include "support/op_check.h"

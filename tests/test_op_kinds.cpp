@@ -1,5 +1,5 @@
 // The registry seam: passes and code generators learn what an op is from its OpDef (kind,
-// is_identity, row_lowering; compile/ops/registry.h) and, for pointwise ops, from the formula
+// is_identity, row_lowering; compile/op_registry.h) and, for pointwise ops, from the formula
 // table (kernels/pointwise_table.h), never from lists of op names.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -13,7 +13,7 @@
 #include <random>
 
 #include "compile/compiler.h"
-#include "compile/ops/dispatch.h"
+#include "compile/dispatch.h"
 #include "compile/ops/ops.h"
 #include "compile/passes/passes.h"
 #include "compile/tracer.h"

@@ -10,7 +10,7 @@
 
 #include "compile/compiled_function.h"
 #include "compile/compiler.h"
-#include "compile/ops/dispatch.h"
+#include "compile/dispatch.h"
 #include "compile/ops/ops.h"
 #include "compile/passes/passes.h"
 #include "kernels/backend.h"

@@ -3,7 +3,7 @@
 // context).
 #include <algorithm>
 
-#include "compile/ops/registry.h"
+#include "compile/op_registry.h"
 #include "compile/passes/passes.h"
 #include "kernels/check.h"
 
