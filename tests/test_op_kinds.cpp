@@ -9,7 +9,7 @@
 #include "compile/codegen/cpp_codegen.h"
 #include "compile/codegen/row_kernel.h"
 #include "compile/ops/ops.h"
-#include "compile/passes/passes.h"
+#include "compile/passes/pass_manager.h"
 #include "compile/tracer.h"
 #include "kernels/check.h"
 #include "kernels/kernel_registry.h"
@@ -30,9 +30,8 @@ CompiledPlan plan_of(const TensorFunction& function, std::vector<Tensor> inputs,
   CompiledPlan plan;
   plan.graph = trace(function, inputs, options).graph;
   CompilationConfig config;
-  cleanup(plan.graph, config.pass_config);
-  plan.steps = split_into_pieces(plan.graph, config.splitting_ops, &plan.num_pieces);
-  fuse(plan, fused);
+  config.pass_config.enable_fusion = fused;
+  PassManager({.config = config, .device = kCPU}, {"cleanup", "split", "fuse"}).run(plan);
   return plan;
 }
 
