@@ -1,11 +1,11 @@
-// Attention lab: checks and times the GPU attention op (kernels/cuda/attention.cu) at Llama-like
-// shapes (32 q heads, 8 kv heads, head 128, bf16, paged cache of 16-token blocks):
+// Attention lab: checks and times the GPU attention op (kernels/cuda/attention/attention.cu) at
+// Llama-like shapes (32 q heads, 8 kv heads, head 128, bf16, paged cache of 16-token blocks):
 //   1. measures the ceilings: device-to-device copy bandwidth (1 GiB, read + write) and a bf16
 //      8192^3 GEMM through the matmul kernel (cuBLAS);
 //   2. checks decode (split into partitions and not) and prefill against the float64 reference of
 //      tests/support/reference.h, over the keys and values the op wrote to the cache; decode on
-//      both of its kernels (tensor cores, kernels/cuda/attention_decode_mma.cuh, and CUDA cores,
-//      attention_decode.cuh, chosen with $TESSERA_DECODE_ATTENTION);
+//      both of its kernels (tensor cores, kernels/cuda/attention/attention_decode_mma.cuh, and CUDA
+//      cores, attention_decode.cuh, chosen with $TESSERA_DECODE_ATTENTION);
 //   3. times decode on both kernels, for batches 1, 8, 32, 128 at contexts 1k and 4k, and at the
 //      Llama-3.2-1B shape (head 64) at context 128: GB/s over the bytes it must move (K/V read
 //      once per kv head, q read, out written) against the copy ceiling; a call's blocks are
@@ -36,11 +36,11 @@
 
 #include "bench/lab_harness.h"
 #include "kernels/attention_metadata.h"
-#include "kernels/attributes.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
-#include "kernels/kernel_registry.h"
-#include "kernels/tensor.h"
+#include "runtime/attributes.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/tensor.h"
 #include "support/reference.h"
 
 namespace tessera::lab {

@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "bench/lab_harness.h"
-#include "kernels/attributes.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
-#include "kernels/kernel_registry.h"
 #include "kernels/sampling.h"
-#include "kernels/tensor.h"
+#include "runtime/attributes.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/tensor.h"
 
 namespace tessera::lab {
 namespace {

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <exception>
 
-#include "kernels/check.h"
-#include "kernels/kernel_registry.h"
-#include "kernels/logging.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/logging.h"
 #include "support/reference.h"
 
 namespace tessera::lab {

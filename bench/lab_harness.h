@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/attributes.h"
-#include "kernels/backend.h"
-#include "kernels/tensor.h"
+#include "runtime/attributes.h"
+#include "runtime/backend/backend.h"
+#include "runtime/tensor.h"
 
 namespace tessera::lab {
 

@@ -30,10 +30,10 @@
 #include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
 #include "engine/run_setup.h"
-#include "kernels/check.h"
-#include "kernels/logging.h"
 #include "models/model.h"
 #include "models/model_weights.h"
+#include "runtime/check.h"
+#include "runtime/logging.h"
 
 namespace tessera::bench {
 namespace {

@@ -1,6 +1,6 @@
-// Portable GEMM lab: Tessera's own GEMM kernels (kernels/cuda/portable_gemm.h), which are the HIP
-// module's matmul and linear, run here on an NVIDIA GPU through the CUDA module next to cuBLASLt
-// (the CUDA module's linear) on the same problems. Versions: `skinny` (one warp per output
+// Portable GEMM lab: Tessera's own GEMM kernels (kernels/cuda/gemm/portable_gemm.h), which are the
+// HIP module's matmul and linear, run here on an NVIDIA GPU through the CUDA module next to
+// cuBLASLt (the CUDA module's linear) on the same problems. Versions: `skinny` (one warp per output
 // column, for decode batches of 1 to 8 rows) set against the copy ceiling, `tiled` (64 x 64
 // tiles, f32 FMA) against the GEMM ceiling, and `cublasLt` for scale. Each version is first
 // checked against the float64 reference on a small problem of the same kind, so a fast wrong
@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "bench/lab_harness.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
-#include "kernels/cuda/portable_gemm.h"
-#include "kernels/kernel_registry.h"
-#include "kernels/tensor.h"
+#include "kernels/cuda/gemm/portable_gemm.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/tensor.h"
 
 namespace tessera::lab {
 namespace {

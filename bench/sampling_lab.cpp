@@ -1,4 +1,4 @@
-// Sampling kernel lab: the GPU "sample_tokens" kernel (kernels/cuda/sampling.cu)
+// Sampling kernel lab: the GPU "sample_tokens" kernel (kernels/cuda/sampling/sampling.cu)
 //   1. checked against the CPU kernel, its reference: the same tokens and logprobs for rows of
 //      every kind (greedy with penalties, temperature, top-k, top-p, min-p, logprobs);
 //   2. timed at a Llama-3 vocabulary (128256) for batches of 1 to 128 rows, per kind of row, with
@@ -16,7 +16,7 @@
 
 #include "bench/lab_harness.h"
 #include "engine/sampler.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::lab {
 namespace {

@@ -1,12 +1,12 @@
 // Skinny GEMM lab: linear at decode sizes, x [M, K] @ weight [N, K]^T, for every weight of
 // Llama-3.2-1B (qkv 3072x2048, o 2048x2048, gate_up 16384x2048, down 2048x8192, lm_head
 // 128256x2048) and M in {1, 2, 4, ..., 256}, in bf16 and f32. Every path is timed: cuBLASLt (the
-// library), each skinny kernel of kernels/cuda/skinny_gemm.h that fits, and the measured choice
-// the GEMM makes by default (named after the path it took). Before timing, every path is checked
-// against the float64 reference at the same M and K (N = 88, so tails of every tile are covered,
-// with a bias), its output poisoned first. Times come from device graphs of back-to-back calls
-// that rotate over enough copies of the weight to overflow L2, so the weight streams from memory
-// as in a decode step; rates are set against the measured copy and GEMM ceilings.
+// library), each skinny kernel of kernels/cuda/gemm/skinny_gemm.h that fits, and the measured
+// choice the GEMM makes by default (named after the path it took). Before timing, every path is
+// checked against the float64 reference at the same M and K (N = 88, so tails of every tile are
+// covered, with a bias), its output poisoned first. Times come from device graphs of back-to-back
+// calls that rotate over enough copies of the weight to overflow L2, so the weight streams from
+// memory as in a decode step; rates are set against the measured copy and GEMM ceilings.
 //
 // Then the gated down projection, silu_and_mul_linear (x [M, 2 * 8192] -> [M, 2048]): each skinny
 // kernel computing the activation as it reads x, checked against float64 like the rest, timed
@@ -14,7 +14,7 @@
 // against the op's measured choice.
 //
 // Last, the weight prefetch: a qkv-shaped GEMM, a few small kernels, an o-shaped GEMM, with the
-// first asking for the second's weight (kernels/cuda/l2_prefetch.h) or not.
+// first asking for the second's weight (kernels/cuda/gemm/l2_prefetch.h) or not.
 //
 // --only TEXT runs the cases whose names contain TEXT: "<weight> M=<m> <dtype>" (e.g. "gate_up
 // M=32 bf16"), "gated M=<m> <dtype>" and "prefetch M=<m>", with the checks at their M and K; a
@@ -30,13 +30,13 @@
 #include <vector>
 
 #include "bench/lab_harness.h"
-#include "kernels/check.h"
+#include "kernels/cuda/gemm/skinny_gemm.h"
 #include "kernels/cuda/gpu_runtime.h"
-#include "kernels/cuda/skinny_gemm.h"
-#include "kernels/kernel_registry.h"
 #include "kernels/linear_path.h"
-#include "kernels/profiler.h"
-#include "kernels/tensor.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/profiler/profiler.h"
+#include "runtime/tensor.h"
 
 namespace tessera::lab {
 namespace {
@@ -320,7 +320,7 @@ void time_gated(const LabArgs& args, LabTimer& timer, LabRandom& random, const C
   }
 }
 
-// ---- The weight prefetch (kernels/cuda/l2_prefetch.h): two GEMMs of a decode layer with
+// ---- The weight prefetch (kernels/cuda/gemm/l2_prefetch.h): two GEMMs of a decode layer with
 // small kernels between them, as a step runs them.
 
 // A GEMM, then `window` launches of a small kernel that leaves memory idle (silu_and_mul on one

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "compile/interpreter.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -40,8 +40,8 @@ struct CompilationConfig {
   int64_t max_cudagraph_capture_size = 512;
   int64_t cudagraph_num_warmups = 1;
   // Launch the model's kernels with programmatic dependent launch on GPUs of compute capability
-  // 9.0+ (kernels/programmatic_launch.h): each kernel's launch overlaps the previous kernel's
-  // tail, in graphs too. false: plain stream order.
+  // 9.0+ (runtime/backend/programmatic_launch.h): each kernel's launch overlaps the previous
+  // kernel's tail, in graphs too. false: plain stream order.
   bool programmatic_dependent_launch = true;
   // A step whose every row is plain greedy (no penalties, no logprobs) takes its argmax in the
   // compiled LM head, over the model dtype's logits, and a full decode graph holds that pick and

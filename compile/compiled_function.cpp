@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "compile/dispatch.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "compile/op_registry.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

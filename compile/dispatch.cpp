@@ -2,9 +2,9 @@
 
 #include "compile/fake_tensor.h"
 #include "compile/launch_profile.h"
-#include "kernels/check.h"
-#include "kernels/kernel_registry.h"
-#include "kernels/profiler.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/profiler/profiler.h"
 
 namespace tessera {
 

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -1,7 +1,7 @@
 #include "compile/interpreter.h"
 
 #include "compile/dispatch.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

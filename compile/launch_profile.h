@@ -1,11 +1,11 @@
-// How the step profiler (kernels/profiler.h) sees an op's launch: the kernel class it counts
-// under, and the bytes, FLOPs and shape of one launch.
+// How the step profiler (runtime/profiler/profiler.h) sees an op's launch: the kernel class it
+// counts under, and the bytes, FLOPs and shape of one launch.
 #pragma once
 
 #include <span>
 
 #include "compile/op_registry.h"
-#include "kernels/profiler.h"
+#include "runtime/profiler/profiler.h"
 
 namespace tessera {
 

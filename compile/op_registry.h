@@ -3,7 +3,7 @@
 // the op, the argument and the shapes), optional decomposition into other ops, the device-free
 // implementation of a view, how it lowers into a fused row kernel, and flags. The compile passes
 // ask these questions of the OpDef, never a list of names. Kernels per device live in kernels/
-// and are found by op name through kernels/kernel_registry.h.
+// and are found by op name through runtime/kernel_registry.h.
 #pragma once
 
 #include <functional>
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "compile/symbolic.h"
-#include "kernels/attributes.h"
-#include "kernels/tensor.h"
+#include "runtime/attributes.h"
+#include "runtime/tensor.h"
 
 namespace tessera {
 

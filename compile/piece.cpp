@@ -4,8 +4,8 @@
 
 #include "compile/codegen/codegen_target.h"
 #include "compile/launch_profile.h"
-#include "kernels/check.h"
-#include "kernels/profiler.h"
+#include "runtime/check.h"
+#include "runtime/profiler/profiler.h"
 
 namespace tessera {
 

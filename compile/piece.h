@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "compile/compiled_plan.h"
-#include "kernels/backend.h"
-#include "kernels/kernel_registry.h"
+#include "runtime/backend/backend.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera {
 

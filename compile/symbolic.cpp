@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -5,7 +5,7 @@
 
 #include "compile/dispatch.h"
 #include "compile/fake_tensor.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -6,8 +6,8 @@
 #include <functional>
 #include <map>
 
-#include "kernels/check.h"
 #include "models/input_file.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

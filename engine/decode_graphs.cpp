@@ -4,10 +4,10 @@
 #include <numeric>
 
 #include "engine/sampler.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
-#include "kernels/profiler.h"
 #include "kernels/sampling.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
+#include "runtime/profiler/profiler.h"
 
 namespace tessera {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "engine/llm_engine.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

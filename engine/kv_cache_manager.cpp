@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "kernels/check.h"
-#include "kernels/mix64.h"
+#include "runtime/check.h"
+#include "runtime/mix64.h"
 
 namespace tessera {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/tensor.h"
+#include "runtime/tensor.h"
 
 namespace tessera {
 

@@ -13,10 +13,10 @@
 #include "compile/piecewise_backend.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/sampler.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
-#include "kernels/profiler.h"
-#include "kernels/programmatic_launch.h"
+#include "runtime/backend/backend.h"
+#include "runtime/backend/programmatic_launch.h"
+#include "runtime/check.h"
+#include "runtime/profiler/profiler.h"
 
 namespace tessera {
 

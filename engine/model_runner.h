@@ -16,8 +16,8 @@
 #include "engine/decode_graphs.h"
 #include "engine/model_executor.h"
 #include "kernels/attention_metadata.h"
-#include "kernels/communicator.h"
 #include "models/model.h"
+#include "runtime/communicator.h"
 
 namespace tessera {
 

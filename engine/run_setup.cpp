@@ -7,12 +7,12 @@
 
 #include "engine/kv_cache_manager.h"
 #include "engine/tensor_parallel_runner.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
-#include "kernels/checked_math.h"
 #include "models/architecture_registry.h"
 #include "models/tensor_parallel.h"
 #include "models/tokenizer/byte_tokenizer.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
+#include "runtime/checked_math.h"
 
 namespace tessera {
 

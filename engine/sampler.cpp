@@ -6,10 +6,10 @@
 #include <map>
 
 #include "compile/ops/ops.h"
-#include "kernels/check.h"
-#include "kernels/kernel_registry.h"
-#include "kernels/profiler.h"
 #include "kernels/sampling.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/profiler/profiler.h"
 
 namespace tessera {
 namespace {

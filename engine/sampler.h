@@ -15,8 +15,8 @@
 
 #include "engine/model_executor.h"
 #include "engine/sampling_params.h"
-#include "kernels/backend.h"
-#include "kernels/tensor.h"
+#include "runtime/backend/backend.h"
+#include "runtime/tensor.h"
 
 namespace tessera {
 

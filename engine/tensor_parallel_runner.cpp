@@ -4,8 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "kernels/backend.h"
-#include "kernels/check.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.h"
 #include "kernels/kernel_checks.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

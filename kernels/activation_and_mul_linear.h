@@ -5,7 +5,7 @@
 // activation_and_mul_linear.cpp).
 #pragma once
 
-#include "kernels/kernel_registry.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera {
 

@@ -1,6 +1,6 @@
 #include "kernels/attention_metadata.h"
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

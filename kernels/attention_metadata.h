@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/tensor.h"
+#include "runtime/tensor.h"
 
 namespace tessera {
 

@@ -1,8 +1,8 @@
-#include "kernels/attributes.h"
+#include "runtime/attributes.h"
 
 #include <algorithm>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

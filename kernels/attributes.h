@@ -8,7 +8,7 @@
 #include <variant>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "runtime/dtype.h"
 
 namespace tessera {
 

@@ -1,11 +1,11 @@
-#include "kernels/backend.h"
+#include "runtime/backend/backend.h"
 
 #include <array>
 #include <mutex>
 #include <vector>
 
-#include "kernels/backend_modules.h"
-#include "kernels/check.h"
+#include "runtime/backend/backend_modules.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "kernels/allocator.h"
-#include "kernels/device.h"
+#include "runtime/backend/allocator.h"
+#include "runtime/device.h"
 
 namespace tessera {
 
@@ -78,9 +78,9 @@ class DeviceBackend {
   virtual void begin_capture(Stream& stream) = 0;
   virtual std::unique_ptr<GraphExec> end_capture(Stream& stream) = 0;
 
-  // The step profiler's gate (kernels/profiler.h): hold_stream queues on `stream` a wait that
-  // holds back the work queued after it until release_streams(), any synchronizing call of this
-  // backend, or a safety timeout, so that the host can queue launches ahead and events around
+  // The step profiler's gate (runtime/profiler/profiler.h): hold_stream queues on `stream` a wait
+  // that holds back the work queued after it until release_streams(), any synchronizing call of
+  // this backend, or a safety timeout, so that the host can queue launches ahead and events around
   // each launch time the device rather than the host's launch. It returns whether it queued one:
   // not while a gate is already held on the stream, nor during a capture, nor where launches are
   // synchronous (the CPU). release_streams opens every gate and returns how many gates timed out

@@ -1,4 +1,4 @@
-#include "kernels/backend_modules.h"
+#include "runtime/backend/backend_modules.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "kernels/backend.h"
+#include "runtime/backend/backend.h"
 
 namespace tessera {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "kernels/device.h"
+#include "runtime/device.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -1,8 +1,8 @@
 // Kernels of all_reduce and all_gather (compile/ops/collective.cpp) on every device type: the
 // communicator of this thread's rank does the work, queued on the current stream on a GPU.
-#include "kernels/check.h"
-#include "kernels/communicator.h"
-#include "kernels/kernel_registry.h"
+#include "runtime/check.h"
+#include "runtime/communicator.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera {
 namespace {

@@ -1,10 +1,10 @@
-#include "kernels/communicator.h"
+#include "runtime/communicator.h"
 
 #include <array>
 #include <mutex>
 
-#include "kernels/backend.h"
-#include "kernels/check.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -9,9 +9,9 @@
 #include <span>
 #include <vector>
 
-#include "kernels/check.h"
-#include "kernels/device.h"
-#include "kernels/tensor.h"
+#include "runtime/check.h"
+#include "runtime/device.h"
+#include "runtime/tensor.h"
 
 namespace tessera {
 

@@ -1,8 +1,8 @@
-#include "kernels/device.h"
+#include "runtime/device.h"
 
 #include <charconv>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

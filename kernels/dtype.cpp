@@ -1,6 +1,6 @@
-#include "kernels/dtype.h"
+#include "runtime/dtype.h"
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

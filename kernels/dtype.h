@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/half.h"
+#include "runtime/half.h"
 
 namespace tessera {
 

@@ -1,6 +1,6 @@
 #include "kernels/kernel_checks.h"
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

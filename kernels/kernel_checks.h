@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kernels/tensor.h"
+#include "runtime/tensor.h"
 
 namespace tessera {
 

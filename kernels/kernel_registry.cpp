@@ -1,10 +1,10 @@
-#include "kernels/kernel_registry.h"
+#include "runtime/kernel_registry.h"
 
 #include <map>
 #include <utility>
 
-#include "kernels/backend_modules.h"
-#include "kernels/check.h"
+#include "runtime/backend/backend_modules.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -6,9 +6,9 @@
 #include <span>
 #include <string>
 
-#include "kernels/attributes.h"
-#include "kernels/device.h"
-#include "kernels/tensor.h"
+#include "runtime/attributes.h"
+#include "runtime/device.h"
+#include "runtime/tensor.h"
 
 namespace tessera {
 

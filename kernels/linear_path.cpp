@@ -7,7 +7,7 @@
 #include <mutex>
 #include <utility>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -1,9 +1,9 @@
 // Which implementation a GPU linear layer runs. By default each problem (shape, dtype, alignment)
 // takes, on its first call, the library GEMM (cuBLASLt, the fastest of the first
 // kLibraryAlgorithms algorithms its heuristic offers) or a skinny kernel that can run it
-// (kernels/cuda/skinny_gemm.h: weight-streaming GEMV and tensor-core skinny GEMM for up to 256
-// rows), each timed on its own operands, by the rule of kernels/cuda/skinny_choice.h (a skinny
-// kernel is credited for what it overlaps in a step), and keeps it (kernels/cuda/gemm.cpp's
+// (kernels/cuda/gemm/skinny_gemm.h: weight-streaming GEMV and tensor-core skinny GEMM for up to 256
+// rows), each timed on its own operands, by the rule of kernels/cuda/gemm/skinny_choice.h (a skinny
+// kernel is credited for what it overlaps in a step), and keeps it (kernels/cuda/gemm/gemm.cpp's
 // per-shape plan cache, and kernels/measured_choices.h across processes). Labs, tests and
 // benchmarks can force one path for the thread.
 #pragma once
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/device.h"
+#include "runtime/device.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "kernels/logging.h"
+#include "runtime/logging.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

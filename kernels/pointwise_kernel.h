@@ -2,7 +2,7 @@
 // cast), written once for every backend. `Elementwise` is the backend's part: its dtype visitors,
 // its storage <-> compute conversion, and its elementwise map over inputs expanded to the output's
 // shape with any strides (CpuElementwise in kernels/cpu/pointwise.cpp, GpuElementwise in
-// kernels/cuda/pointwise.cu).
+// kernels/cuda/pointwise/pointwise.cu).
 #pragma once
 
 #include <limits>
@@ -10,11 +10,11 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/check.h"
-#include "kernels/dtype.h"
 #include "kernels/kernel_checks.h"
-#include "kernels/kernel_registry.h"
 #include "kernels/pointwise_table.h"
+#include "runtime/check.h"
+#include "runtime/dtype.h"
+#include "runtime/kernel_registry.h"
 
 #ifdef __CUDACC__
 // The storage conversions are device functions on the GPU; the functors below call them only

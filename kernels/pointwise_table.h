@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/attributes.h"
-#include "kernels/host_device.h"
+#include "runtime/attributes.h"
+#include "runtime/host_device.h"
 
 namespace tessera::scalar {
 #define TSR_SCALAR TESSERA_HOST_DEVICE inline

@@ -1,4 +1,4 @@
-#include "kernels/profile_report.h"
+#include "runtime/profiler/profile_report.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <map>
 #include <vector>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -1,13 +1,13 @@
-// The tables of a step's profile (kernels/profiler.h): per kernel class with the device's gaps, per
-// region (compiled piece, attention, logits, ...), and the kernels that took the most time, each
-// with its time, bytes moved, achieved GB/s and TFLOP/s and share of the step; and the launch
-// counts of a step.
+// The tables of a step's profile (runtime/profiler/profiler.h): per kernel class with the device's
+// gaps, per region (compiled piece, attention, logits, ...), and the kernels that took the most
+// time, each with its time, bytes moved, achieved GB/s and TFLOP/s and share of the step; and the
+// launch counts of a step.
 #pragma once
 
 #include <cstddef>
 #include <string>
 
-#include "kernels/profiler.h"
+#include "runtime/profiler/profiler.h"
 
 namespace tessera {
 

@@ -1,8 +1,8 @@
-#include "kernels/profiler.h"
+#include "runtime/profiler/profiler.h"
 
 #include <fmt/format.h>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/backend.h"
+#include "runtime/backend/backend.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "kernels/programmatic_launch.h"
+#include "runtime/backend/programmatic_launch.h"
 
 namespace tessera {
 

@@ -1,8 +1,8 @@
 // rotary_attention as its two ops apart: see rotary_attention.h. Registered as the CPU kernel.
 #include "kernels/rotary_attention.h"
 
-#include "kernels/check.h"
-#include "kernels/tensor.h"
+#include "runtime/check.h"
+#include "runtime/tensor.h"
 
 namespace tessera {
 

@@ -1,9 +1,9 @@
 // rotary_attention (compile/ops/rotary_attention.cpp) as its two ops apart, on the CPU (the GPU
-// kernel, kernels/cuda/attention.cu, reads the qkv slices where they lie instead).
+// kernel, kernels/cuda/attention/attention.cu, reads the qkv slices where they lie instead).
 #pragma once
 
-#include "kernels/attributes.h"
-#include "kernels/kernel_registry.h"
+#include "runtime/attributes.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera {
 

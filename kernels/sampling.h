@@ -49,8 +49,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/host_device.h"
-#include "kernels/mix64.h"
+#include "runtime/host_device.h"
+#include "runtime/mix64.h"
 
 namespace tessera {
 

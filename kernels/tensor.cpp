@@ -1,15 +1,15 @@
-#include "kernels/tensor.h"
+#include "runtime/tensor.h"
 
 #include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <optional>
 
-#include "kernels/backend.h"
-#include "kernels/check.h"
-#include "kernels/checked_math.h"
-#include "kernels/kernel_registry.h"
-#include "kernels/profiler.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
+#include "runtime/checked_math.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/profiler/profiler.h"
 
 namespace tessera {
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/allocator.h"
-#include "kernels/device.h"
-#include "kernels/dtype.h"
+#include "runtime/backend/allocator.h"
+#include "runtime/device.h"
+#include "runtime/dtype.h"
 
 namespace tessera {
 

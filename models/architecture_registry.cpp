@@ -1,6 +1,6 @@
 #include "models/architecture_registry.h"
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -1,7 +1,7 @@
 #include "models/decoder_weights.h"
 
 #include "compile/ops/ops.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -2,8 +2,8 @@
 
 #include <limits>
 
-#include "kernels/check.h"
 #include "models/json_input.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -1,7 +1,7 @@
 #include "models/json_input.h"
 
-#include "kernels/check.h"
 #include "models/input_file.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -6,12 +6,12 @@
 #include <cmath>
 
 #include "compile/ops/ops.h"
-#include "kernels/check.h"
 #include "models/architecture_registry.h"
 #include "models/decoder_weights.h"
 #include "models/hf_config_fields.h"
 #include "models/rope.h"
 #include "models/tensor_parallel.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

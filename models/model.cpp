@@ -1,6 +1,6 @@
 #include "models/model.h"
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

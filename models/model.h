@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/tensor.h"
 #include "models/model_config.h"
 #include "models/model_weights.h"
+#include "runtime/tensor.h"
 
 namespace tessera {
 

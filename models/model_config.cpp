@@ -3,7 +3,7 @@
 #include <cmath>
 #include <tuple>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "runtime/dtype.h"
 
 namespace tessera {
 

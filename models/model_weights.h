@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "kernels/tensor.h"
 #include "models/model_config.h"
 #include "models/tensor_parallel.h"
+#include "runtime/tensor.h"
 
 namespace tessera {
 

@@ -3,8 +3,8 @@
 // frequency scaling. Computed in double, stored f32.
 #pragma once
 
-#include "kernels/tensor.h"
 #include "models/model_config.h"
+#include "runtime/tensor.h"
 
 namespace tessera {
 

@@ -3,9 +3,9 @@
 #include <cstring>
 
 #include "compile/ops/ops.h"
-#include "kernels/check.h"
 #include "models/architecture_registry.h"
 #include "models/model_weights.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -6,8 +6,8 @@
 // intermediate size, and these layers add the collectives where the shards meet.
 #pragma once
 
-#include "kernels/tensor.h"
 #include "models/model_config.h"
+#include "runtime/tensor.h"
 
 namespace tessera {
 

@@ -14,8 +14,8 @@
 
 #include "compile/ops/ops.h"
 #include "kernels/attention_metadata.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 
 using namespace tessera;
 

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "compile/ops/ops.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;

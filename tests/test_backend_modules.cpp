@@ -1,5 +1,5 @@
-// The GPU backends are modules loaded on first use (kernels/backend_modules.h). Checked on the
-// tessera binary itself: a CPU run on stories260K maps no GPU library (the dynamic loader's own
+// The GPU backends are modules loaded on first use (runtime/backend/backend_modules.h). Checked on
+// the tessera binary itself: a CPU run on stories260K maps no GPU library (the dynamic loader's own
 // record of every file it loads, LD_DEBUG=files) and stays under 40 MiB resident; `tessera
 // devices` loads each module this build made and says why one is missing.
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend.h"
+#include "runtime/backend/backend.h"
 #include "support/server_process.h"
 #include "support/test_tensors.h"
 

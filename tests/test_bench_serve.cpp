@@ -19,7 +19,7 @@
 #include "engine/bench/serve_load.h"
 #include "engine/bench/serve_report.h"
 #include "engine/bench/server_sent_events.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 #include "support/server_process.h"
 #include "support/test_tensors.h"
 

@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "engine/bench/statistics.h"
-#include "kernels/backend.h"
+#include "runtime/backend/backend.h"
 #include "support/server_process.h"
 #include "support/test_tensors.h"
 

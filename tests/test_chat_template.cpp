@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "engine/server/chat_template.h"
-#include "kernels/check.h"
 #include "models/tokenizer/byte_tokenizer.h"
+#include "runtime/check.h"
 
 using namespace tessera;
 using ::testing::HasSubstr;

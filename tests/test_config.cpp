@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "engine/config.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 using namespace tessera;
 using ::testing::HasSubstr;

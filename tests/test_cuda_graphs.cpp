@@ -13,11 +13,11 @@
 #include "engine/kv_cache_manager.h"
 #include "engine/llm_engine.h"
 #include "engine/run_setup.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
 #include "models/architecture_registry.h"
 #include "models/loaders/loaders.h"
 #include "models/tokenizer.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 #include "support/runner_steps.h"
 #include "support/test_tensors.h"
 

@@ -1,8 +1,9 @@
-// The layout rule of the tensor-core decode attention kernel (kernels/cuda/decode_layout.h):
-// partitions per block and tile buffers per warp, on the H100's limits and the 1B model's shapes.
+// The layout rule of the tensor-core decode attention kernel
+// (kernels/cuda/attention/decode_layout.h): partitions per block and tile buffers per warp, on the
+// H100's limits and the 1B model's shapes.
 #include <gtest/gtest.h>
 
-#include "kernels/cuda/decode_layout.h"
+#include "kernels/cuda/attention/decode_layout.h"
 
 namespace tessera::gpu::attention {
 namespace {

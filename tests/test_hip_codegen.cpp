@@ -18,7 +18,7 @@
 #include "compile/codegen/gpu/gpu_kernel_cache.h"
 #include "compile/codegen/kernel_cache.h"
 #include "compile/codegen/row_kernel.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 #include "support/row_cases.h"
 #include "support/test_tensors.h"
 

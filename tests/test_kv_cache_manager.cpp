@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "engine/kv_cache_manager.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 using namespace tessera;
 using ::testing::HasSubstr;

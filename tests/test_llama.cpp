@@ -12,8 +12,8 @@
 #include "compile/tracer.h"
 #include "engine/generator.h"
 #include "engine/run_setup.h"
-#include "kernels/check.h"
 #include "models/architecture_registry.h"
+#include "runtime/check.h"
 #include "support/runner_steps.h"
 #include "support/test_tensors.h"
 

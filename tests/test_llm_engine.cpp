@@ -9,8 +9,8 @@
 
 #include "engine/llm_engine.h"
 #include "engine/run_setup.h"
-#include "kernels/check.h"
 #include "models/architecture_registry.h"
+#include "runtime/check.h"
 #include "support/forwarding_executor.h"
 
 using namespace tessera;

@@ -16,8 +16,6 @@
 #include <numbers>
 #include <set>
 
-#include "kernels/backend.h"
-#include "kernels/check.h"
 #include "models/architecture_registry.h"
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/gguf.h"
@@ -25,6 +23,8 @@
 #include "models/loaders/safetensors.h"
 #include "models/loaders/synthetic.h"
 #include "models/model_weights.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 
 #include "support/loader_files.h"
 

@@ -9,8 +9,8 @@
 #include <map>
 
 #include "compile/op_registry.h"
-#include "kernels/backend.h"
-#include "kernels/kernel_registry.h"
+#include "runtime/backend/backend.h"
+#include "runtime/kernel_registry.h"
 #include "support/op_check.h"
 #include "support/op_samples.h"
 

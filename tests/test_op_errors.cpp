@@ -8,7 +8,7 @@
 
 #include "compile/dispatch.h"
 #include "compile/ops/ops.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 #include "support/error_of.h"
 
 namespace tessera {

@@ -11,9 +11,9 @@
 #include "compile/ops/ops.h"
 #include "compile/passes/pass_manager.h"
 #include "compile/tracer.h"
-#include "kernels/check.h"
-#include "kernels/kernel_registry.h"
 #include "kernels/pointwise_table.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;

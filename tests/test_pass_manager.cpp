@@ -15,7 +15,7 @@
 #include "compile/passes/graph_rewrite.h"
 #include "compile/passes/pass_manager.h"
 #include "compile/tracer.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;

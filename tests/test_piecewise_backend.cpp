@@ -10,8 +10,8 @@
 #include "compile/ops/ops.h"
 #include "compile/piecewise_backend.h"
 #include "compile/tracer.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 #include "support/compile_options.h"
 #include "support/test_tensors.h"
 

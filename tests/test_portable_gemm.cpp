@@ -1,6 +1,6 @@
-// Tessera's own GEMM kernels (kernels/cuda/portable_gemm.h): the HIP module's matmul and linear.
-// No AMD GPU runs this project's tests, so the same source is checked on an NVIDIA GPU through
-// the CUDA module, which builds it too: the tiled and the skinny kernel, f32/bf16/f16, edge
+// Tessera's own GEMM kernels (kernels/cuda/gemm/portable_gemm.h): the HIP module's matmul and
+// linear. No AMD GPU runs this project's tests, so the same source is checked on an NVIDIA GPU
+// through the CUDA module, which builds it too: the tiled and the skinny kernel, f32/bf16/f16, edge
 // shapes (sizes off the tiles, K = 0, one row), bias, unaligned inputs, batched matmul, each
 // element against the float64 reference.
 #include <gmock/gmock.h>
@@ -9,13 +9,13 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/backend.h"
-#include "kernels/check.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 #include "support/reference.h"
 #include "support/test_tensors.h"
 
 #ifdef TESSERA_CUDA
-#include "kernels/cuda/portable_gemm.h"
+#include "kernels/cuda/gemm/portable_gemm.h"
 #endif
 
 using namespace tessera;

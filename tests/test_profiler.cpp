@@ -1,7 +1,7 @@
-// The step profiler (kernels/profiler.h): launches recorded once however they nest, named by the
-// innermost region and annotated by the GEMM path, nothing computed without an active profiler;
-// and a compiled model step on the CPU timed per launch with its pieces, attention and logits,
-// counted the same by a counting profiler, and printed as tables.
+// The step profiler (runtime/profiler/profiler.h): launches recorded once however they nest, named
+// by the innermost region and annotated by the GEMM path, nothing computed without an active
+// profiler; and a compiled model step on the CPU timed per launch with its pieces, attention and
+// logits, counted the same by a counting profiler, and printed as tables.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,10 +9,10 @@
 
 #include "engine/model_runner.h"
 #include "engine/run_setup.h"
-#include "kernels/profile_report.h"
-#include "kernels/profiler.h"
 #include "models/architecture_registry.h"
 #include "models/loaders/loaders.h"
+#include "runtime/profiler/profile_report.h"
+#include "runtime/profiler/profiler.h"
 #include "support/runner_steps.h"
 #include "support/test_tensors.h"
 

@@ -19,9 +19,9 @@
 #include "compile/tracer.h"
 #include "engine/run_setup.h"
 #include "kernels/attention_metadata.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
 #include "models/architecture_registry.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 #include "support/runner_steps.h"
 #include "support/test_tensors.h"
 

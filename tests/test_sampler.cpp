@@ -9,8 +9,8 @@
 #include <map>
 
 #include "engine/sampler.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;

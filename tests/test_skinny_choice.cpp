@@ -1,13 +1,13 @@
 // The rule by which a timed skinny GEMM kernel replaces the path it competes with
-// (kernels/cuda/skinny_choice.h): behind a lead kernel it may be slower than the library's GEMM
-// by less than the larger of 2 us and 5% of the library's time, for what its programmatic launch
-// overlaps in a step; after a splitting op, and against paths that overlap alike, it must be 3%
-// faster.
+// (kernels/cuda/gemm/skinny_choice.h): behind a lead kernel it may be slower than the library's
+// GEMM by less than the larger of 2 us and 5% of the library's time, for what its programmatic
+// launch overlaps in a step; after a splitting op, and against paths that overlap alike, it must be
+// 3% faster.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "kernels/cuda/skinny_choice.h"
+#include "kernels/cuda/gemm/skinny_choice.h"
 
 namespace tessera::gpu {
 namespace {

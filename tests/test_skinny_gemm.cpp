@@ -1,5 +1,5 @@
-// linear at decode sizes on the GPU: every skinny kernel (kernels/cuda/skinny_gemm.h), forced by
-// name, and the per-shape measured choice against the CPU linear kernel on the same values, with
+// linear at decode sizes on the GPU: every skinny kernel (kernels/cuda/gemm/skinny_gemm.h), forced
+// by name, and the per-shape measured choice against the CPU linear kernel on the same values, with
 // and without bias, at sizes that leave partial tiles in every dimension. Each variant must run
 // (not fall back to the library) on some of the cases, as the step profiler's annotation shows.
 #include <gtest/gtest.h>
@@ -18,12 +18,12 @@
 #include "compile/codegen/cache_entry.h"
 #include "compile/codegen/measured_choice_files.h"
 
-#include "kernels/backend.h"
-#include "kernels/check.h"
-#include "kernels/kernel_registry.h"
 #include "kernels/linear_path.h"
 #include "kernels/measured_choices.h"
-#include "kernels/profiler.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/profiler/profiler.h"
 #include "support/test_tensors.h"
 
 namespace tessera {

@@ -4,7 +4,7 @@
 
 #include "compile/guards.h"
 #include "compile/symbolic.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 using namespace tessera;
 using ::testing::HasSubstr;

@@ -15,11 +15,11 @@
 #include "engine/kv_cache_manager.h"
 #include "engine/run_setup.h"
 #include "engine/tensor_parallel_runner.h"
-#include "kernels/backend.h"
-#include "kernels/communicator.h"
 #include "models/architecture_registry.h"
 #include "models/model_weights.h"
 #include "models/tensor_parallel.h"
+#include "runtime/backend/backend.h"
+#include "runtime/communicator.h"
 
 using namespace tessera;
 using ::testing::HasSubstr;

@@ -11,7 +11,6 @@
 #include <iostream>
 #include <random>
 
-#include "kernels/check.h"
 #include "models/input_file.h"
 #include "models/json_input.h"
 #include "models/tokenizer.h"
@@ -21,6 +20,7 @@
 #include "models/tokenizer/tokenizer_json.h"
 #include "models/tokenizer/unicode.h"
 #include "models/tokenizer/vocab_tokenizers.h"
+#include "runtime/check.h"
 #include "support/error_of.h"
 
 using namespace tessera;

@@ -6,7 +6,7 @@
 #include "compile/fake_tensor.h"
 #include "compile/ops/ops.h"
 #include "compile/tracer.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 #include "support/test_tensors.h"
 
 using namespace tessera;

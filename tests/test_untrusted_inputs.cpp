@@ -16,9 +16,6 @@
 
 #include "engine/config.h"
 #include "engine/run_setup.h"
-#include "kernels/check.h"
-#include "kernels/checked_math.h"
-#include "kernels/tensor.h"
 #include "models/architecture_registry.h"
 #include "models/json_input.h"
 #include "models/loaders/gguf.h"
@@ -29,6 +26,9 @@
 #include "models/tokenizer/bpe_tokenizer.h"
 #include "models/tokenizer/replace_all.h"
 #include "models/tokenizer/vocab_tokenizers.h"
+#include "runtime/check.h"
+#include "runtime/checked_math.h"
+#include "runtime/tensor.h"
 #include "support/error_of.h"
 #include "support/test_tensors.h"
 

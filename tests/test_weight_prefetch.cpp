@@ -14,10 +14,10 @@
 #include "compile/dispatch.h"
 #include "compile/ops/ops.h"
 #include "compile/passes/pass_manager.h"
-#include "kernels/backend.h"
-#include "kernels/cuda/l2_prefetch.h"
-#include "kernels/kernel_registry.h"
+#include "kernels/cuda/gemm/l2_prefetch.h"
 #include "kernels/linear_path.h"
+#include "runtime/backend/backend.h"
+#include "runtime/kernel_registry.h"
 #include "support/compile_options.h"
 #include "support/test_tensors.h"
 

@@ -12,7 +12,7 @@
 #include <set>
 
 #include "compile/graph.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace fs = std::filesystem;

@@ -2,8 +2,8 @@
 
 #include <map>
 
-#include "kernels/backend_modules.h"
-#include "kernels/check.h"
+#include "runtime/backend/backend_modules.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

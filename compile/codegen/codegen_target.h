@@ -14,7 +14,7 @@
 
 #include "compile/codegen/kernel_cache.h"
 #include "compile/codegen/row_kernel.h"
-#include "kernels/backend.h"
+#include "runtime/backend/backend.h"
 
 namespace tessera {
 

@@ -1,7 +1,7 @@
 #include "compile/codegen/cpp_codegen.h"
 
 #include "compile/codegen/scalar_math_text.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

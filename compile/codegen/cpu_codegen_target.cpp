@@ -2,7 +2,7 @@
 // object (CpuKernelCache), launched as a loop over rows split across the CPU thread pool.
 #include "compile/codegen/codegen_target.h"
 #include "compile/codegen/cpp_codegen.h"
-#include "kernels/cpu/parallel.h"
+#include "runtime/cpu/parallel.h"
 
 namespace tessera {
 namespace {

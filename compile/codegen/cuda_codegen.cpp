@@ -5,7 +5,7 @@
 #include <set>
 
 #include "compile/codegen/scalar_math_text.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {
@@ -20,7 +20,7 @@ constexpr const char* kCudaDialect = R"(#include <cuda_bf16.h>
 typedef __nv_bfloat16 tsr_bf16;
 typedef __half tsr_f16;
 #define TSR_WARP 32
-// Programmatic dependent launch (kernels/programmatic_launch.h): wait for the grids before this
+// Programmatic dependent launch (runtime/backend/programmatic_launch.h): wait for the grids before this
 // one before reading their outputs, and let the next grid be scheduled.
 static __device__ __forceinline__ void tsr_wait_for_prior_grids() {
 #if __CUDA_ARCH__ >= 900

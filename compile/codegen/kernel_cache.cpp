@@ -13,7 +13,7 @@
 
 #include "compile/codegen/cache_entry.h"
 #include "compile/graph.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace fs = std::filesystem;

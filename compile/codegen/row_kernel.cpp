@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "compile/codegen/row_lowering.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -2,14 +2,14 @@
 // as one op, linear(act(x[..., :d]) * x[..., d:], weight, bias). Model code never calls them: the
 // linear-prologue pass (compile/passes/linear_prologue.cpp) puts them where a gated activation
 // feeds a linear, so that a GPU can compute the activation while it reads the linear's input
-// (kernels/cuda/skinny_gemm.h) instead of in a launch of its own. The second output is the
+// (kernels/cuda/gemm/skinny_gemm.h) instead of in a launch of its own. The second output is the
 // activation itself, as silu_and_mul computes it (f32, rounded once): the kernels always write it,
 // and a path that runs the two steps apart needs it as the linear's input.
 #include "compile/dispatch.h"
 #include "compile/fake_tensor.h"
 #include "compile/ops/meta_helpers.h"
 #include "compile/ops/ops.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -2,7 +2,7 @@
 // attends through block tables; the metadata and caches come from the forward context
 // (kernels/attention_metadata.h), so the graph holds only q/k/v and the layer's constants.
 #include "compile/ops/meta_helpers.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

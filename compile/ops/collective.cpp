@@ -1,8 +1,8 @@
 // Collectives of tensor parallelism: all_reduce (sum) and all_gather (along dim 0) among the
-// ranks of the group this thread runs (kernels/communicator.h). Library ops, not splitting ones
+// ranks of the group this thread runs (runtime/communicator.h). Library ops, not splitting ones
 // (as in vLLM): the compiler keeps them inside a piece, and graphs capture them with the rest.
 #include "compile/ops/meta_helpers.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -1,7 +1,7 @@
 // Matrix products: matmul and linear (x @ weight^T + bias). Library GEMMs on every device.
 #include "compile/ops/meta_helpers.h"
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

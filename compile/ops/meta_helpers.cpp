@@ -1,6 +1,6 @@
 #include "compile/ops/meta_helpers.h"
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

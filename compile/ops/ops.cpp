@@ -2,7 +2,7 @@
 #include "compile/ops/ops.h"
 
 #include "compile/dispatch.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::ops {
 namespace {

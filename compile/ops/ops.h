@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/tensor.h"
+#include "runtime/tensor.h"
 
 namespace tessera::ops {
 
@@ -62,7 +62,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 // A shard of a larger table: weight holds its rows [vocab_start, vocab_start + V); ids outside
 // them give zero rows (tensor parallelism sums the shards' rows). attr "vocab_start".
 Tensor embedding_shard(const Tensor& weight, const Tensor& ids, int64_t vocab_start);
-// Tensor parallelism (kernels/communicator.h): the sum over ranks, and rows stacked by rank.
+// Tensor parallelism (runtime/communicator.h): the sum over ranks, and rows stacked by rank.
 Tensor all_reduce(const Tensor& x);
 Tensor all_gather(const Tensor& x, int64_t world_size);
 

@@ -3,8 +3,8 @@
 // copy.
 #include "compile/codegen/row_lowering.h"
 #include "compile/ops/meta_helpers.h"
-#include "kernels/check.h"
 #include "kernels/pointwise_table.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -1,7 +1,7 @@
 // Reductions over the last dim (sum, mean, max, argmax) and softmax.
 #include "compile/codegen/row_lowering.h"
 #include "compile/ops/meta_helpers.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

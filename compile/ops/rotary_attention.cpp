@@ -3,7 +3,7 @@
 // (compile/passes/rotary_attention.cpp) puts it where the query and key that attention reads
 // come from rotary_embedding alone and all three are column slices of one [T, (Hq + 2 Hk) D]
 // tensor, so that a GPU decode step rotates the query and the step's key inside its attention
-// kernel instead of in a launch of its own (kernels/cuda/attention.cu).
+// kernel instead of in a launch of its own (kernels/cuda/attention/attention.cu).
 //
 // Outputs: the attention's [T, Hq D], then room for the rotated query, the rotated key and the
 // value as contiguous rows, for the kernels that run rope and attention apart and need them
@@ -15,7 +15,7 @@
 #include "compile/op_registry.h"
 #include "compile/ops/meta_helpers.h"
 #include "compile/ops/ops.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

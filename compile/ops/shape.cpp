@@ -5,7 +5,7 @@
 
 #include "compile/codegen/row_lowering.h"
 #include "compile/ops/meta_helpers.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

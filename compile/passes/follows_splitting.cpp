@@ -1,8 +1,8 @@
 // Marks each step whose kernel runs right after a splitting op's (Step::follows_splitting_op):
 // in a decode step the attention's kernels spread over the SMs, so the kernel after them (the
 // o projection) cannot load its weights beside them as a programmatic launch does beside a norm,
-// and a GEMM there times its paths without that overlap (kernels/cuda/gemm.cpp). A view launches
-// nothing and is passed over; any other step ends the mark.
+// and a GEMM there times its paths without that overlap (kernels/cuda/gemm/gemm.cpp). A view
+// launches nothing and is passed over; any other step ends the mark.
 #include "compile/passes/pass.h"
 
 namespace tessera {

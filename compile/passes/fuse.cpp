@@ -10,7 +10,7 @@
 #include "compile/codegen/codegen_target.h"
 #include "compile/codegen/row_lowering.h"
 #include "compile/passes/pass.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "compile/passes/pass.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

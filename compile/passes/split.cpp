@@ -5,7 +5,7 @@
 
 #include "compile/op_registry.h"
 #include "compile/passes/pass.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

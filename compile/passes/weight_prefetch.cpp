@@ -2,7 +2,7 @@
 // two GEMMs run small kernels (norms, rope, attention) that leave the memory idle. This pass marks
 // each GEMM step with the constant weight of the next GEMM step (Step::prefetch); a skinny GEMM
 // kernel starts pulling the first bytes of that weight into the L2 cache as it ends
-// (kernels/cuda/l2_prefetch.h), so they stream in behind the small kernels and the next GEMM
+// (kernels/cuda/gemm/l2_prefetch.h), so they stream in behind the small kernels and the next GEMM
 // finds them there. Only a hint: a kernel that does not prefetch (the library's) runs as before.
 // It applies to CUDA plans and runs after the steps are final (materialize); `tessera explain`
 // shows each step's prefetch.
@@ -44,7 +44,7 @@ void plan_weight_prefetch(CompiledPlan& plan) {
 class WeightPrefetchPass final : public Pass {
  public:
   std::string_view name() const override { return "weight_prefetch"; }
-  // Only CUDA kernels read the prefetch hint (kernels/cuda/l2_prefetch.cuh).
+  // Only CUDA kernels read the prefetch hint (kernels/cuda/gemm/l2_prefetch.cuh).
   bool applies(const PassContext& context) const override {
     return context.device.type == DeviceType::cuda &&
            context.config.pass_config.enable_weight_prefetch;

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <thread>
 
-#include "kernels/backend.h"
+#include "runtime/backend/backend.h"
 
 #ifndef TESSERA_SOURCE_DIR
 #define TESSERA_SOURCE_DIR "."

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/device.h"
+#include "runtime/device.h"
 
 namespace tessera::bench {
 

@@ -14,7 +14,7 @@
 
 #include "engine/bench/machine_info.h"
 #include "engine/bench/server_sent_events.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::bench {
 namespace {

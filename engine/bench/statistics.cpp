@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::bench {
 

@@ -17,13 +17,13 @@
 #include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
 #include "engine/run_setup.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
 #include "kernels/linear_path.h"
-#include "kernels/profile_report.h"
-#include "kernels/profiler.h"
 #include "models/model.h"
 #include "models/tensor_parallel.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
+#include "runtime/profiler/profile_report.h"
+#include "runtime/profiler/profiler.h"
 
 namespace tessera::bench {
 namespace {

@@ -35,7 +35,7 @@ struct SweepOptions {
   // model's length (131072 for Llama 3.2) times decode graphs as `tessera serve` captures them.
   int64_t max_model_len = 0;
   // After each row's timed steps, one decode step under a counting profiler and one under a
-  // timing profiler (kernels/profiler.h): SweepRow::profile.
+  // timing profiler (runtime/profiler/profiler.h): SweepRow::profile.
   bool profile = false;
   // The GPU linear path for the whole sweep (kernels/linear_path.h): measured, library or a
   // skinny variant. The CPU has one linear path: measured only.

@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "engine/sampler.h"
-#include "kernels/check.h"
-#include "kernels/profiler.h"
+#include "runtime/check.h"
+#include "runtime/profiler/profiler.h"
 
 namespace tessera::bench {
 

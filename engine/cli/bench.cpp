@@ -19,7 +19,7 @@
 #include "engine/bench/sweep_report.h"
 #include "engine/cli/command.h"
 #include "engine/cli/model_flags.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::cli {
 namespace {
@@ -287,7 +287,7 @@ const std::string kUsage =
         "  --profile            after each row, the launches of one decode step (by kernel class,\n"
         "                       graph replays), then one more step with every launch timed by\n"
         "                       device events (graphs bypassed): tables per kernel class, region\n"
-        "                       and the 25 slowest kernels (kernels/profile_report.h)\n"
+        "                       and the 25 slowest kernels (runtime/profiler/profile_report.h)\n"
         "  --linear PATH        the GPU linear path: measured (default: per shape, the fastest of\n"
         "                       cuBLASLt's first 8 heuristic algorithms and the skinny kernels),\n"
         "                       library (cuBLASLt only, its heuristic's first algorithm, or its\n"

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::cli {
 

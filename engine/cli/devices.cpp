@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "engine/cli/command.h"
-#include "kernels/backend.h"
-#include "kernels/backend_modules.h"
+#include "runtime/backend/backend.h"
+#include "runtime/backend/backend_modules.h"
 
 namespace tessera::cli {
 namespace {

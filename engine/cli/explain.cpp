@@ -15,7 +15,7 @@
 #include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
 #include "engine/run_setup.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::cli {
 namespace {

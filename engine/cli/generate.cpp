@@ -12,8 +12,8 @@
 #include "engine/config.h"
 #include "engine/generator.h"
 #include "engine/run_setup.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 
 namespace tessera::cli {
 namespace {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "engine/cli/command.h"
-#include "kernels/check.h"
-#include "kernels/logging.h"
+#include "runtime/check.h"
+#include "runtime/logging.h"
 
 #ifndef TESSERA_VERSION
 #define TESSERA_VERSION "unknown"

@@ -12,7 +12,7 @@
 
 #include "compile/op_registry.h"
 #include "engine/cli/command.h"
-#include "kernels/kernel_registry.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::cli {
 namespace {

@@ -18,7 +18,7 @@
 #include "engine/run_setup.h"
 #include "engine/server/chat_template.h"
 #include "engine/server/http_server.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::cli {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "engine/server/openai_protocol.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 #ifndef TESSERA_VERSION
 #define TESSERA_VERSION "unknown"

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "kernels/cpu/kernel_util.h"
-#include "kernels/cpu/parallel.h"
-#include "kernels/kernel_registry.h"
 #include "kernels/pointwise_table.h"
+#include "runtime/cpu/parallel.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::cpu {
 namespace {

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "kernels/attention_metadata.h"
-#include "kernels/check.h"
-#include "kernels/cpu/parallel.h"
-#include "kernels/kernel_registry.h"
+#include "runtime/check.h"
+#include "runtime/cpu/parallel.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera {
 namespace {

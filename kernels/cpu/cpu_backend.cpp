@@ -9,8 +9,8 @@
 #include <mutex>
 #include <thread>
 
-#include "kernels/backend.h"
-#include "kernels/check.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -7,9 +7,9 @@
 #include <exception>
 #include <mutex>
 
-#include "kernels/check.h"
-#include "kernels/communicator.h"
-#include "kernels/half.h"
+#include "runtime/check.h"
+#include "runtime/communicator.h"
+#include "runtime/half.h"
 
 namespace tessera {
 namespace {

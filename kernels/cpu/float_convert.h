@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/half.h"
+#include "runtime/half.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

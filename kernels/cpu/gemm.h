@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kernels/dtype.h"
+#include "runtime/dtype.h"
 
 namespace tessera::cpu {
 

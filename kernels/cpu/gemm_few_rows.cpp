@@ -10,7 +10,7 @@
 #include "kernels/cpu/float_convert.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
-#include "kernels/cpu/parallel.h"
+#include "runtime/cpu/parallel.h"
 
 namespace tessera::cpu {
 namespace {

@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/check.h"
-#include "kernels/dtype.h"
 #include "kernels/kernel_checks.h"
-#include "kernels/tensor.h"
+#include "runtime/check.h"
+#include "runtime/dtype.h"
+#include "runtime/tensor.h"
 
 namespace tessera::cpu {
 

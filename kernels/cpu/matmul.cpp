@@ -4,8 +4,8 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
-#include "kernels/cpu/parallel.h"
-#include "kernels/kernel_registry.h"
+#include "runtime/cpu/parallel.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::cpu {
 namespace {

@@ -1,4 +1,4 @@
-#include "kernels/cpu/parallel.h"
+#include "runtime/cpu/parallel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::cpu {
 namespace {

@@ -3,8 +3,8 @@
 // (strided_loop.h) walks them.
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/strided_loop.h"
-#include "kernels/kernel_registry.h"
 #include "kernels/pointwise_kernel.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::cpu {
 namespace {

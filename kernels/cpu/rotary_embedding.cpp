@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "kernels/cpu/kernel_util.h"
-#include "kernels/cpu/parallel.h"
-#include "kernels/kernel_registry.h"
+#include "runtime/cpu/parallel.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::cpu {
 namespace {

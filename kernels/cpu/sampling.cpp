@@ -5,11 +5,11 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/check.h"
-#include "kernels/cpu/parallel.h"
 #include "kernels/kernel_checks.h"
-#include "kernels/kernel_registry.h"
 #include "kernels/sampling.h"
+#include "runtime/check.h"
+#include "runtime/cpu/parallel.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::cpu {
 namespace {

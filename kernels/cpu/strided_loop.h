@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/check.h"
 #include "kernels/cpu/kernel_util.h"
-#include "kernels/cpu/parallel.h"
-#include "kernels/tensor.h"
+#include "runtime/check.h"
+#include "runtime/cpu/parallel.h"
+#include "runtime/tensor.h"
 
 namespace tessera::cpu {
 

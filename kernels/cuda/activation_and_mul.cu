@@ -2,19 +2,19 @@
 // activation_and_mul.cpp), with the semantics of the CPU kernels (kernels/cpu/
 // activation_and_mul.cpp): out[..., j] = act(x[..., j]) * x[..., d + j], f32 compute, rounded once.
 //
-// Launched programmatically (kernels/programmatic_launch.h). Grid-stride over groups of E output
-// elements of one row: each group reads E gate and E up elements and writes E outputs, as
+// Launched programmatically (runtime/backend/programmatic_launch.h). Grid-stride over groups of E
+// output elements of one row: each group reads E gate and E up elements and writes E outputs, as
 // 16-byte packs when d is a multiple of the pack and the pointers are aligned, else one element
 // at a time.
 #include <cstdint>
 #include <string>
 
-#include "kernels/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/programmatic_launch.cuh"
-#include "kernels/kernel_registry.h"
 #include "kernels/pointwise_table.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::gpu {
 namespace {

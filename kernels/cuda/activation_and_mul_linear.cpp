@@ -20,14 +20,14 @@
 #include <vector>
 
 #include "kernels/activation_and_mul_linear.h"
-#include "kernels/check.h"
-#include "kernels/cuda/cold_timer.h"
+#include "kernels/cuda/gemm/cold_timer.h"
+#include "kernels/cuda/gemm/measured_device.h"
+#include "kernels/cuda/gemm/skinny_gemm.h"
 #include "kernels/cuda/gpu_runtime.h"
-#include "kernels/cuda/measured_device.h"
-#include "kernels/cuda/skinny_gemm.h"
 #include "kernels/linear_path.h"
 #include "kernels/measured_choices.h"
-#include "kernels/profiler.h"
+#include "runtime/check.h"
+#include "runtime/profiler/profiler.h"
 
 namespace tessera::gpu {
 namespace {

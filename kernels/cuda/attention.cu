@@ -19,15 +19,15 @@
 #include <utility>
 
 #include "kernels/attention_metadata.h"
-#include "kernels/check.h"
-#include "kernels/cuda/attention_decode.cuh"
-#include "kernels/cuda/attention_decode_mma.cuh"
-#include "kernels/cuda/attention_prefill.cuh"
-#include "kernels/cuda/attention_prefill_mma.cuh"
+#include "kernels/cuda/attention/attention_decode.cuh"
+#include "kernels/cuda/attention/attention_decode_mma.cuh"
+#include "kernels/cuda/attention/attention_prefill.cuh"
+#include "kernels/cuda/attention/attention_prefill_mma.cuh"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
-#include "kernels/kernel_registry.h"
 #include "kernels/rotary_attention.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::gpu::attention {
 namespace {

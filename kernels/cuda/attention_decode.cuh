@@ -36,7 +36,7 @@
 
 #include <cmath>
 
-#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention/attention_common.cuh"
 
 namespace tessera::gpu::attention {
 

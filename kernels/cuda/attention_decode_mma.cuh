@@ -37,11 +37,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/attention_decode.cuh"
-#include "kernels/cuda/attention_mma_tile.cuh"
-#include "kernels/cuda/attention_rope.cuh"
-#include "kernels/cuda/decode_layout.h"
+#include "kernels/cuda/attention/attention_common.cuh"
+#include "kernels/cuda/attention/attention_decode.cuh"
+#include "kernels/cuda/attention/attention_mma_tile.cuh"
+#include "kernels/cuda/attention/attention_rope.cuh"
+#include "kernels/cuda/attention/decode_layout.h"
 #include "kernels/cuda/mma.cuh"
 
 namespace tessera::gpu::attention {

@@ -28,8 +28,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/attention_mma_tile.cuh"
+#include "kernels/cuda/attention/attention_common.cuh"
+#include "kernels/cuda/attention/attention_mma_tile.cuh"
 #include "kernels/cuda/mma.cuh"
 
 namespace tessera::gpu::attention {

@@ -1,16 +1,16 @@
 // rotary_attention's rotation inside the tensor-core decode kernel (attention_decode_mma.cuh):
 // the query as the mma's A fragments in registers, the step's own key in its shared-memory tile
 // row and as it is written to the cache. The math is rotary_embedding's
-// (kernels/cuda/rotary_embedding.cu): f32 with cos and sin from the f32 cache, pairs (i, i +
-// head_size / 2) in the neox style and (2i, 2i + 1) in the gptj style over the whole head, the
+// (kernels/cuda/pointwise/rotary_embedding.cu): f32 with cos and sin from the f32 cache, pairs (i,
+// i + head_size / 2) in the neox style and (2i, 2i + 1) in the gptj style over the whole head, the
 // results rounded once to T; a position outside the cache gives NaN, as there.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/attention_mma_tile.cuh"
+#include "kernels/cuda/attention/attention_common.cuh"
+#include "kernels/cuda/attention/attention_mma_tile.cuh"
 
 namespace tessera::gpu::attention {
 

@@ -1,4 +1,4 @@
-#include "kernels/cuda/cold_timer.h"
+#include "kernels/cuda/gemm/cold_timer.h"
 
 #include <fmt/format.h>
 
@@ -9,11 +9,11 @@
 #include <mutex>
 #include <vector>
 
-#include "kernels/backend.h"
-#include "kernels/check.h"
+#include "kernels/cuda/backend/profiled_replay.h"
 #include "kernels/cuda/gpu_runtime.h"
-#include "kernels/cuda/profiled_replay.h"
 #include "kernels/cuda/programmatic_launch.cuh"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 
 namespace tessera::gpu {
 namespace {

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/gemm/skinny_choice.h"
+#include "kernels/cuda/gemm/skinny_gemm.h"
 #include "kernels/cuda/gpu_vendor.h"
-#include "kernels/cuda/skinny_choice.h"
-#include "kernels/cuda/skinny_gemm.h"
-#include "kernels/device.h"
+#include "runtime/device.h"
 
 namespace tessera::gpu {
 

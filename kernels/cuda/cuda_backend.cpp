@@ -14,13 +14,13 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/backend.h"
-#include "kernels/check.h"
+#include "kernels/cuda/backend/host_readback.h"
+#include "kernels/cuda/backend/profiled_replay.h"
+#include "kernels/cuda/backend/stream_gates.h"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/gpu_vendor.h"
-#include "kernels/cuda/host_readback.h"
-#include "kernels/cuda/profiled_replay.h"
-#include "kernels/cuda/stream_gates.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 
 namespace tessera::gpu {
 namespace {

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/check.h"
 #include "kernels/cuda/gpu_vendor.h"
-#include "kernels/dtype.h"
+#include "runtime/check.h"
+#include "runtime/dtype.h"
 
 namespace tessera::gpu {
 

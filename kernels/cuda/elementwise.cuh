@@ -10,10 +10,10 @@
 #include <initializer_list>
 #include <utility>
 
-#include "kernels/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
-#include "kernels/tensor.h"
+#include "runtime/check.h"
+#include "runtime/tensor.h"
 
 namespace tessera::gpu {
 

@@ -7,12 +7,12 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "kernels/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/kernel_checks.h"
-#include "kernels/kernel_registry.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::gpu {
 namespace {

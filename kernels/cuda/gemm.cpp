@@ -38,19 +38,19 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/check.h"
-#include "kernels/cuda/cold_timer.h"
+#include "kernels/cuda/gemm/cold_timer.h"
+#include "kernels/cuda/gemm/l2_prefetch.h"
+#include "kernels/cuda/gemm/lt_plan.h"
+#include "kernels/cuda/gemm/measured_device.h"
+#include "kernels/cuda/gemm/skinny_gemm.h"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/gpu_vendor.h"
-#include "kernels/cuda/l2_prefetch.h"
-#include "kernels/cuda/lt_plan.h"
-#include "kernels/cuda/measured_device.h"
-#include "kernels/cuda/skinny_gemm.h"
 #include "kernels/kernel_checks.h"
-#include "kernels/kernel_registry.h"
 #include "kernels/linear_path.h"
 #include "kernels/measured_choices.h"
-#include "kernels/profiler.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/profiler/profiler.h"
 
 namespace tessera::gpu {
 namespace {

@@ -7,10 +7,10 @@
 #include <map>
 #include <mutex>
 
-#include "kernels/backend.h"
-#include "kernels/check.h"
 #include "kernels/cuda/gpu_vendor.h"
-#include "kernels/programmatic_launch.h"
+#include "runtime/backend/backend.h"
+#include "runtime/backend/programmatic_launch.h"
+#include "runtime/check.h"
 
 #define GPU_CHECK(call)                                                                 \
   do {                                                                                  \
@@ -115,8 +115,8 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
 }
 
 // Blocks for `work_items` items of `per_block` each, capped for grid-stride kernels.
-// Whether this thread's launches on `device` are programmatic (kernels/programmatic_launch.h):
-// compute capability 9.0 and later, never on HIP.
+// Whether this thread's launches on `device` are programmatic
+// (runtime/backend/programmatic_launch.h): compute capability 9.0 and later, never on HIP.
 inline bool use_programmatic_launch(int device) {
 #if defined(TESSERA_GPU_HIP)
   (void)device;

@@ -9,7 +9,7 @@
 // a reader can check each line against the two vendors' documentation.
 #pragma once
 
-#include "kernels/device.h"
+#include "runtime/device.h"
 
 #if defined(__HIP_PLATFORM_AMD__) && !defined(TESSERA_GPU_HIP)
 #define TESSERA_GPU_HIP 1
@@ -84,8 +84,12 @@
 // ROCm deprecates these for roctracer (not in Debian); rocprof still honours them.
 #pragma clang diagnostic push
 #pragma clang diagnostic ignored "-Wdeprecated-declarations"
-inline hipError_t gpuProfilerStart() { return hipProfilerStart(); }
-inline hipError_t gpuProfilerStop() { return hipProfilerStop(); }
+inline hipError_t gpuProfilerStart() {
+  return hipProfilerStart();
+}
+inline hipError_t gpuProfilerStop() {
+  return hipProfilerStop();
+}
 #pragma clang diagnostic pop
 #define gpuLaunchHostFunc hipLaunchHostFunc
 #define gpuStreamIsCapturing hipStreamIsCapturing

@@ -1,10 +1,10 @@
 // Readbacks to pinned host memory: see host_readback.h.
-#include "kernels/cuda/host_readback.h"
+#include "kernels/cuda/backend/host_readback.h"
 
 #include <algorithm>
 
+#include "kernels/cuda/backend/stream_gates.h"
 #include "kernels/cuda/gpu_runtime.h"
-#include "kernels/cuda/stream_gates.h"
 
 namespace tessera::gpu {
 namespace {

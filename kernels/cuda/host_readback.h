@@ -9,8 +9,8 @@
 #include <memory>
 #include <mutex>
 
-#include "kernels/backend.h"
 #include "kernels/cuda/gpu_vendor.h"
+#include "runtime/backend/backend.h"
 
 namespace tessera::gpu {
 

@@ -1,4 +1,4 @@
-#include "kernels/cuda/l2_prefetch.h"
+#include "kernels/cuda/gemm/l2_prefetch.h"
 
 #include <algorithm>
 

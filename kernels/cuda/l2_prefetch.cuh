@@ -1,7 +1,7 @@
-// The device half of kernels/cuda/l2_prefetch.h.
+// The device half of kernels/cuda/gemm/l2_prefetch.h.
 #pragma once
 
-#include "kernels/cuda/l2_prefetch.h"
+#include "kernels/cuda/gemm/l2_prefetch.h"
 
 namespace tessera::gpu {
 

@@ -13,8 +13,8 @@
 
 #include <cstdint>
 
-#include "kernels/host_device.h"
-#include "kernels/tensor.h"
+#include "runtime/host_device.h"
+#include "runtime/tensor.h"
 
 namespace tessera::gpu {
 

@@ -1,10 +1,10 @@
-#include "kernels/cuda/lt_plan.h"
+#include "kernels/cuda/gemm/lt_plan.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::gpu {
 namespace {

@@ -11,11 +11,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cuda/gemm/skinny_gemm.h"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/gpu_vendor.h"
-#include "kernels/cuda/skinny_gemm.h"
-#include "kernels/dtype.h"
 #include "kernels/linear_path.h"
+#include "runtime/dtype.h"
 
 namespace tessera::gpu {
 

@@ -1,4 +1,4 @@
-#include "kernels/cuda/measured_device.h"
+#include "kernels/cuda/gemm/measured_device.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>

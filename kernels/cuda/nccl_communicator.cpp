@@ -1,4 +1,4 @@
-// Tensor parallelism's collectives on GPUs (kernels/communicator.h) through NCCL (RCCL on HIP),
+// Tensor parallelism's collectives on GPUs (runtime/communicator.h) through NCCL (RCCL on HIP),
 // opened with dlopen at the first group: TESSERA_NCCL_LIBRARY when set, else the library by its
 // soname on the loader's path, else the copy a pip-installed PyTorch ships (nvidia-nccl-cu13 puts
 // it under site-packages/nvidia/nccl/lib). One process drives every rank (ncclCommInitAll), each
@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend.h"
-#include "kernels/check.h"
-#include "kernels/communicator.h"
+#include "kernels/cuda/collectives/nccl_api.h"
 #include "kernels/cuda/gpu_runtime.h"
-#include "kernels/cuda/nccl_api.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
+#include "runtime/communicator.h"
 
 namespace tessera {
 namespace {

@@ -1,12 +1,12 @@
 // GPU kernels of the pointwise ops, written once for every backend in kernels/pointwise_kernel.h
 // (so their semantics are the CPU's). Inputs arrive expanded to the output's shape with any
 // strides (0 for broadcast); launch_map (elementwise.cuh) walks them.
-#include "kernels/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/kernel_checks.h"
-#include "kernels/kernel_registry.h"
 #include "kernels/pointwise_kernel.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::gpu {
 namespace {

@@ -10,15 +10,15 @@
 // output column; its lanes stream the column's weight row in 16-byte packs, each weight multiplied
 // into every row's accumulator, then the lanes' partial sums meet through shuffles over the warp
 // width kWarp, which is the kernel's template parameter (32 on CUDA, 64 on AMD).
-#include "kernels/cuda/portable_gemm.h"
+#include "kernels/cuda/gemm/portable_gemm.h"
 
 #include <cstdint>
 
-#include "kernels/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/kernel_checks.h"
-#include "kernels/kernel_registry.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::gpu {
 namespace {

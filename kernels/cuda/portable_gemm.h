@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "kernels/tensor.h"
+#include "runtime/tensor.h"
 
 namespace tessera::gpu {
 

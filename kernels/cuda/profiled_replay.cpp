@@ -1,10 +1,10 @@
-#include "kernels/cuda/profiled_replay.h"
+#include "kernels/cuda/backend/profiled_replay.h"
 
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::gpu {
 namespace {

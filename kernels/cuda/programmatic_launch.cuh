@@ -1,4 +1,5 @@
-// The device and launch halves of programmatic dependent launch (kernels/programmatic_launch.h).
+// The device and launch halves of programmatic dependent launch
+// (runtime/backend/programmatic_launch.h).
 #pragma once
 
 #include <utility>

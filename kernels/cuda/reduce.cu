@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
-#include "kernels/kernel_registry.h"
 #include "kernels/sampling.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::gpu {
 namespace {

@@ -12,10 +12,10 @@
 // packs past it (recomputing the same f32 sum from x and residual, from L2 in practice).
 #include <cstdint>
 
-#include "kernels/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
-#include "kernels/kernel_registry.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::gpu {
 namespace {

@@ -6,12 +6,12 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/kernel_checks.h"
-#include "kernels/kernel_registry.h"
 #include "kernels/sampling.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
 
 namespace tessera::gpu {
 namespace {

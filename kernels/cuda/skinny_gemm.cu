@@ -26,15 +26,15 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/check.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/gemm/l2_prefetch.cuh"
+#include "kernels/cuda/gemm/skinny_gemm.h"
 #include "kernels/cuda/gpu_runtime.h"
-#include "kernels/cuda/l2_prefetch.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/programmatic_launch.cuh"
-#include "kernels/cuda/skinny_gemm.h"
 #include "kernels/linear_path.h"
 #include "kernels/pointwise_table.h"
+#include "runtime/check.h"
 
 namespace tessera::gpu {
 namespace {

@@ -18,11 +18,11 @@
 #include <cstdint>
 #include <span>
 
-#include "kernels/attributes.h"
+#include "kernels/cuda/gemm/l2_prefetch.h"
 #include "kernels/cuda/gpu_vendor.h"
-#include "kernels/cuda/l2_prefetch.h"
-#include "kernels/dtype.h"
-#include "kernels/tensor.h"
+#include "runtime/attributes.h"
+#include "runtime/dtype.h"
+#include "runtime/tensor.h"
 
 namespace tessera::gpu {
 

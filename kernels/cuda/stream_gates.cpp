@@ -1,5 +1,5 @@
 // The step profiler's stream gates: see stream_gates.h.
-#include "kernels/cuda/stream_gates.h"
+#include "kernels/cuda/backend/stream_gates.h"
 
 #include <chrono>
 #include <condition_variable>

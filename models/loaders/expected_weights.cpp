@@ -1,7 +1,7 @@
 #include "models/loaders/expected_weights.h"
 
-#include "kernels/check.h"
 #include "models/architecture_registry.h"
+#include "runtime/check.h"
 
 namespace tessera::loaders {
 namespace {

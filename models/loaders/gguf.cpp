@@ -3,8 +3,8 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/check.h"
-#include "kernels/checked_math.h"
+#include "runtime/check.h"
+#include "runtime/checked_math.h"
 
 namespace tessera::loaders {
 namespace {
@@ -283,8 +283,8 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>
     std::optional<DType> dtype = ggml_type_dtype(info.ggml_type);
     if (!dtype) continue;  // quantized: refused when read, with its type named
     const std::optional<int64_t> bytes = checked_nbytes(info.shape, element_size(*dtype));
-    TESSERA_REQUIRE(bytes.has_value(), "{}: tensor '{}' has shape {}, whose size overflows",
-                    path, info.name, shape_str(info.shape));
+    TESSERA_REQUIRE(bytes.has_value(), "{}: tensor '{}' has shape {}, whose size overflows", path,
+                    info.name, shape_str(info.shape));
     const std::optional<uint64_t> start = checked_add<uint64_t>(data_offset_, info.offset);
     const std::optional<uint64_t> end =
         start && bytes ? checked_add<uint64_t>(*start, static_cast<uint64_t>(*bytes))

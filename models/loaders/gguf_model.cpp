@@ -9,10 +9,10 @@
 #include <cstring>
 #include <numbers>
 
-#include "kernels/check.h"
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/gguf.h"
 #include "models/loaders/loaders.h"
+#include "runtime/check.h"
 
 namespace tessera::loaders {
 namespace {

@@ -5,13 +5,13 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.h"
 #include "models/architecture_registry.h"
 #include "models/hf_config_fields.h"
 #include "models/json_input.h"
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/loaders.h"
 #include "models/loaders/safetensors.h"
+#include "runtime/check.h"
 
 namespace tessera::loaders {
 namespace {

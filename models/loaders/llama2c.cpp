@@ -3,10 +3,10 @@
 // llama2.c's adjacent-pair RoPE to HF's rotate_half order.
 #include <cstring>
 
-#include "kernels/check.h"
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/loaders.h"
 #include "models/loaders/mapped_file.h"
+#include "runtime/check.h"
 
 namespace tessera::loaders {
 namespace {

@@ -4,9 +4,9 @@
 #include <chrono>
 #include <filesystem>
 
-#include "kernels/check.h"
 #include "models/loaders/loaders.h"
 #include "models/model_weights.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

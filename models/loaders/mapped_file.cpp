@@ -6,8 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "kernels/check.h"
 #include "models/input_file.h"
+#include "runtime/check.h"
 
 namespace tessera::loaders {
 

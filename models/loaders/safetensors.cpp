@@ -4,9 +4,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.h"
-#include "kernels/checked_math.h"
 #include "models/json_input.h"
+#include "runtime/check.h"
+#include "runtime/checked_math.h"
 
 namespace tessera::loaders {
 namespace {

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/tensor.h"
 #include "models/loaders/mapped_file.h"
 #include "models/loaders/stored_tensor.h"
+#include "runtime/tensor.h"
 
 namespace tessera::loaders {
 

@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "kernels/check.h"
-#include "kernels/cpu/parallel.h"
+#include "runtime/check.h"
+#include "runtime/cpu/parallel.h"
 
 namespace tessera::loaders {
 namespace {

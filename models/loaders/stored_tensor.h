@@ -6,8 +6,8 @@
 
 #include <cstddef>
 
-#include "kernels/tensor.h"
 #include "models/model_weights.h"
+#include "runtime/tensor.h"
 
 namespace tessera::loaders {
 

@@ -6,11 +6,11 @@
 
 #include <cmath>
 
-#include "kernels/check.h"
-#include "kernels/cpu/parallel.h"
 #include "models/architecture_registry.h"
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/loaders.h"
+#include "runtime/check.h"
+#include "runtime/cpu/parallel.h"
 
 namespace tessera::loaders {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "kernels/check.h"
 #include "models/tokenizer/unicode.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "kernels/check.h"
 #include "models/input_file.h"
 #include "models/json_input.h"
 #include "models/tokenizer/tokenizer_json.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

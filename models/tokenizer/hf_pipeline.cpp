@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cctype>
 
-#include "kernels/check.h"
 #include "models/json_input.h"
 #include "models/tokenizer/replace_all.h"
 #include "models/tokenizer/unicode.h"
+#include "runtime/check.h"
 
 namespace tessera::hf {
 

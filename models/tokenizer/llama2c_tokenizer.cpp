@@ -2,10 +2,10 @@
 
 #include <cstring>
 
-#include "kernels/check.h"
 #include "models/input_file.h"
 #include "models/tokenizer/piece_trie.h"
 #include "models/tokenizer/replace_all.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

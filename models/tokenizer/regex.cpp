@@ -3,7 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 

@@ -4,10 +4,10 @@
 #include <charconv>
 #include <cstring>
 
-#include "kernels/check.h"
 #include "models/input_file.h"
 #include "models/json_input.h"
 #include "models/tokenizer/unicode.h"
+#include "runtime/check.h"
 
 namespace tessera::hf {
 namespace {

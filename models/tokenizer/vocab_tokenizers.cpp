@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "kernels/check.h"
 #include "models/tokenizer/bpe_tokenizer.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "fuzz/fuzz_support.h"
-#include "kernels/check.h"
 #include "models/loaders/gguf.h"
 #include "models/model_weights.h"
 #include "models/tokenizer.h"
+#include "runtime/check.h"
 
 using namespace tessera;
 

@@ -8,8 +8,8 @@
 
 #include "engine/server/openai_protocol.h"
 #include "fuzz/fuzz_support.h"
-#include "kernels/check.h"
 #include "models/tokenizer.h"
+#include "runtime/check.h"
 
 using namespace tessera;
 
@@ -42,7 +42,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   static const ChatTemplate::Kind kinds[] = {ChatTemplate::Kind::llama3, ChatTemplate::Kind::chatml,
-                                             ChatTemplate::Kind::mistral, ChatTemplate::Kind::plain};
+                                             ChatTemplate::Kind::mistral,
+                                             ChatTemplate::Kind::plain};
   const bool chat = data[0] & 1;
   const ChatTemplate chat_template(kinds[(data[0] >> 1) % 4]);
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
@@ -50,7 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const nlohmann::json value = parse_request_body(body);
     check_request(parse_completion_request(value, chat, *tokenizer, chat_template, limits));
   } catch (const ApiError& error) {
-    fuzz::require(error.status >= 400 && error.status < 600, "an API error without a 4xx/5xx status");
+    fuzz::require(error.status >= 400 && error.status < 600,
+                  "an API error without a 4xx/5xx status");
     fuzz::require(*error.what() != '\0', "an API error without a message");
     dump_json(error.body());
   } catch (const Error& error) {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <typeinfo>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::fuzz {
 namespace fs = std::filesystem;

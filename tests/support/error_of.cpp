@@ -4,7 +4,7 @@
 
 #include <exception>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera::testing {
 

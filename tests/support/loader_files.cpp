@@ -5,10 +5,10 @@
 #include <cstring>
 #include <fstream>
 
-#include "kernels/check.h"
 #include "models/input_file.h"
 #include "models/loaders/gguf.h"
 #include "models/loaders/safetensors.h"
+#include "runtime/check.h"
 
 namespace tessera::testing {
 

@@ -13,7 +13,7 @@
 
 #include "compile/dispatch.h"
 #include "compile/op_registry.h"
-#include "kernels/tensor.h"
+#include "runtime/tensor.h"
 #include "support/reference.h"
 
 namespace tessera::test {
@@ -177,14 +177,14 @@ HostInput draw_input(const InputSpec& spec, std::mt19937_64& rng) {
   for (double& value : input.storage_values)
     value = round_to_dtype(draw_value(spec, rng), spec.dtype);
   // Build once on the host to learn the view's strides and check the tensor holds exactly the
-  // rounded values (this also checks kernels/half.h against the independent rounding).
+  // rounded values (this also checks runtime/half.h against the independent rounding).
   Tensor storage = make_storage(input, kCPU);
   std::vector<double> stored = storage.to_doubles();
   for (size_t i = 0; i < stored.size(); ++i) {
     if (stored[i] != input.storage_values[i]) {
       throw std::runtime_error(fmt::format(
           "input {}: the tensor holds {} where the value rounded to {} is {} (dtype conversion "
-          "in kernels/half.h disagrees with the reference rounding)",
+          "in runtime/half.h disagrees with the reference rounding)",
           spec.str(), stored[i], dtype_name(spec.dtype), input.storage_values[i]));
     }
   }

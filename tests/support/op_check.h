@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/device.h"
-#include "kernels/dtype.h"
+#include "runtime/device.h"
+#include "runtime/dtype.h"
 #include "support/op_samples.h"
 
 namespace tessera::test {

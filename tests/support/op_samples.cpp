@@ -235,9 +235,10 @@ class SampleTable {
       for (DType dtype : kFloatDTypes) {
         add(op, {spec({6, 33}, dtype, ValueKind::ties)});
         add(op, {spec({2, 4097}, dtype, ValueKind::ties)});
-        // Few vocabulary-sized rows, which a GPU splits into chunks (kernels/cuda/reduce.cu): the
-        // maximum's ties fall in different chunks; odd widths leave rows unaligned; on 132 SMs
-        // 1 row takes 32 chunks, 40 rows 3 of 3008 columns (the last one short), 130 rows none.
+        // Few vocabulary-sized rows, which a GPU splits into chunks
+        // (kernels/cuda/pointwise/reduce.cu): the maximum's ties fall in different chunks; odd
+        // widths leave rows unaligned; on 132 SMs 1 row takes 32 chunks, 40 rows 3 of 3008 columns
+        // (the last one short), 130 rows none.
         add(op, {spec({1, 128256}, dtype, ValueKind::ties)});
         add(op, {spec({1, 128256}, dtype)});
         add(op, {spec({3, 50001}, dtype, ValueKind::ties)});

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attributes.h"
-#include "kernels/dtype.h"
+#include "runtime/attributes.h"
+#include "runtime/dtype.h"
 
 namespace tessera::test {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attributes.h"
-#include "kernels/dtype.h"
+#include "runtime/attributes.h"
+#include "runtime/dtype.h"
 
 namespace tessera::test {
 
@@ -37,7 +37,7 @@ RefTensor reference_causal_attention(const RefTensor& query, const RefTensor& ke
 
 // Rounds `value` to the nearest value of `dtype` (round half to even for f32/f16/bf16, with
 // subnormals and overflow to infinity; truncation toward zero for integer dtypes). Independent
-// of kernels/half.h so that the two can check each other.
+// of runtime/half.h so that the two can check each other.
 double round_to_dtype(double value, DType dtype);
 
 // Multi-index of a row-major flat index, for readable failure messages.

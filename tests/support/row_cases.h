@@ -11,7 +11,7 @@
 #include "compile/compiled_plan.h"
 #include "compile/custom_op_config.h"
 #include "compile/tracer.h"
-#include "kernels/tensor.h"
+#include "runtime/tensor.h"
 
 namespace tessera::testing {
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <random>
 
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 #include <unistd.h>
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/tensor.h"
+#include "runtime/tensor.h"
 
 namespace tessera::testing {
 

@@ -4,8 +4,8 @@
 #include "compile/codegen/codegen_target.h"
 #include "compile/codegen/cuda_codegen.h"
 #include "compile/codegen/gpu/gpu_kernel_cache.h"
-#include "kernels/check.h"
 #include "kernels/cuda/gpu_vendor.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

@@ -16,9 +16,9 @@
 
 #include "compile/codegen/cache_entry.h"
 #include "compile/graph.h"
-#include "kernels/backend.h"
-#include "kernels/check.h"
 #include "kernels/cuda/gpu_vendor.h"  // NVRTC names, hipRTC's in the HIP module
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 // (kernel_cache.h: keyed by a hash of source, target, compiler version and options; entries in
 // cache_entry.h's form, so a killed writer never leaves one that is read half-written; entries
 // that fail the check or to load are rebuilt), loaded through the module's DeviceBackend
-// (kernels/backend.h). Compiling needs no GPU: tests compile for sm_90 and
+// (runtime/backend/backend.h). Compiling needs no GPU: tests compile for sm_90 and
 // gfx90a on machines without one.
 #pragma once
 

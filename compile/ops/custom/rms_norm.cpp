@@ -2,7 +2,7 @@
 // native decomposition computed in f32, as vLLM's forward_native does.
 #include "compile/ops/meta_helpers.h"
 #include "compile/ops/ops.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {

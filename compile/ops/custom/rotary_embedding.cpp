@@ -5,7 +5,7 @@
 #include "compile/fake_tensor.h"
 #include "compile/ops/meta_helpers.h"
 #include "compile/ops/ops.h"
-#include "kernels/check.h"
+#include "runtime/check.h"
 
 namespace tessera {
 namespace {
