@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "compile/ops/dispatch.h"
+#include "compile/dispatch.h"
 #include "runtime/check.h"
 
 namespace tessera {

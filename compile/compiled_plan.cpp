@@ -89,8 +89,9 @@ std::string CompiledPlan::explain() const {
       memory.unplanned_bytes / 1048576.0);
   out +=
       fmt::format("kernels compiled: {}, from cache: {}\n", kernels_compiled, kernels_from_cache);
+  if (!timings.empty()) out += "time per pass:\n";
   for (const PassTiming& timing : timings)
-    out += fmt::format("  {:<12} {:8.1f} ms\n", timing.pass, timing.milliseconds);
+    out += fmt::format("  {:<18} {:8.1f} ms\n", timing.pass, timing.milliseconds);
   return out;
 }
 

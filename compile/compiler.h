@@ -1,8 +1,9 @@
-// The `compiled` backend: runs the passes of compile/passes on a traced graph (cleanup, split at
-// splitting ops, fuse, materialize, memory plan), generates and compiles a kernel per fused group
-// through the device's codegen target (cached on disk), and returns a callable that runs the
-// pieces in order over one static arena (compile/piecewise_backend.h). Its results are views of
-// the arena: valid until the next call and while the compiled function lives.
+// The `compiled` backend: runs the pass pipeline of compile/passes on a traced graph (cleanup,
+// pattern rewrites, split at splitting ops, fuse, materialize, memory plan; pass_manager.h), which
+// ends by generating and compiling a kernel per fused group through the device's codegen target
+// (cached on disk), and returns a callable that runs the pieces in order over one static arena
+// (compile/piecewise_backend.h). Its results are views of the arena: valid until the next call
+// and while the compiled function lives.
 #pragma once
 
 #include <memory>

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "compile/ops/registry.h"
+#include "compile/op_registry.h"
 
 namespace tessera {
 

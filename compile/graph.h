@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "compile/ops/registry.h"
+#include "compile/op_registry.h"
 
 namespace tessera {
 

@@ -4,7 +4,7 @@
 
 #include <span>
 
-#include "compile/ops/registry.h"
+#include "compile/op_registry.h"
 #include "runtime/profiler/profiler.h"
 
 namespace tessera {

@@ -3,8 +3,8 @@
 #include <map>
 #include <tuple>
 
+#include "compile/dispatch.h"
 #include "compile/fake_tensor.h"
-#include "compile/ops/dispatch.h"
 #include "runtime/check.h"
 
 namespace tessera {

@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include "compile/ops/dispatch.h"
+#include "compile/dispatch.h"
 #include "compile/ops/ops.h"
 #include "compile/piecewise_backend.h"
 #include "engine/kv_cache_manager.h"

@@ -18,6 +18,7 @@ using namespace tessera;
 using namespace tessera::testing;
 using namespace tessera::cli;
 using ::testing::AllOf;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -126,14 +127,28 @@ TEST(Cli, ExplainDumpsEachCompiledFunctionIntoItsOwnFolder) {
     text << file.rdbuf();
     return text.str();
   };
-  const std::string forward = text_of("forward/00_traced.txt");
+  const std::string forward = text_of("forward/00-traced.txt");
   EXPECT_THAT(forward, HasSubstr("embedding"));
   EXPECT_THAT(forward, HasSubstr("attention"));
   EXPECT_THAT(text_of("forward/explain.txt"), HasSubstr("split: "));
-  const std::string head = text_of("logits_head/00_traced.txt");
+  // Each pass's result, named after it, in pipeline order.
+  EXPECT_THAT(text_of("forward/01-cleanup.txt"), HasSubstr("embedding"));
+  EXPECT_THAT(text_of("forward/02-rotary_attention.txt"), HasSubstr("rotary_attention"));
+  EXPECT_THAT(text_of("forward/04-fuse.txt"), HasSubstr("fused"));
+  const std::string head = text_of("logits_head/00-traced.txt");
   EXPECT_THAT(head, HasSubstr("linear"));
   EXPECT_THAT(head, Not(HasSubstr("embedding")));
   EXPECT_FALSE(std::filesystem::exists(dir / "forward/stale.txt"));
+}
+
+TEST(Cli, ExplainShowsTheTimeOfEachPass) {
+  RunResult result = run_tessera("explain --model synthetic:tiny");
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("time per pass:"));
+  for (const char* pass : {"cleanup", "rotary_attention", "split", "fuse", "materialize",
+                           "follows_splitting", "memory_plan", "codegen"})
+    EXPECT_THAT(result.out, ContainsRegex(fmt::format("\n  {} +[0-9]+\\.[0-9] ms\n", pass)))
+        << result.out;
 }
 
 TEST(Cli, ExplainTakesTheSameModelFlagsAsGenerate) {

@@ -1,14 +1,14 @@
 // A compiled function's custom-op rule is its own: two functions with different custom_ops, run
 // eagerly and interleaved (and nested) in one thread, each dispatch the custom op as their rule
 // says, and the rule is gone after each call, thrown out of or not.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <gtest/gtest.h>
 
 #include <stdexcept>
 
 #include "compile/compiled_function.h"
-#include "compile/ops/dispatch.h"
+#include "compile/dispatch.h"
 #include "compile/ops/ops.h"
 #include "support/test_tensors.h"
 

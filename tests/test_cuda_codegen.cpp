@@ -19,7 +19,6 @@
 #include "compile/compiled_function.h"
 #include "compile/compiler.h"
 #include "compile/ops/ops.h"
-#include "compile/passes/passes.h"
 #include "engine/generator.h"
 #include "engine/run_setup.h"
 #include "models/architecture_registry.h"

@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "compile/passes/passes.h"
+#include "compile/passes/pass_manager.h"
 #include "engine/model_runner.h"
 #include "engine/run_setup.h"
 #include "models/architecture_registry.h"
@@ -31,7 +31,8 @@ TEST(FollowsSplitting, MarksTheFirstLaunchAfterEachSplittingOp) {
                             StepKind::splitting, StepKind::fused};
   for (StepKind kind : kinds) plan.steps.push_back(Step{kind});
   plan.steps[4].follows_splitting_op = true;  // a stale mark is cleared
-  mark_steps_following_splitting_ops(plan);
+  const CompilationConfig config;
+  PassManager({.config = config, .device = kCPU}, {"follows_splitting"}).run(plan);
   // The view launches nothing (the library after it is the first launch); the copy is a launch;
   // a splitting op after a splitting op is not marked, the fused kernel after both is.
   EXPECT_EQ(marks(plan), (std::vector<bool>{false, false, false, true, false, false, true, false,

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <map>
 
-#include "compile/ops/dispatch.h"
+#include "compile/dispatch.h"
 #include "compile/ops/ops.h"
 #include "compile/piecewise_backend.h"
 #include "engine/kv_cache_manager.h"

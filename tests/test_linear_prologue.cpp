@@ -9,7 +9,7 @@
 
 #include "compile/compiled_function.h"
 #include "compile/compiler.h"
-#include "compile/ops/dispatch.h"
+#include "compile/dispatch.h"
 #include "compile/ops/ops.h"
 #include "kernels/linear_path.h"
 #include "runtime/backend/backend.h"

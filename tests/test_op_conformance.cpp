@@ -8,7 +8,7 @@
 #include <cmath>
 #include <map>
 
-#include "compile/ops/registry.h"
+#include "compile/op_registry.h"
 #include "runtime/backend/backend.h"
 #include "runtime/kernel_registry.h"
 #include "support/op_check.h"

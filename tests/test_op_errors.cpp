@@ -6,7 +6,7 @@
 #include <functional>
 #include <numeric>
 
-#include "compile/ops/dispatch.h"
+#include "compile/dispatch.h"
 #include "compile/ops/ops.h"
 #include "runtime/check.h"
 #include "support/error_of.h"

@@ -1,5 +1,5 @@
 // The registry seam: passes and code generators learn what an op is from its OpDef (kind,
-// is_identity, row_lowering; compile/ops/registry.h) and, for pointwise ops, from the formula
+// is_identity, row_lowering; compile/op_registry.h) and, for pointwise ops, from the formula
 // table (kernels/pointwise_table.h), never from lists of op names.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include "compile/codegen/cpp_codegen.h"
 #include "compile/codegen/row_kernel.h"
 #include "compile/ops/ops.h"
-#include "compile/passes/passes.h"
+#include "compile/passes/pass_manager.h"
 #include "compile/tracer.h"
 #include "kernels/pointwise_table.h"
 #include "runtime/check.h"
@@ -30,9 +30,8 @@ CompiledPlan plan_of(const TensorFunction& function, std::vector<Tensor> inputs,
   CompiledPlan plan;
   plan.graph = trace(function, inputs, options).graph;
   CompilationConfig config;
-  cleanup(plan.graph, config.pass_config);
-  plan.steps = split_into_pieces(plan.graph, config.splitting_ops, &plan.num_pieces);
-  fuse(plan, fused);
+  config.pass_config.enable_fusion = fused;
+  PassManager({.config = config, .device = kCPU}, {"cleanup", "split", "fuse"}).run(plan);
   return plan;
 }
 

@@ -13,9 +13,9 @@
 #include <random>
 
 #include "compile/compiler.h"
-#include "compile/ops/dispatch.h"
+#include "compile/dispatch.h"
 #include "compile/ops/ops.h"
-#include "compile/passes/passes.h"
+#include "compile/passes/pass_manager.h"
 #include "compile/tracer.h"
 #include "engine/run_setup.h"
 #include "kernels/attention_metadata.h"
@@ -49,17 +49,19 @@ Graph fused_forward(const std::string& model_name, const std::vector<std::string
   const std::vector<int64_t> ids{1, 5, 9}, positions{0, 1, 2};
   std::vector<Tensor> inputs{Tensor::from_ints(ids, {3}, DType::i32),
                              Tensor::from_ints(positions, {3}, DType::i32)};
-  PassConfig config;
-  config.enable_rotary_attention_fusion = pass_on;
+  CompilationConfig config;
+  config.pass_config.enable_rotary_attention_fusion = pass_on;
   TraceOptions options;
   options.dynamic_dims = {{0, 0}, {1, 0}};
-  options.custom_ops = custom_ops_for_passes(CustomOpConfig::parse(custom_ops, false), config);
+  options.custom_ops =
+      custom_ops_for_passes(CustomOpConfig::parse(custom_ops, false), config.pass_config);
   TraceResult result = trace(
       [&](std::span<const Tensor> in) { return std::vector<Tensor>{model->forward(in[0], in[1])}; },
       inputs, options);
-  cleanup(result.graph, config);
-  fuse_rotary_attention(result.graph, config);
-  return result.graph;
+  CompiledPlan plan;
+  plan.graph = std::move(result.graph);
+  PassManager({.config = config, .device = kCPU}, {"cleanup", "rotary_attention"}).run(plan);
+  return plan.graph;
 }
 
 double relative_error(const std::vector<float>& got, const std::vector<float>& want) {

@@ -1,8 +1,9 @@
 // The weight-prefetch pass (compile/passes/weight_prefetch.cpp): which steps it marks with which
-// weight, what it leaves alone, the config switch, `explain`; on a GPU, that GEMMs asked to
-// prefetch (every skinny variant; the library's path, which leaves the hint) give the same bits as
-// without, even for a weight that is not 16-byte aligned,
-// and that a compiled CUDA plan carries the marks and matches the plan without them.
+// weight, what it leaves alone, stale marks cleared, `explain` (its switch and device:
+// test_pass_manager.cpp); on a GPU, that GEMMs asked to prefetch (every skinny variant; the
+// library's path, which leaves the hint) give the same bits as without, even for a weight that is
+// not 16-byte aligned, and that a compiled CUDA plan carries the marks and matches the plan
+// without them.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,9 +11,9 @@
 
 #include "compile/compiled_function.h"
 #include "compile/compiler.h"
-#include "compile/ops/dispatch.h"
+#include "compile/dispatch.h"
 #include "compile/ops/ops.h"
-#include "compile/passes/passes.h"
+#include "compile/passes/pass_manager.h"
 #include "kernels/cuda/gemm/l2_prefetch.h"
 #include "kernels/linear_path.h"
 #include "runtime/backend/backend.h"
@@ -42,6 +43,12 @@ Compiled compile(const Function& function, bool prefetch, const std::string& cac
       function, compiled_mode_options(options, {{0, 0}}, CustomOpConfig::parse({"none"}, false),
                                       [&compiled](auto plan) { compiled.plan = plan; }));
   return compiled;
+}
+
+// The weight-prefetch pass run on `plan` as the manager runs it for a CUDA plan under `config`.
+void prefetch_as_for_cuda(CompiledPlan& plan, const CompilationConfig& config) {
+  PassManager({.config = config, .device = Device{DeviceType::cuda, 0}}, {"weight_prefetch"})
+      .run(plan);
 }
 
 // The constant weight each linear step reads, in step order, with the step's index.
@@ -86,8 +93,8 @@ TEST(WeightPrefetch, EachGemmPrefetchesTheNextGemmsWeight) {
   for (const Step& step : compiled.plan->steps) EXPECT_EQ(step.prefetch, -1);
 
   CompiledPlan plan = *compiled.plan;
-  PassConfig config;
-  plan_weight_prefetch(plan, config);
+  CompilationConfig config;
+  prefetch_as_for_cuda(plan, config);
   const std::vector<std::pair<size_t, int>> linears = linear_steps(plan);
   ASSERT_EQ(linears.size(), 6u) << plan.explain();
   auto is_constant = [&](int value) {
@@ -110,10 +117,10 @@ TEST(WeightPrefetch, EachGemmPrefetchesTheNextGemmsWeight) {
   EXPECT_EQ(marked, 4u);
   EXPECT_THAT(plan.explain(), HasSubstr("(prefetches"));
 
-  config.enable_weight_prefetch = false;  // switched off: the marks go
-  plan_weight_prefetch(plan, config);
-  for (const Step& step : plan.steps) EXPECT_EQ(step.prefetch, -1);
-  EXPECT_THAT(plan.explain(), Not(HasSubstr("(prefetches")));
+  // Run again, it clears a stale mark first (the last linear prefetches nothing).
+  plan.steps[linears.back().first].prefetch = linears[0].second;
+  prefetch_as_for_cuda(plan, config);
+  EXPECT_EQ(plan.steps[linears.back().first].prefetch, -1);
 }
 
 TEST(WeightPrefetch, TheSameWeightTwiceInARowIsNotPrefetched) {
@@ -126,7 +133,7 @@ TEST(WeightPrefetch, TheSameWeightTwiceInARowIsNotPrefetched) {
   (void)(*compiled.function)(inputs);
   ASSERT_NE(compiled.plan, nullptr);
   CompiledPlan plan = *compiled.plan;
-  plan_weight_prefetch(plan, PassConfig{});
+  prefetch_as_for_cuda(plan, CompilationConfig{});
   ASSERT_EQ(linear_steps(plan).size(), 2u);
   for (const Step& step : plan.steps) EXPECT_EQ(step.prefetch, -1);  // it is in cache already
 }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "compile/ops/registry.h"
+#include "compile/op_registry.h"
 
 namespace tessera {
 

@@ -6,7 +6,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "compile/ops/registry.h"
+#include "compile/op_registry.h"
 
 namespace tessera {
 

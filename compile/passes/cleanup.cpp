@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "compile/passes/passes.h"
+#include "compile/passes/pass.h"
 #include "runtime/check.h"
 
 namespace tessera {
@@ -19,8 +19,6 @@ bool is_noop(const Graph& graph, const Node& node) {
                       producer.kind == NodeKind::call && producer.op->kind == OpKind::view};
   return node.op->is_identity(query);
 }
-
-}  // namespace
 
 void cleanup(Graph& graph, const PassConfig& config) {
   // Liveness from the outputs backwards: what an output or a splitting op needs.
@@ -69,5 +67,17 @@ void cleanup(Graph& graph, const PassConfig& config) {
   }
   graph = std::move(rebuilt);
 }
+
+class CleanupPass final : public GraphPass {
+ public:
+  std::string_view name() const override { return "cleanup"; }
+  void run(CompiledPlan& plan, const PassContext& context) const override {
+    cleanup(plan.graph, context.config.pass_config);
+  }
+};
+
+}  // namespace
+
+TESSERA_REGISTER_PASS(CleanupPass);
 
 }  // namespace tessera

@@ -3,9 +3,10 @@
 // o projection) cannot load its weights beside them as a programmatic launch does beside a norm,
 // and a GEMM there times its paths without that overlap (kernels/cuda/gemm/gemm.cpp). A view
 // launches nothing and is passed over; any other step ends the mark.
-#include "compile/passes/passes.h"
+#include "compile/passes/pass.h"
 
 namespace tessera {
+namespace {
 
 void mark_steps_following_splitting_ops(CompiledPlan& plan) {
   bool after_splitting = false;
@@ -18,5 +19,17 @@ void mark_steps_following_splitting_ops(CompiledPlan& plan) {
     after_splitting = step.kind == StepKind::splitting;
   }
 }
+
+class FollowsSplittingPass final : public Pass {
+ public:
+  std::string_view name() const override { return "follows_splitting"; }
+  void run(CompiledPlan& plan, const PassContext&) const override {
+    mark_steps_following_splitting_ops(plan);
+  }
+};
+
+}  // namespace
+
+TESSERA_REGISTER_PASS(FollowsSplittingPass);
 
 }  // namespace tessera

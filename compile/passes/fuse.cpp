@@ -3,10 +3,13 @@
 // own kernel) or a splitting op, so kernels and library calls alternate in program order and no
 // cycle can form. Views inside a run are folded into the kernel's index arithmetic; outside, they
 // stay aliases.
+#include <spdlog/spdlog.h>
+
 #include <set>
 
+#include "compile/codegen/codegen_target.h"
 #include "compile/codegen/row_lowering.h"
-#include "compile/passes/passes.h"
+#include "compile/passes/pass.h"
 #include "runtime/check.h"
 
 namespace tessera {
@@ -90,10 +93,7 @@ void close_run(CompiledPlan& plan, std::vector<int>& run_steps, std::vector<Step
   run_steps.clear();
 }
 
-}  // namespace
-
-void fuse(CompiledPlan& plan, bool enable_fusion) {
-  if (!enable_fusion) return;
+void fuse(CompiledPlan& plan) {
   const Graph& graph = plan.graph;
   std::vector<std::vector<int>> consumers(graph.num_values());
   for (size_t i = 0; i < graph.nodes().size(); ++i)
@@ -125,5 +125,22 @@ void fuse(CompiledPlan& plan, bool enable_fusion) {
   close_run(plan, run, fused_steps, consumers);
   plan.steps = std::move(fused_steps);
 }
+
+class FusePass final : public Pass {
+ public:
+  std::string_view name() const override { return "fuse"; }
+  // Fused kernels need the device's code generator (a GPU module registers its own).
+  bool applies(const PassContext& context) const override {
+    if (!context.config.pass_config.enable_fusion) return false;
+    if (has_codegen_target(context.device.type)) return true;
+    spdlog::warn("no code generator for {}: compiling without fusion", context.device.str());
+    return false;
+  }
+  void run(CompiledPlan& plan, const PassContext&) const override { fuse(plan); }
+};
+
+}  // namespace
+
+TESSERA_REGISTER_PASS(FusePass);
 
 }  // namespace tessera

@@ -8,20 +8,11 @@
 // fused op is found in the registry by name: <op>_linear for a gated custom op, and
 // <activation>_and_mul_linear for a decomposed one, so a gated activation with such an op fuses
 // without a change here.
-#include <set>
-
-#include "compile/passes/passes.h"
-#include "compile/passes/value_uses.h"
+#include "compile/passes/graph_rewrite.h"
+#include "compile/passes/pass.h"
 
 namespace tessera {
 namespace {
-
-struct Match {
-  std::vector<int> absorbed;  // the activation's nodes (they disappear)
-  int gated_input = -1;       // x [..., 2d]
-  const OpDef* fused = nullptr;
-  Attributes attributes;  // the activation's
-};
 
 const Node* producer_call(const Graph& graph, int value) {
   const Node& node = graph.nodes()[graph.value(value).producer];
@@ -48,26 +39,27 @@ bool is_half_slice(const Graph& graph, const Node* node, int64_t half_index, int
   return true;
 }
 
-// The activation feeding linear node `linear` (its input 0), or nothing.
-std::optional<Match> match(const Graph& graph, const ValueUses& uses, int linear) {
+// The activation feeding linear node `linear` (its input 0), absorbed into the fused op that
+// reads the gated input in its place; or nothing.
+std::optional<Replacement> match(const Graph& graph, const ValueUses& uses, int linear) {
   const Node& node = graph.nodes()[linear];
   const int activated = node.inputs[0];
   const Node* producer = producer_call(graph, activated);
   if (producer == nullptr || !uses.only_reader(activated, linear)) return std::nullopt;
   const OpRegistry& registry = OpRegistry::global();
-  Match found;
-  if ((found.fused = registry.find(producer->op->name + "_linear")) != nullptr) {
+  Replacement found;
+  int gated_input = -1;  // x [..., 2d]
+  if ((found.op = registry.find(producer->op->name + "_linear")) != nullptr) {
     // A gated custom op (silu_and_mul) with its fused op (silu_and_mul_linear).
     found.absorbed = {node_index(graph, producer)};
-    found.gated_input = producer->inputs[0];
+    gated_input = producer->inputs[0];
     found.attributes = producer->attributes;
   } else if (producer->op->name == "mul") {
     // mul(act(slice(x, 0, d)), slice(x, d, 2d))
     const int mul = node_index(graph, producer);
     const Node* act = producer_call(graph, producer->inputs[0]);
     const Node* up = producer_call(graph, producer->inputs[1]);
-    if (act == nullptr ||
-        (found.fused = registry.find(act->op->name + "_and_mul_linear")) == nullptr)
+    if (act == nullptr || (found.op = registry.find(act->op->name + "_and_mul_linear")) == nullptr)
       return std::nullopt;
     const Node* gate = producer_call(graph, act->inputs[0]);
     int gate_source = -1, up_source = -1;
@@ -83,50 +75,30 @@ std::optional<Match> match(const Graph& graph, const ValueUses& uses, int linear
     for (int id : {act->outputs[0], activated})
       if (graph.value(id).meta.dtype != dtype) return std::nullopt;
     found.absorbed = {node_index(graph, gate), node_index(graph, up), node_index(graph, act), mul};
-    found.gated_input = gate_source;
+    gated_input = gate_source;
     found.attributes = act->attributes;
   } else {
     return std::nullopt;
   }
+  found.inputs = node.inputs;
+  found.inputs[0] = gated_input;  // in place of the activation
+  found.output_metas = {graph.value(node.outputs[0]).meta, graph.value(activated).meta};
   return found;
 }
 
+class LinearProloguePass final : public GraphPass {
+ public:
+  std::string_view name() const override { return "linear_prologue"; }
+  bool applies(const PassContext& context) const override {
+    return context.config.pass_config.enable_linear_prologue_fusion;
+  }
+  void run(CompiledPlan& plan, const PassContext&) const override {
+    rewrite_matches(plan.graph, "linear", match);
+  }
+};
+
 }  // namespace
 
-void fuse_linear_prologues(Graph& graph, const PassConfig& config) {
-  if (!config.enable_linear_prologue_fusion) return;
-  const ValueUses uses(graph);
-  std::vector<std::optional<Match>> at_linear(graph.nodes().size());
-  std::set<int> absorbed;
-  for (size_t i = 0; i < graph.nodes().size(); ++i) {
-    const Node& node = graph.nodes()[i];
-    if (node.kind != NodeKind::call || node.op->name != "linear") continue;
-    at_linear[i] = match(graph, uses, static_cast<int>(i));
-    if (!at_linear[i]) continue;
-    absorbed.insert(at_linear[i]->absorbed.begin(), at_linear[i]->absorbed.end());
-  }
-  if (absorbed.empty()) return;
-
-  // Rebuild in order: the absorbed nodes vanish, each matched linear becomes the fused node
-  // (its inputs, x and the weights, are defined before the activation was).
-  Graph rebuilt;
-  std::vector<int> remap(graph.num_values(), -1);
-  for (size_t i = 0; i < graph.nodes().size(); ++i) {
-    const Node& node = graph.nodes()[i];
-    if (absorbed.count(static_cast<int>(i))) continue;
-    std::vector<int> sources = node.inputs;
-    if (at_linear[i]) sources[0] = at_linear[i]->gated_input;  // in place of the activation
-    std::vector<int> inputs = Graph::remapped(sources, remap);
-    if (!at_linear[i]) {
-      rebuilt.copy_node(graph, node, std::move(inputs), remap);
-      continue;
-    }
-    const Match& m = *at_linear[i];
-    const TensorMeta& out = graph.value(node.outputs[0]).meta;
-    const TensorMeta& activated = graph.value(node.inputs[0]).meta;
-    remap[node.outputs[0]] = rebuilt.add_call(*m.fused, inputs, m.attributes, {out, activated})[0];
-  }
-  graph = std::move(rebuilt);
-}
+TESSERA_REGISTER_PASS(LinearProloguePass);
 
 }  // namespace tessera

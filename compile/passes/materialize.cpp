@@ -7,7 +7,7 @@
 // contiguous stand-in tensor at several sizes of the symbols: no list of op names is needed.
 #include <set>
 
-#include "compile/passes/passes.h"
+#include "compile/passes/pass.h"
 #include "runtime/check.h"
 
 namespace tessera {
@@ -44,8 +44,6 @@ bool view_may_be_strided(const Graph& graph, const Node& node,
   return false;
 }
 
-}  // namespace
-
 void materialize_views(CompiledPlan& plan) {
   const Graph& graph = plan.graph;
   std::vector<Bindings> probes = probe_bindings(plan);
@@ -75,5 +73,15 @@ void materialize_views(CompiledPlan& plan) {
     }
   }
 }
+
+class MaterializePass final : public Pass {
+ public:
+  std::string_view name() const override { return "materialize"; }
+  void run(CompiledPlan& plan, const PassContext&) const override { materialize_views(plan); }
+};
+
+}  // namespace
+
+TESSERA_REGISTER_PASS(MaterializePass);
 
 }  // namespace tessera

@@ -5,7 +5,9 @@
 // values whose lifetimes do not overlap share bytes. Graph outputs live to the end.
 #include <algorithm>
 
-#include "compile/passes/passes.h"
+#include <fmt/format.h>
+
+#include "compile/passes/pass.h"
 #include "runtime/check.h"
 
 namespace tessera {
@@ -18,8 +20,6 @@ size_t max_bytes(const TensorMeta& meta, const Bindings& max_sizes) {
   size_t bytes = static_cast<size_t>(std::max<int64_t>(elements, 0)) * element_size(meta.dtype);
   return (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
-
-}  // namespace
 
 void plan_memory(CompiledPlan& plan) {
   const Graph& graph = plan.graph;
@@ -78,5 +78,19 @@ void plan_memory(CompiledPlan& plan) {
     plan.memory.unplanned_bytes += bytes;
   }
 }
+
+class MemoryPlanPass final : public Pass {
+ public:
+  std::string_view name() const override { return "memory_plan"; }
+  void run(CompiledPlan& plan, const PassContext&) const override { plan_memory(plan); }
+  std::string result_text(const CompiledPlan& plan) const override {
+    return fmt::format("arena {} bytes ({} without reuse), {} buffers\n", plan.memory.arena_bytes,
+                       plan.memory.unplanned_bytes, plan.memory.slots.size());
+  }
+};
+
+}  // namespace
+
+TESSERA_REGISTER_PASS(MemoryPlanPass);
 
 }  // namespace tessera

@@ -6,19 +6,11 @@
 // step has no rope launch and no copy of q, k and v out of qkv. The pass needs rotary_embedding
 // recorded as itself (custom_ops_for_passes keeps it so while tracing); where the config
 // disables it by name ("-rotary_embedding") the pass finds nothing.
-#include <set>
-
-#include "compile/passes/passes.h"
-#include "compile/passes/value_uses.h"
+#include "compile/passes/graph_rewrite.h"
+#include "compile/passes/pass.h"
 
 namespace tessera {
 namespace {
-
-struct Match {
-  int rotary = -1;  // the rotary_embedding node (absorbed with the slices)
-  std::vector<int> slices;
-  int qkv = -1;  // the value the slices read
-};
 
 int producer_of(const Graph& graph, int value, const char* op_name) {
   const int index = graph.value(value).producer;
@@ -41,7 +33,9 @@ bool is_column_slice(const Graph& graph, int slice, int64_t start, int64_t width
   return true;
 }
 
-std::optional<Match> match(const Graph& graph, const ValueUses& uses, int attention) {
+// The rope and the slices feeding attention node `attention`, absorbed into one rotary_attention
+// over qkv; or nothing.
+std::optional<Replacement> match(const Graph& graph, const ValueUses& uses, int attention) {
   const Node& node = graph.nodes()[attention];
   const int rotary = producer_of(graph, node.inputs[0], "rotary_embedding");
   if (rotary < 0 || producer_of(graph, node.inputs[1], "rotary_embedding") != rotary) return {};
@@ -51,8 +45,6 @@ std::optional<Match> match(const Graph& graph, const ValueUses& uses, int attent
   const int64_t head_size = node.attributes.get_int("head_size");
   const int64_t query_width = node.attributes.get_int("num_heads") * head_size;
   const int64_t key_width = node.attributes.get_int("num_kv_heads") * head_size;
-  Match found;
-  found.rotary = rotary;
   const int query_slice = producer_of(graph, rope.inputs[1], "slice");
   const int key_slice = producer_of(graph, rope.inputs[2], "slice");
   const int value_slice = producer_of(graph, node.inputs[2], "slice");
@@ -71,57 +63,35 @@ std::optional<Match> match(const Graph& graph, const ValueUses& uses, int attent
       !uses.only_reader(node.inputs[2], attention) || !uses.only_reader(rope.inputs[1], rotary) ||
       !uses.only_reader(rope.inputs[2], rotary))
     return {};
-  found.slices = {query_slice, key_slice, value_slice};
-  found.qkv = query_source;
+  Replacement found;
+  found.absorbed = {rotary, query_slice, key_slice, value_slice};
+  found.op = &OpRegistry::global().get("rotary_attention");
+  found.inputs = {rope.inputs[0], query_source, rope.inputs[3]};  // positions, qkv, the cache
+  found.attributes = node.attributes;
+  found.attributes.set("is_neox", rope.attributes.get_bool("is_neox", true));
+  found.output_metas = {graph.value(node.outputs[0]).meta, graph.value(rope.outputs[0]).meta,
+                        graph.value(rope.outputs[1]).meta, graph.value(node.inputs[2]).meta};
   return found;
 }
 
+class RotaryAttentionPass final : public GraphPass {
+ public:
+  std::string_view name() const override { return "rotary_attention"; }
+  bool applies(const PassContext& context) const override {
+    return context.config.pass_config.enable_rotary_attention_fusion;
+  }
+  void run(CompiledPlan& plan, const PassContext&) const override {
+    rewrite_matches(plan.graph, "attention", match);
+  }
+  // The pass needs rope recorded as itself while tracing.
+  std::vector<std::string> matched_custom_ops(const PassConfig& config) const override {
+    if (!config.enable_rotary_attention_fusion) return {};
+    return {"rotary_embedding"};
+  }
+};
+
 }  // namespace
 
-CustomOpConfig custom_ops_for_passes(const CustomOpConfig& custom_ops, const PassConfig& config) {
-  return config.enable_rotary_attention_fusion ? custom_ops.with_enabled("rotary_embedding")
-                                               : custom_ops;
-}
-
-void fuse_rotary_attention(Graph& graph, const PassConfig& config) {
-  if (!config.enable_rotary_attention_fusion) return;
-  const ValueUses uses(graph);
-  std::vector<std::optional<Match>> at_attention(graph.nodes().size());
-  std::set<int> absorbed;
-  for (size_t i = 0; i < graph.nodes().size(); ++i) {
-    const Node& node = graph.nodes()[i];
-    if (node.kind != NodeKind::call || node.op->name != "attention") continue;
-    at_attention[i] = match(graph, uses, static_cast<int>(i));
-    if (!at_attention[i]) continue;
-    absorbed.insert(at_attention[i]->rotary);
-    absorbed.insert(at_attention[i]->slices.begin(), at_attention[i]->slices.end());
-  }
-  if (absorbed.empty()) return;
-
-  // Rebuild in order: the slices and rotary_embedding vanish, each matched attention becomes
-  // the fused node (its inputs, positions, qkv and the cache, are defined before the rope was).
-  const OpDef& fused = OpRegistry::global().get("rotary_attention");
-  Graph rebuilt;
-  std::vector<int> remap(graph.num_values(), -1);
-  for (size_t i = 0; i < graph.nodes().size(); ++i) {
-    const Node& node = graph.nodes()[i];
-    if (absorbed.count(static_cast<int>(i))) continue;
-    if (!at_attention[i]) {
-      rebuilt.copy_node(graph, node, Graph::remapped(node.inputs, remap), remap);
-      continue;
-    }
-    const Match& m = *at_attention[i];
-    const Node& rope = graph.nodes()[m.rotary];
-    const int sources[] = {rope.inputs[0], m.qkv, rope.inputs[3]};
-    std::vector<int> inputs = Graph::remapped(sources, remap);
-    Attributes attributes = node.attributes;
-    attributes.set("is_neox", rope.attributes.get_bool("is_neox", true));
-    std::vector<TensorMeta> metas{
-        graph.value(node.outputs[0]).meta, graph.value(rope.outputs[0]).meta,
-        graph.value(rope.outputs[1]).meta, graph.value(node.inputs[2]).meta};
-    remap[node.outputs[0]] = rebuilt.add_call(fused, inputs, attributes, metas)[0];
-  }
-  graph = std::move(rebuilt);
-}
+TESSERA_REGISTER_PASS(RotaryAttentionPass);
 
 }  // namespace tessera

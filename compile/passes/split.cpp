@@ -1,13 +1,14 @@
 // Split: orders the graph's calls into steps and cuts it into pieces at the splitting ops, which
 // run on their own between the compiled pieces (attention, with its metadata from the forward
-// context).
+// context). The graph is final from here on, so the split also sizes the plan (max_sizes).
 #include <algorithm>
 
-#include "compile/ops/registry.h"
-#include "compile/passes/passes.h"
+#include "compile/op_registry.h"
+#include "compile/passes/pass.h"
 #include "runtime/check.h"
 
 namespace tessera {
+namespace {
 
 std::vector<Step> split_into_pieces(const Graph& graph,
                                     const std::vector<std::string>& splitting_ops,
@@ -48,5 +49,28 @@ std::vector<Step> split_into_pieces(const Graph& graph,
   *num_pieces = piece + 1;
   return steps;
 }
+
+// Every symbol at its largest value: the graph is final once split, and what follows sizes the
+// plan's views and buffers for these values.
+Bindings largest_sizes(const Graph& graph, int64_t max_dynamic_size) {
+  Bindings sizes;
+  for (size_t id = 0; id < graph.num_values(); ++id)
+    for (const SymInt& size : graph.value(static_cast<int>(id)).meta.shape)
+      for (const std::string& name : size.symbols()) sizes[name] = max_dynamic_size;
+  return sizes;
+}
+
+class SplitPass final : public Pass {
+ public:
+  std::string_view name() const override { return "split"; }
+  void run(CompiledPlan& plan, const PassContext& context) const override {
+    plan.steps = split_into_pieces(plan.graph, context.config.splitting_ops, &plan.num_pieces);
+    plan.max_sizes = largest_sizes(plan.graph, context.max_dynamic_size);
+  }
+};
+
+}  // namespace
+
+TESSERA_REGISTER_PASS(SplitPass);
 
 }  // namespace tessera

@@ -4,11 +4,11 @@
 // kernel starts pulling the first bytes of that weight into the L2 cache as it ends
 // (kernels/cuda/gemm/l2_prefetch.h), so they stream in behind the small kernels and the next GEMM
 // finds them there. Only a hint: a kernel that does not prefetch (the library's) runs as before.
-// The compiler runs it for CUDA plans, after the steps are final (materialize); `tessera
-// explain` shows each step's prefetch.
+// It applies to CUDA plans and runs after the steps are final (materialize); `tessera explain`
+// shows each step's prefetch.
 #include <optional>
 
-#include "compile/passes/passes.h"
+#include "compile/passes/pass.h"
 
 namespace tessera {
 namespace {
@@ -25,11 +25,8 @@ std::optional<int> streamed_weight(const CompiledPlan& plan, const Step& step) {
   return producer.kind == NodeKind::constant ? weight : -1;
 }
 
-}  // namespace
-
-void plan_weight_prefetch(CompiledPlan& plan, const PassConfig& config) {
+void plan_weight_prefetch(CompiledPlan& plan) {
   for (Step& step : plan.steps) step.prefetch = -1;
-  if (!config.enable_weight_prefetch) return;
   Step* previous = nullptr;  // the last GEMM step, waiting for the next one's weight
   int previous_weight = -1;
   for (Step& step : plan.steps) {
@@ -43,5 +40,20 @@ void plan_weight_prefetch(CompiledPlan& plan, const PassConfig& config) {
     previous_weight = *weight;
   }
 }
+
+class WeightPrefetchPass final : public Pass {
+ public:
+  std::string_view name() const override { return "weight_prefetch"; }
+  // Only CUDA kernels read the prefetch hint (kernels/cuda/gemm/l2_prefetch.cuh).
+  bool applies(const PassContext& context) const override {
+    return context.device.type == DeviceType::cuda &&
+           context.config.pass_config.enable_weight_prefetch;
+  }
+  void run(CompiledPlan& plan, const PassContext&) const override { plan_weight_prefetch(plan); }
+};
+
+}  // namespace
+
+TESSERA_REGISTER_PASS(WeightPrefetchPass);
 
 }  // namespace tessera

@@ -1,6 +1,6 @@
 // `tessera explain`: compiles the model's forward and prints what the compiler made of it: the
 // pieces and the splitting ops between them, ops and fused kernels per piece, unique compiled
-// pieces, guards, launches and memory, and the time per stage; --dump-dir also writes each pass's
+// pieces, guards, launches and memory, and the time per pass; --dump-dir also writes each pass's
 // graph and every generated kernel source.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -8,7 +8,7 @@
 #include <chrono>
 #include <string>
 
-#include "compile/passes/passes.h"
+#include "compile/passes/pass_manager.h"
 #include "engine/cli/command.h"
 #include "engine/cli/flag_parser.h"
 #include "engine/cli/model_flags.h"
@@ -86,13 +86,12 @@ std::string usage() {
          "\n"
          "Traces and compiles the model's forward (compilation.mode=compiled) and prints the "
          "pieces,\n"
-         "the splitting ops between them, ops and fused kernels per piece, unique compiled "
-         "pieces,\n"
-         "guards, launches per forward, the arena, and time per stage. --dump-dir writes every "
-         "pass's\n"
-         "graph and every generated kernel source there, a folder per compiled function: "
-         "forward,\n"
-         "logits_head (emptied first).\n"
+         "the splitting ops between them, ops and fused kernels per piece, unique compiled pieces,\n"
+         "guards, launches per forward, the arena, and time per pass. --dump-dir writes the "
+         "traced\n"
+         "graph (00-traced.txt), each pass's result in order (01-cleanup.txt, ...) and every\n"
+         "generated kernel source there, a folder per compiled function: forward, logits_head\n"
+         "(emptied first).\n"
          "\n" +
          explain_flags(defaults).help();
 }

@@ -11,8 +11,8 @@
 #include <set>
 #include <stdexcept>
 
-#include "compile/ops/dispatch.h"
-#include "compile/ops/registry.h"
+#include "compile/dispatch.h"
+#include "compile/op_registry.h"
 #include "runtime/tensor.h"
 #include "support/reference.h"
 

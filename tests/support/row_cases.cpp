@@ -2,7 +2,7 @@
 
 #include "compile/compilation_config.h"
 #include "compile/ops/ops.h"
-#include "compile/passes/passes.h"
+#include "compile/passes/pass_manager.h"
 #include "support/test_tensors.h"
 
 namespace tessera::testing {
@@ -120,10 +120,8 @@ CompiledPlan fused_plan(const RowCase& row_case) {
   options.custom_ops = custom_ops_off();
   CompiledPlan plan;
   plan.graph = trace(row_case.function, inputs, options).graph;
-  CompilationConfig config;
-  cleanup(plan.graph, config.pass_config);
-  plan.steps = split_into_pieces(plan.graph, config.splitting_ops, &plan.num_pieces);
-  fuse(plan, true);
+  const CompilationConfig config;
+  PassManager({.config = config, .device = kCPU}, {"cleanup", "split", "fuse"}).run(plan);
   return plan;
 }
 

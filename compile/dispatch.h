@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "compile/custom_op_config.h"
-#include "compile/ops/registry.h"
+#include "compile/op_registry.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "compile/ops/dispatch.h"
+#include "compile/dispatch.h"
 
 #include "compile/fake_tensor.h"
 #include "compile/launch_profile.h"

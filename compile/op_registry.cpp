@@ -1,4 +1,4 @@
-#include "compile/ops/registry.h"
+#include "compile/op_registry.h"
 
 #include <algorithm>
 
