@@ -28,8 +28,8 @@
 
 #include "engine/config.h"
 #include "engine/kv_cache_manager.h"
-#include "engine/model_runner.h"
-#include "engine/run_setup.h"
+#include "engine/runner/model_runner.h"
+#include "engine/runner/run_setup.h"
 #include "models/model.h"
 #include "models/model_weights.h"
 #include "runtime/check.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "compile/graph.h"
+#include "compile/ir/graph.h"
 
 namespace tessera {
 

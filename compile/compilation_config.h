@@ -82,8 +82,9 @@ struct CompilationConfig {
   bool programmatic_dependent_launch = true;
   // A step whose every row is plain greedy (no penalties, no logprobs) takes its argmax in the
   // compiled LM head, over the model dtype's logits, and a full decode graph holds that pick and
-  // the next step's hand-over of the draws (engine/decode_graphs.h): no f32 logits, no launches
-  // outside the graph. false: the LM head gives f32 logits and the sampler picks from them.
+  // the next step's hand-over of the draws (engine/runner/decode_graphs.h): no f32 logits, no
+  // launches outside the graph. false: the LM head gives f32 logits and the sampler picks from
+  // them.
   bool fuse_greedy_sampling = true;
   PassConfig pass_config;
   std::string cache_dir;  // empty: $XDG_CACHE_HOME/tessera or ~/.cache/tessera

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "compile/dispatch.h"
+#include "compile/trace/dispatch.h"
 #include "runtime/check.h"
 
 namespace tessera {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "compile/backends.h"
-#include "compile/tracer.h"
+#include "compile/trace/tracer.h"
 
 namespace tessera {
 

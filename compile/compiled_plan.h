@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "compile/compilation_config.h"
-#include "compile/graph.h"
+#include "compile/ir/graph.h"
 
 namespace tessera {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "compile/op_registry.h"
+#include "compile/ir/op_registry.h"
 #include "runtime/check.h"
 
 namespace tessera {

@@ -1,6 +1,6 @@
 #include "compile/interpreter.h"
 
-#include "compile/dispatch.h"
+#include "compile/trace/dispatch.h"
 #include "runtime/check.h"
 
 namespace tessera {

@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "compile/graph.h"
+#include "compile/ir/graph.h"
 
 namespace tessera {
 

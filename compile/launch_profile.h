@@ -4,7 +4,7 @@
 
 #include <span>
 
-#include "compile/op_registry.h"
+#include "compile/ir/op_registry.h"
 #include "runtime/profiler/profiler.h"
 
 namespace tessera {

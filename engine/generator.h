@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model_runner.h"
+#include "engine/runner/model_runner.h"
 #include "engine/sampling_params.h"
 #include "models/tokenizer.h"
 

@@ -22,8 +22,8 @@
 
 #include "engine/kv_cache_manager.h"
 #include "engine/metrics.h"
-#include "engine/model_runner.h"
 #include "engine/request.h"
+#include "engine/runner/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "models/tokenizer.h"

@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/model_executor.h"
+#include "engine/runner/model_executor.h"
 #include "engine/sampling_params.h"
 #include "runtime/backend/backend.h"
 #include "runtime/tensor.h"

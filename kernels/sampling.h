@@ -37,9 +37,9 @@
 //            input, so the hand-over costs no copy of its own.
 //
 // The "greedy_pick" kernel (GPU only) is argmax's for a decode graph's greedy step
-// (engine/decode_graphs.h): the first maximum of each row, NaN counting as the maximum, as the
-// argmax op gives it. Outside a capture argmax splits few long rows over the SMs with scratch of
-// its own; this kernel takes the scratch from the caller, so a graph may hold the split too.
+// (engine/runner/decode_graphs.h): the first maximum of each row, NaN counting as the maximum, as
+// the argmax op gives it. Outside a capture argmax splits few long rows over the SMs with scratch
+// of its own; this kernel takes the scratch from the caller, so a graph may hold the split too.
 // inputs:  0 logits [R, V] f32, bf16 or f16, contiguous
 // outputs: 0 ids [R] i64
 //          1 workspace [kGreedyPickWorkspaceWords * R] i64: the partial results of each row's

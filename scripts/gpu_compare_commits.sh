@@ -9,6 +9,8 @@
 # batch's median step time over the rounds' medians for both, with the ratio. Logs and JSON go to
 # $OUT (or build/gpu-compare). Settings: TESSERA_COMPARE_BATCH_SIZES (1,8,32,128),
 # TESSERA_COMPARE_MODEL (synthetic:llama-1b), TESSERA_COMPARE_STEPS (64), TESSERA_JOBS (16).
+# Each sweep compiles into a fresh cache directory of its own, so each measures its GEMM paths
+# anew; odd rounds run the base first, even rounds this build first.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 say() { echo "gpu_compare: $*"; }
@@ -43,7 +45,9 @@ if [[ ${TESSERA_COMPARE_TESTS:-0} == 1 ]]; then
 fi
 
 for round in $(seq 1 "$rounds"); do
-  for side in base head; do
+  order=(base head)
+  ((round % 2 == 0)) && order=(head base)
+  for side in "${order[@]}"; do
     binary=build/tessera
     [[ $side == base ]] && binary=$base_src/build/tessera
     "$binary" bench sweep --model "$model" --device cuda --modes compiled \

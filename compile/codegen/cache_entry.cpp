@@ -11,7 +11,7 @@
 #include <mutex>
 #include <set>
 
-#include "compile/graph.h"
+#include "compile/ir/graph.h"
 #include "runtime/check.h"
 
 namespace tessera {

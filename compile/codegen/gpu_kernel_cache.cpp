@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "compile/codegen/cache_entry.h"
-#include "compile/graph.h"
+#include "compile/ir/graph.h"
 #include "runtime/backend/backend.h"
 #include "runtime/backend/backend_modules.h"
 #include "runtime/check.h"

@@ -12,7 +12,7 @@
 #include <mutex>
 
 #include "compile/codegen/cache_entry.h"
-#include "compile/graph.h"
+#include "compile/ir/graph.h"
 #include "runtime/check.h"
 
 namespace tessera {

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "compile/codegen/cache_entry.h"
-#include "compile/graph.h"
+#include "compile/ir/graph.h"
 #include "kernels/measured_choices.h"
 
 namespace tessera {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "compile/op_registry.h"
+#include "compile/ir/op_registry.h"
 
 namespace tessera {
 

@@ -5,10 +5,10 @@
 // (kernels/cuda/gemm/skinny_gemm.h) instead of in a launch of its own. The second output is the
 // activation itself, as silu_and_mul computes it (f32, rounded once): the kernels always write it,
 // and a path that runs the two steps apart needs it as the linear's input.
-#include "compile/dispatch.h"
-#include "compile/fake_tensor.h"
 #include "compile/ops/meta_helpers.h"
 #include "compile/ops/ops.h"
+#include "compile/trace/dispatch.h"
+#include "compile/trace/fake_tensor.h"
 #include "runtime/check.h"
 
 namespace tessera {

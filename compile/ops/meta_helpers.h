@@ -6,7 +6,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "compile/op_registry.h"
+#include "compile/ir/op_registry.h"
 
 namespace tessera {
 

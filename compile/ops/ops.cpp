@@ -1,7 +1,7 @@
 // The ops:: functions: each looks its op up once and dispatches.
 #include "compile/ops/ops.h"
 
-#include "compile/dispatch.h"
+#include "compile/trace/dispatch.h"
 #include "runtime/check.h"
 
 namespace tessera::ops {

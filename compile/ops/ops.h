@@ -1,5 +1,6 @@
-// The op API model code is written against. Each call goes through dispatch (compile/dispatch.h):
-// eager runs kernels, tracing records graph nodes. Semantics follow PyTorch.
+// The op API model code is written against. Each call goes through dispatch
+// (compile/trace/dispatch.h): eager runs kernels, tracing records graph nodes. Semantics follow
+// PyTorch.
 //
 // Kernel contract (kernels/): outputs arrive contiguous; inputs are contiguous except for ops
 // registered with strided_inputs (pointwise, where, cast), whose inputs may have any strides,

@@ -11,10 +11,10 @@
 // kernel writes none, the GPU's apart path only the rotated pair), which is why the pass makes
 // this op only where nothing else reads them.
 #include "kernels/rotary_attention.h"
-#include "compile/dispatch.h"
-#include "compile/op_registry.h"
+#include "compile/ir/op_registry.h"
 #include "compile/ops/meta_helpers.h"
 #include "compile/ops/ops.h"
+#include "compile/trace/dispatch.h"
 #include "runtime/check.h"
 
 namespace tessera {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "compile/graph.h"
+#include "compile/ir/graph.h"
 #include "compile/passes/value_uses.h"
 
 namespace tessera {

@@ -4,7 +4,7 @@
 // compilation/ passes and PostGradPassManager).
 //
 // No pass applies the custom-op config: as with vLLM's CustomOp dispatch, a disabled custom op is
-// traced as its decomposition (compile/tracer.cpp). Composite primitives (softmax) need no
+// traced as its decomposition (compile/trace/tracer.cpp). Composite primitives (softmax) need no
 // decomposition pass either: their row lowering writes them as reductions plus pointwise math.
 // Passes ask the OpDef what an op is (kind, is_identity, row_lowering), never a list of names.
 #pragma once

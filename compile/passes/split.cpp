@@ -3,7 +3,7 @@
 // context). The graph is final from here on, so the split also sizes the plan (max_sizes).
 #include <algorithm>
 
-#include "compile/op_registry.h"
+#include "compile/ir/op_registry.h"
 #include "compile/passes/pass.h"
 #include "runtime/check.h"
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "compile/graph.h"
+#include "compile/ir/graph.h"
 
 namespace tessera {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/kv_cache_manager.h"
-#include "engine/model_runner.h"
+#include "engine/runner/model_runner.h"
 #include "engine/sampler.h"
 
 namespace tessera::bench {

@@ -14,8 +14,8 @@
 #include "engine/cli/model_flags.h"
 #include "engine/config.h"
 #include "engine/kv_cache_manager.h"
-#include "engine/model_runner.h"
-#include "engine/run_setup.h"
+#include "engine/runner/model_runner.h"
+#include "engine/runner/run_setup.h"
 #include "runtime/check.h"
 
 namespace tessera::cli {
@@ -86,7 +86,8 @@ std::string usage() {
          "\n"
          "Traces and compiles the model's forward (compilation.mode=compiled) and prints the "
          "pieces,\n"
-         "the splitting ops between them, ops and fused kernels per piece, unique compiled pieces,\n"
+         "the splitting ops between them, ops and fused kernels per piece, unique compiled "
+         "pieces,\n"
          "guards, launches per forward, the arena, and time per pass. --dump-dir writes the "
          "traced\n"
          "graph (00-traced.txt), each pass's result in order (01-cleanup.txt, ...) and every\n"

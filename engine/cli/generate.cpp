@@ -13,7 +13,7 @@
 #include "engine/cli/model_flags.h"
 #include "engine/config.h"
 #include "engine/generator.h"
-#include "engine/run_setup.h"
+#include "engine/runner/run_setup.h"
 #include "runtime/backend/backend.h"
 #include "runtime/check.h"
 

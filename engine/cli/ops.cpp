@@ -1,4 +1,4 @@
-// `tessera ops`: the registered ops (compile/op_registry.h) with their inputs, attributes and
+// `tessera ops`: the registered ops (compile/ir/op_registry.h) with their inputs, attributes and
 // defaults, flags, and the device types that have a hand-written kernel for them.
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include <variant>
 #include <vector>
 
-#include "compile/op_registry.h"
+#include "compile/ir/op_registry.h"
 #include "engine/cli/command.h"
 #include "engine/cli/flag_parser.h"
 #include "runtime/kernel_registry.h"

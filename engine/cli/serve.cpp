@@ -16,7 +16,7 @@
 #include "engine/cli/command.h"
 #include "engine/cli/flag_parser.h"
 #include "engine/cli/model_flags.h"
-#include "engine/run_setup.h"
+#include "engine/runner/run_setup.h"
 #include "engine/server/chat_template.h"
 #include "engine/server/http_server.h"
 #include "runtime/check.h"

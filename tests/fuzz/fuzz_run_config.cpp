@@ -3,7 +3,7 @@
 // (device, dtype, custom-op list, capture sizes, graph mode) is derived too.
 #include "compile/custom_op_config.h"
 #include "engine/config.h"
-#include "engine/run_setup.h"
+#include "engine/runner/run_setup.h"
 #include "fuzz/fuzz_support.h"
 
 using namespace tessera;

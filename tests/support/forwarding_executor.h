@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model_executor.h"
+#include "engine/runner/model_executor.h"
 
 namespace tessera::testing {
 

@@ -11,8 +11,8 @@
 #include <set>
 #include <stdexcept>
 
-#include "compile/dispatch.h"
-#include "compile/op_registry.h"
+#include "compile/ir/op_registry.h"
+#include "compile/trace/dispatch.h"
 #include "runtime/tensor.h"
 #include "support/reference.h"
 

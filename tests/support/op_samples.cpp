@@ -599,17 +599,21 @@ std::vector<std::string> ops_with_samples() {
 const std::map<std::string, std::string>& ops_tested_elsewhere() {
   static const std::map<std::string, std::string> ops = {
       {"attention",
-       "reads its paged KV caches and metadata from the forward context; tests/test_attention.cpp "
+       "reads its paged KV caches and metadata from the forward context; "
+       "tests/kernels/test_attention.cpp "
        "compares it with a float64 reference over mixed prefill/decode batches"},
       {"rotary_attention",
-       "attention's forward context too; tests/test_rotary_attention.cpp compares compiled models "
+       "attention's forward context too; tests/compile/test_rotary_attention.cpp compares compiled "
+       "models "
        "(its CPU kernel) with eager ones (rotary_embedding, then attention), and its GPU kernel, "
        "the fused decode included, with the CPU's"},
       {"all_reduce",
-       "needs the ranks of a tensor-parallel group; tests/test_tensor_parallel.cpp checks it on "
+       "needs the ranks of a tensor-parallel group; tests/engine/test_tensor_parallel.cpp checks "
+       "it on "
        "CPU communicators, against the sum of the ranks' inputs"},
       {"all_gather",
-       "needs the ranks of a tensor-parallel group; tests/test_tensor_parallel.cpp checks it on "
+       "needs the ranks of a tensor-parallel group; tests/engine/test_tensor_parallel.cpp checks "
+       "it on "
        "CPU communicators, against the ranks' inputs stacked"},
   };
   return ops;

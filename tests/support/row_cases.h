@@ -10,7 +10,7 @@
 
 #include "compile/compiled_plan.h"
 #include "compile/custom_op_config.h"
-#include "compile/tracer.h"
+#include "compile/trace/tracer.h"
 #include "runtime/tensor.h"
 
 namespace tessera::testing {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/model_runner.h"
+#include "engine/runner/model_runner.h"
 
 namespace tessera::testing {
 

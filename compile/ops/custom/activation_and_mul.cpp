@@ -1,7 +1,7 @@
 // silu_and_mul and gelu_and_mul: act(x[..., :d]) * x[..., d:] for the gated MLP.
-#include "compile/fake_tensor.h"
 #include "compile/ops/meta_helpers.h"
 #include "compile/ops/ops.h"
+#include "compile/trace/fake_tensor.h"
 #include "runtime/check.h"
 
 namespace tessera {

@@ -2,9 +2,9 @@
 // head's rotary dims) or gptj style (adjacent pairs). cos_sin_cache [max_position, rot_dim] holds
 // cos in its first half and sin in its second, as in vLLM; rot_dim <= head_size, and dims past
 // rot_dim pass through.
-#include "compile/fake_tensor.h"
 #include "compile/ops/meta_helpers.h"
 #include "compile/ops/ops.h"
+#include "compile/trace/fake_tensor.h"
 #include "runtime/check.h"
 
 namespace tessera {

@@ -1,7 +1,7 @@
 // When a timed skinny kernel (skinny_gemm.h) replaces the path it competes with: the library's
 // GEMM in a linear's measured paths (gemm.cpp), or the activation kernel and linear of a gated
 // linear (activation_and_mul_linear.cpp). Host-only and free of the GPU runtime, so the CPU tests
-// check the rule (tests/test_skinny_choice.cpp).
+// check the rule (tests/kernels/test_skinny_choice.cpp).
 #pragma once
 
 namespace tessera::gpu {
