@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "models/tokenizer/unicode.h"
+#include "models/tokenizer/text/unicode.h"
 
 namespace tessera {
 namespace {

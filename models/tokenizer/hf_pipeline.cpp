@@ -6,8 +6,8 @@
 #include <cctype>
 
 #include "models/json_input.h"
-#include "models/tokenizer/replace_all.h"
-#include "models/tokenizer/unicode.h"
+#include "models/tokenizer/text/replace_all.h"
+#include "models/tokenizer/text/unicode.h"
 #include "runtime/check.h"
 
 namespace tessera::hf {

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "models/tokenizer/regex.h"
+#include "models/tokenizer/text/regex.h"
 
 namespace tessera::hf {
 

@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "models/input_file.h"
-#include "models/tokenizer/piece_trie.h"
-#include "models/tokenizer/replace_all.h"
+#include "models/tokenizer/bpe/piece_trie.h"
+#include "models/tokenizer/text/replace_all.h"
 #include "runtime/check.h"
 
 namespace tessera {

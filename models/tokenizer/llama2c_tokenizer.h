@@ -15,7 +15,7 @@
 
 #include "models/tokenizer.h"
 #include "models/tokenizer/added_tokens.h"
-#include "models/tokenizer/merge_table.h"
+#include "models/tokenizer/bpe/merge_table.h"
 #include "models/tokenizer/token_index.h"
 
 namespace tessera {

@@ -5,7 +5,7 @@
 
 #include "models/input_file.h"
 #include "models/tokenizer.h"
-#include "models/tokenizer/bpe_tokenizer.h"
+#include "models/tokenizer/bpe/bpe_tokenizer.h"
 #include "models/tokenizer/llama2c_tokenizer.h"
 #include "models/tokenizer/vocab_tokenizers.h"
 #include "runtime/check.h"

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "models/tokenizer.h"
-#include "models/tokenizer/unicode.h"
+#include "models/tokenizer/text/unicode.h"
 
 namespace tessera {
 namespace {

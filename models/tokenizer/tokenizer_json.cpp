@@ -6,7 +6,7 @@
 
 #include "models/input_file.h"
 #include "models/json_input.h"
-#include "models/tokenizer/unicode.h"
+#include "models/tokenizer/text/unicode.h"
 #include "runtime/check.h"
 
 namespace tessera::hf {

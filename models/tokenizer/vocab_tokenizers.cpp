@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "models/tokenizer/bpe_tokenizer.h"
+#include "models/tokenizer/bpe/bpe_tokenizer.h"
 #include "runtime/check.h"
 
 namespace tessera {

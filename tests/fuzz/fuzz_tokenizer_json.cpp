@@ -3,7 +3,7 @@
 // the ids, whole and streamed.
 #include "fuzz/fuzz_support.h"
 #include "models/tokenizer.h"
-#include "models/tokenizer/bpe_tokenizer.h"
+#include "models/tokenizer/bpe/bpe_tokenizer.h"
 
 using namespace tessera;
 

@@ -11,7 +11,7 @@
 #include "fuzz/fuzz_support.h"
 #include "models/tokenizer.h"
 #include "models/tokenizer/byte_tokenizer.h"
-#include "models/tokenizer/unicode.h"
+#include "models/tokenizer/text/unicode.h"
 
 using namespace tessera;
 

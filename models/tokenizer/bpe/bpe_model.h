@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "models/tokenizer/merge_table.h"
+#include "models/tokenizer/bpe/merge_table.h"
 #include "models/tokenizer/token_index.h"
 
 namespace tessera {

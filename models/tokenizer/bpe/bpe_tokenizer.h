@@ -13,7 +13,7 @@
 
 #include "models/tokenizer.h"
 #include "models/tokenizer/added_tokens.h"
-#include "models/tokenizer/bpe_model.h"
+#include "models/tokenizer/bpe/bpe_model.h"
 #include "models/tokenizer/hf_pipeline.h"
 
 namespace tessera {

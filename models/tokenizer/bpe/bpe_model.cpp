@@ -1,8 +1,8 @@
-#include "models/tokenizer/bpe_model.h"
+#include "models/tokenizer/bpe/bpe_model.h"
 
 #include <algorithm>
 
-#include "models/tokenizer/unicode.h"
+#include "models/tokenizer/text/unicode.h"
 #include "runtime/check.h"
 
 namespace tessera {

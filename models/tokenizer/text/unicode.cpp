@@ -1,9 +1,9 @@
-#include "models/tokenizer/unicode.h"
+#include "models/tokenizer/text/unicode.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "models/tokenizer/unicode_tables.h"
+#include "models/tokenizer/text/unicode_tables.h"
 
 namespace tessera::unicode {
 namespace {

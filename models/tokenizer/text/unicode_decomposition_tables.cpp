@@ -2,7 +2,7 @@
 // 14.0.0; do not edit. What NFD needs (unicode.cpp):
 // combining classes and canonical decompositions.
 // clang-format off
-#include "models/tokenizer/unicode_tables.h"
+#include "models/tokenizer/text/unicode_tables.h"
 
 namespace tessera::unicode_tables {
 

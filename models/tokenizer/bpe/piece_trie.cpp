@@ -1,4 +1,4 @@
-#include "models/tokenizer/piece_trie.h"
+#include "models/tokenizer/bpe/piece_trie.h"
 
 namespace tessera {
 

@@ -2,7 +2,7 @@
 // 14.0.0; do not edit. What NFC adds to NFD (unicode.cpp):
 // primary composites and the code points that NFC's quick check does not pass.
 // clang-format off
-#include "models/tokenizer/unicode_tables.h"
+#include "models/tokenizer/text/unicode_tables.h"
 
 namespace tessera::unicode_tables {
 

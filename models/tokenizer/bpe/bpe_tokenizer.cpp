@@ -1,4 +1,4 @@
-#include "models/tokenizer/bpe_tokenizer.h"
+#include "models/tokenizer/bpe/bpe_tokenizer.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "models/tokenizer/regex.h"
+#include "models/tokenizer/text/regex.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

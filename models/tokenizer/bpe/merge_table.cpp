@@ -1,4 +1,4 @@
-#include "models/tokenizer/merge_table.h"
+#include "models/tokenizer/bpe/merge_table.h"
 
 #include <algorithm>
 #include <bit>
