@@ -21,18 +21,14 @@ inline constexpr int64_t kParallelGrain = 32768;
 // visit_dtype restricted to f32/f16/bf16; other dtypes throw naming the op.
 template <typename Fn>
 decltype(auto) visit_float_dtype(const char* op, DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32:
-      return fn.template operator()<float>();
-    case DType::f16:
-      return fn.template operator()<Half>();
-    case DType::bf16:
-      return fn.template operator()<BFloat16>();
-    default:
-      break;
-  }
-  throw Error(fmt::format("{}: dtype {} is not supported on the CPU; use f32, f16 or bf16", op,
-                          dtype_name(dtype)));
+  return visit_dtype(dtype, [&]<typename T>() -> decltype(fn.template operator()<float>()) {
+    if constexpr (std::is_integral_v<T>) {
+      throw Error(fmt::format("{}: dtype {} is not supported on the CPU; use f32, f16 or bf16", op,
+                              dtype_name(dtype)));
+    } else {
+      return fn.template operator()<T>();
+    }
+  });
 }
 
 }  // namespace tessera::cpu
