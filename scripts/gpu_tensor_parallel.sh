@@ -2,9 +2,10 @@
 # Run ON A GPU MACHINE WITH TWO GPUS OR MORE (the device kind nvidia-h200-x2), from the repo root,
 # with .gpu-deps carried: tensor parallelism's checks and benchmark in one call, each stage inside
 # one deadline (the device tool stops a command at 600 s):
-#   build    configure with CUDA for sm_90, build the tessera binary and test_tensor_parallel
-#   test     test_tensor_parallel's gpu tests (TP=2 bf16 logits against TP=1, graphs replayed)
-#            and its cpu tests
+#   build    configure with CUDA for sm_90, build the tessera binary, the CUDA module (a missing
+#            module fails the script) and test_tensor_parallel
+#   test     test_tensor_parallel's gpu tests (TP=2 bf16 logits against TP=1, graphs replayed,
+#            from an empty kernel cache) and its cpu tests; a hang dumps every thread's stack
 #   serve    the server tests (curl and the OpenAI Node client) against `tessera serve -tp 2`
 #   bench    `tessera bench sweep --profile` of the decode step at batch 1, 32 and 128, compiled
 #            with full_and_piecewise graphs, TP=1 and TP=2, for each model of
@@ -38,15 +39,47 @@ status=0
 if has build; then
   start=$(date +%s)
   configure_cuda_build build "$out/build.log" >/dev/null &&
-    timeout "$(left)" cmake --build build -j"$jobs" --target tessera test_tensor_parallel test_server \
-      >>"$out/build.log" 2>&1
+    timeout "$(left)" cmake --build build -j"$jobs" --target tessera tessera-cuda \
+      test_tensor_parallel test_server >>"$out/build.log" 2>&1
   rc=$?
   say "build: exit $rc in $(($(date +%s) - start)) s"
   ((rc == 0)) || { tail -30 "$out/build.log"; exit 1; }
 fi
+# Without the CUDA module every GPU step would skip or fail: that is an error here, not a pass.
+[[ -f build/libtessera-cuda.so ]] || { say "no build/libtessera-cuda.so: the CUDA module is not built"; exit 1; }
+
+# run_watched SECONDS LOG COMMAND...: runs the command with its output in LOG; one still running
+# after SECONDS is taken for a hang: every thread's stack goes to LOG.stacks (gdb, when the
+# machine has it), then it is killed. Returns the command's status (124 for a hang).
+run_watched() {
+  local seconds=$1 log=$2
+  shift 2
+  "$@" >"$log" 2>&1 &
+  local pid=$! waited=0
+  while kill -0 "$pid" 2>/dev/null && ((waited < seconds)); do
+    sleep 1
+    waited=$((waited + 1))
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    say "$1: still running after $seconds s, taken for a hang; stacks in $(basename "$log").stacks"
+    if command -v gdb >/dev/null; then
+      timeout 60 gdb -p "$pid" -batch -ex "thread apply all bt" >"$log.stacks" 2>&1
+    else
+      for task in /proc/"$pid"/task/*; do
+        echo "== thread $(basename "$task"): $(cat "$task/comm") $(cat "$task/wchan" 2>/dev/null)"
+      done >"$log.stacks"
+    fi
+    kill -9 "$pid"
+    wait "$pid" 2>/dev/null
+    return 124
+  fi
+  wait "$pid"
+}
 if has test; then
   start=$(date +%s)
-  timeout "$(left)" build/tests/test_tensor_parallel >"$out/test.log" 2>&1
+  # Every test makes its own empty kernel cache where a cold start matters; the whole binary
+  # takes under a minute, so three is a hang.
+  run_watched "$(($(left) < 180 ? $(left) : 180))" "$out/test.log" build/tests/test_tensor_parallel
   rc=$?
   ((rc == 0)) || status=1
   say "test_tensor_parallel: exit $rc in $(($(date +%s) - start)) s"

@@ -23,6 +23,16 @@
 
 namespace tessera::gpu {
 
+// The most devices a process addresses: per-device state lives in arrays of this size.
+constexpr int kMaxGpuDevices = 64;
+
+// A device index as a slot of such an array, checked.
+inline size_t device_slot(int device) {
+  TESSERA_CHECK(device >= 0 && device < kMaxGpuDevices, "device index {} is outside [0, {})",
+                device, kMaxGpuDevices);
+  return static_cast<size_t>(device);
+}
+
 // "CUDA" or "HIP", for messages.
 inline const char* runtime_name() {
   return kGpuDeviceType == DeviceType::hip ? "HIP" : "CUDA";

@@ -20,6 +20,7 @@
 #include "models/tensor_parallel.h"
 #include "runtime/backend/backend.h"
 #include "runtime/communicator.h"
+#include "support/loader_files.h"
 #include "support/runner_steps.h"
 
 using namespace tessera;
@@ -375,9 +376,14 @@ TEST(GpuTensorParallel, TwoGpusGiveTheBf16LogitsOfOneAndReplayCapturedGraphs) {
   if (!two_gpus(&gpu)) {
     GTEST_SKIP() << "needs two GPUs";
   }
+  // An empty kernel cache of its own: a first `serve -tp 2` on a new machine compiles every kernel
+  // and measures every GEMM path, which once deadlocked the ranks (issue 40); a warm cache hides
+  // it.
+  tessera::testing::TempDir cache;
   const std::string device = "engine.device=" + gpu.str();
   const std::vector<std::string> settings = {device, "engine.dtype=bf16",
-                                             "engine.gpu_memory_utilization=0.3"};
+                                             "engine.gpu_memory_utilization=0.3",
+                                             "compilation.cache_dir=" + cache.str()};
   auto single = make_executor(kModels + "/stories260K-hf", 1, "eager", settings);
   const Schedule reference = run_schedule(*single, 6);
   single.reset();
@@ -433,6 +439,65 @@ TEST(GpuTensorParallel, OneRankGroupRunsEveryCollectiveLaunchedAndCaptured) {
     stream->synchronize();
     EXPECT_EQ(reduced.to_floats(), next.to_floats());
   }
+}
+
+// The cold-cache deadlock of issue 40, made certain instead of a race: rank 0 times the paths of
+// a new GEMM shape (the timer waits for its device's queue, which holds an all-reduce rank 1 has
+// not launched yet) while rank 1 must time a new shape of its own before its all-reduce. A
+// process-wide timing lock held by rank 0 blocked rank 1 forever; the lock is per device.
+TEST(GpuTensorParallel, ARankTimingAGemmWhileItsCollectiveWaitsDoesNotBlockTheOtherRank) {
+  Device gpu;
+  if (!two_gpus(&gpu)) {
+    GTEST_SKIP() << "needs two GPUs";
+  }
+  const int devices[] = {gpu.index, gpu.index + 1};
+  std::vector<std::unique_ptr<Communicator>> group = create_communicators(gpu.type, devices);
+  ASSERT_EQ(group.size(), 2u);
+  std::promise<void> rank0_measuring;
+  auto rank_work = [&](int rank) {
+    const Device device{gpu.type, devices[rank]};
+    Tensor reduce_in = rank_values(rank, {4, 8}).to(device);
+    Tensor reduced = Tensor::empty({4, 8}, DType::f32, device);
+    // Shapes no other test uses, one per rank, so each rank times its own paths here.
+    const int64_t out_features = 200 + 8 * rank;
+    Tensor x = rank_values(rank, {3, 72}, DType::bf16).to(device);
+    Tensor weight = rank_values(rank + 2, {out_features, 72}, DType::bf16).to(device);
+    // NCCL connects a group's ranks on their first collective, on the host: one together first.
+    group[static_cast<size_t>(rank)]->all_reduce_sum(reduce_in, reduced);
+    backend(device).synchronize(device.index);
+    if (rank == 0) {
+      group[0]->all_reduce_sum(reduce_in, reduced);  // waits on the device for rank 1
+      rank0_measuring.set_value();
+      (void)ops::linear(x, weight);
+    } else {
+      rank0_measuring.get_future().wait();
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 is timing now
+      (void)ops::linear(x, weight);
+      group[1]->all_reduce_sum(reduce_in, reduced);
+    }
+    backend(device).synchronize(device.index);
+    return reduced.to_floats();
+  };
+  auto rank0 = std::async(std::launch::async, rank_work, 0);
+  auto rank1 = std::async(std::launch::async, rank_work, 1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const bool finished = rank0.wait_until(deadline) == std::future_status::ready &&
+                        rank1.wait_until(deadline) == std::future_status::ready;
+  if (!finished) {
+    for (auto& communicator : group) communicator->abort();  // unblocks both ranks to end the test
+    ADD_FAILURE() << "the ranks deadlocked: one rank's GEMM timing blocked the other";
+    try {
+      (void)rank0.get();
+      (void)rank1.get();
+    } catch (const std::exception&) {
+    }
+    return;
+  }
+  std::vector<float> sum = rank_values(0, {4, 8}).to_floats();
+  const std::vector<float> other = rank_values(1, {4, 8}).to_floats();
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] += other[i];
+  EXPECT_EQ(rank0.get(), sum);
+  EXPECT_EQ(rank1.get(), sum);
 }
 
 }  // namespace

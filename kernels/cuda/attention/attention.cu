@@ -179,14 +179,15 @@ void launch_prefill(const AttentionParams<T>& params, const Launch& launch) {
 // fixed across steps and a captured graph (the model runner's full CUDA graphs) keeps writing to
 // memory nobody else holds. It grows at most once per larger shape, outside any capture: the
 // runner's warm-up launches come first. Steps on one device run in stream order, one at a time.
+// A lock per device: growing waits for the device, whose queue may hold a collective that
+// another tensor-parallel rank launches only after it gets here (gpu_runtime.h, kMaxGpuDevices).
 float* decode_workspace(Device device, int64_t floats) {
-  static std::mutex mutex;
-  // By device index. (A std::map of Tensors here crashes clang 15 compiling HIP.)
-  static std::vector<Tensor> buffers;
-  std::lock_guard lock(mutex);
-  if (buffers.size() <= static_cast<size_t>(device.index))
-    buffers.resize(static_cast<size_t>(device.index) + 1);
-  Tensor& buffer = buffers[static_cast<size_t>(device.index)];
+  const size_t slot = device_slot(device.index);
+  static std::mutex mutexes[kMaxGpuDevices];
+  // (A std::map of Tensors here crashes clang 15 compiling HIP.)
+  static std::vector<Tensor> buffers(kMaxGpuDevices);
+  std::lock_guard lock(mutexes[slot]);
+  Tensor& buffer = buffers[slot];
   if (!buffer.defined() || buffer.numel() < floats) {
     if (buffer.defined()) backend(device).synchronize(device.index);  // the old one may be in use
     buffer = Tensor::empty({floats}, DType::f32, device);

@@ -306,8 +306,7 @@ struct DeviceState {
 constexpr size_t kStagingBytes = size_t{16} << 20;     // the pinned buffer, per device
 constexpr size_t kStagingThreshold = size_t{1} << 20;  // smaller copies go direct
 
-constexpr int kMaxDevices = 64;
-thread_local std::array<Stream*, kMaxDevices> current_streams{};
+thread_local std::array<Stream*, kMaxGpuDevices> current_streams{};
 
 class GpuBackend final : public DeviceBackend {
  public:
@@ -329,7 +328,7 @@ class GpuBackend final : public DeviceBackend {
                       gpuGetErrorName(error), gpuGetErrorString(error));
         count = 0;
       }
-      count = std::min(count, kMaxDevices);
+      count = std::min(count, kMaxGpuDevices);
       device_count_ = count;
       states_.resize(static_cast<size_t>(count));
       state_once_ = std::make_unique<std::once_flag[]>(static_cast<size_t>(count));

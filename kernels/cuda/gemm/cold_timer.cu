@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -83,12 +82,11 @@ void launch_lead(gpuStream_t stream, int device) {
   GPU_CHECK_LAUNCH("cold timer lead kernel");
 }
 
-// The measuring streams, one per device, used under ColdTimer::measuring_mutex().
-// Streams by device index, each created on first use and kept until exit (raw pointers: a map of
-// unique_ptr<Stream> crashes Debian's hipcc 5.2 compiler, clang 15, in its device pass).
+// The measuring streams by device index, each created on first use under its device's
+// ColdTimer::measuring_mutex and kept until exit.
 Stream& measuring_stream(Device device) {
-  static auto* streams = new std::map<int, Stream*>();  // under measuring_mutex
-  Stream*& stream = (*streams)[device.index];
+  static Stream* streams[kMaxGpuDevices] = {};
+  Stream*& stream = streams[device_slot(device.index)];
   if (stream == nullptr) stream = backend(device).create_stream(device.index).release();
   return *stream;
 }
@@ -122,9 +120,10 @@ ColdTimer::ColdTimer(Device device)
   }
 }
 
-std::recursive_mutex& ColdTimer::measuring_mutex() {
-  static auto* mutex = new std::recursive_mutex();  // lives until exit: modules unload late
-  return *mutex;
+std::recursive_mutex& ColdTimer::measuring_mutex(int device) {
+  // Live until exit: modules unload late.
+  static auto* mutexes = new std::recursive_mutex[kMaxGpuDevices];
+  return mutexes[device_slot(device)];
 }
 
 void ColdTimer::flush(gpuStream_t stream) {
@@ -151,7 +150,7 @@ float ColdTimer::median_replay_ms(const std::function<void()>& launch, TimedAfte
   DeviceBackend& gpu = backend(device_);
   // The caller's stream is idle (the constructor waited for it, and the caller queues nothing
   // while it times), so the measuring stream needs no ordering against it.
-  std::lock_guard<std::recursive_mutex> lock(measuring_mutex());
+  std::lock_guard<std::recursive_mutex> lock(measuring_mutex(device_.index));
   UncountedReplays uncounted;
   Stream& stream = measuring_stream(device_);
   StreamGuard current(stream);

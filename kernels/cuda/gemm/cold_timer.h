@@ -32,11 +32,14 @@ class ColdTimer {
   // that stream idle.
   float median_graph_ms(const std::function<void()>& launch, TimedAfter after);
 
-  // The lock that gives one thread at a time the measuring streams (a capture on a stream takes
-  // whatever else is launched onto it). Recursive: a timed launch may time another on its first
-  // call, outside the capture (the gated kernel's two steps run linear, whose path is measured on
-  // its first call). Lock order: this before the BLAS context's lock (gemm.cpp).
-  static std::recursive_mutex& measuring_mutex();
+  // The lock that gives one thread at a time `device`'s measuring stream (a capture on a stream
+  // takes whatever else is launched onto it). Recursive: a timed launch may time another on its
+  // first call, outside the capture (the gated kernel's two steps run linear, whose path is
+  // measured on its first call). Lock order: this before the BLAS context's lock (gemm.cpp).
+  // One per device, never one for the process: its holder waits for its device's queued work,
+  // which in a tensor-parallel group may be a collective that another rank, waiting for the same
+  // lock, has not launched yet (a deadlock on a cold cache, issue 40).
+  static std::recursive_mutex& measuring_mutex(int device);
 
  private:
   float median_replay_ms(const std::function<void()>& launch, TimedAfter after);

@@ -55,8 +55,6 @@
 namespace tessera::gpu {
 namespace {
 
-constexpr int kMaxDevices = 64;
-
 // One cuBLAS and one cuBLASLt handle per device, shared by all threads under a mutex (binding the
 // stream, looking up the plan and enqueueing a GEMM take microseconds). Each stream gets its own
 // workspace: GEMMs running concurrently on two streams must not share scratch memory; the two
@@ -71,18 +69,18 @@ struct BlasContext {
 };
 
 BlasContext& blas_context(int device_index) {
-  TESSERA_CHECK(device_index >= 0 && device_index < kMaxDevices, "device index {}", device_index);
-  static std::once_flag once[kMaxDevices];
-  static BlasContext* contexts[kMaxDevices] = {};
-  std::call_once(once[device_index], [device_index] {
+  const size_t slot = device_slot(device_index);
+  static std::once_flag once[kMaxGpuDevices];
+  static BlasContext* contexts[kMaxGpuDevices] = {};
+  std::call_once(once[slot], [slot, device_index] {
     auto context = std::make_unique<BlasContext>();
     DeviceGuard device(device_index);
     GPUBLAS_CHECK(gpublasCreate(&context->handle));
     GPUBLAS_CHECK(gpublasSetMathMode(context->handle, GPUBLAS_DEFAULT_MATH));
     GPUBLAS_CHECK(gpublasLtCreate(&context->lt_handle));
-    contexts[device_index] = context.release();  // never destroyed: see above
+    contexts[slot] = context.release();  // never destroyed: see above
   });
-  return *contexts[device_index];
+  return *contexts[slot];
 }
 
 // Locks the device's BLAS context for one GEMM on `stream`, with that stream's workspace.
@@ -341,7 +339,7 @@ bool run_skinny_linear(Device device, const GemmProblem& problem, const L2Prefet
     if (capture != gpuStreamCaptureStatusNone) return false;
     // The measuring lock before the BLAS context's: a gated kernel's timing holds the first while
     // it runs linear, which takes the second.
-    std::lock_guard<std::recursive_mutex> measuring(ColdTimer::measuring_mutex());
+    std::lock_guard<std::recursive_mutex> measuring(ColdTimer::measuring_mutex(device.index));
     BlasCall call(device, scope.stream());
     LtPlan& plan = plan_of(call);
     if (!plan.paths_measured) {
