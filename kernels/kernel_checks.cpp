@@ -101,6 +101,49 @@ void check_embedding(const Tensor& weight, const Tensor& ids, const Tensor& out)
   require_sizes("embedding", "output", out, expected);
 }
 
+RotaryShape check_rotary_embedding(const KernelArgs& args, bool strided_rows) {
+  constexpr const char* kOp = "rotary_embedding";
+  const Tensor& positions = args.inputs[0];
+  const Tensor& query = args.inputs[1];
+  const Tensor& key = args.inputs[2];
+  const Tensor& cache = args.inputs[3];
+  const Tensor& query_out = args.outputs[0];
+  const Tensor& key_out = args.outputs[1];
+  for (const Tensor* tensor : {&positions, &query, &key, &cache, &query_out, &key_out}) {
+    const bool rows = strided_rows && (tensor == &query || tensor == &key) && tensor->dim() == 2 &&
+                      tensor->stride(1) == 1 && tensor->stride(0) >= tensor->size(1);
+    TESSERA_REQUIRE(tensor->numel() == 0 || tensor->is_contiguous() || rows,
+                    "{}: {} must be contiguous{}", kOp, tensor->str(),
+                    strided_rows ? " (query and key: contiguous rows)" : "");
+    TESSERA_REQUIRE(tensor->device() == query.device(), "{}: {} must be on {} with the query", kOp,
+                    tensor->str(), query.device().str());
+  }
+  TESSERA_REQUIRE(positions.dtype() == DType::i32 || positions.dtype() == DType::i64,
+                  "{}: positions have dtype {}; use i32 or i64", kOp,
+                  dtype_name(positions.dtype()));
+  TESSERA_REQUIRE(positions.dim() == 1 && query.dim() == 2 && key.dim() == 2 && cache.dim() == 2,
+                  "{}: expected positions [T], query [T, Hq * head_size], key [T, Hk * head_size] "
+                  "and cos_sin_cache [max_position, rot_dim], got {}, {}, {} and {}",
+                  kOp, positions.str(), query.str(), key.str(), cache.str());
+  const RotaryShape shape{positions.size(0), args.attributes.get_int("head_size"), cache.size(1),
+                          cache.size(0), args.attributes.get_bool("is_neox", true)};
+  TESSERA_REQUIRE(shape.head_size > 0 && shape.rot_dim % 2 == 0 &&
+                      shape.rot_dim <= shape.head_size && query.size(1) % shape.head_size == 0 &&
+                      key.size(1) % shape.head_size == 0,
+                  "{}: head_size {} must divide the widths of query {} and key {}, and the cache's "
+                  "rot_dim {} must be even and at most head_size",
+                  kOp, shape.head_size, query.str(), key.str(), shape.rot_dim);
+  TESSERA_REQUIRE(query.size(0) == shape.tokens && key.size(0) == shape.tokens &&
+                      query_out.sizes() == query.sizes() && key_out.sizes() == key.sizes(),
+                  "{}: query {}, key {} and the outputs {}, {} need one row per position ({})", kOp,
+                  query.str(), key.str(), query_out.str(), key_out.str(), positions.str());
+  TESSERA_REQUIRE(key.dtype() == query.dtype() && query_out.dtype() == query.dtype() &&
+                      key_out.dtype() == query.dtype(),
+                  "{}: key {} and the outputs must have the query's dtype {}", kOp, key.str(),
+                  dtype_name(query.dtype()));
+  return shape;
+}
+
 void check_take_sampled_ids(const Tensor& sampled, const Tensor& tokens, const Tensor& out) {
   TESSERA_REQUIRE(sampled.dtype() == DType::i32 || sampled.dtype() == DType::i64,
                   "take_sampled_ids: sampled ids have dtype {}; use i32 or i64",

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "runtime/kernel_registry.h"
 #include "runtime/tensor.h"
 
 namespace tessera {
@@ -30,6 +31,19 @@ MatmulShape check_linear(const Tensor& x, const Tensor& weight, const Tensor* bi
                          const Tensor& out);
 
 void check_embedding(const Tensor& weight, const Tensor& ids, const Tensor& out);
+
+// rotary_embedding (positions [T] i32/i64, query [T, Hq * head_size], key [T, Hk * head_size],
+// cos_sin_cache [max_position, rot_dim]) -> (query_out, key_out) of the query's and key's shapes
+// and dtype, all on one device. Every tensor is contiguous, except that with `strided_rows` query
+// and key may be column slices of wider rows (one qkv row), as the GPU kernel reads them.
+struct RotaryShape {
+  int64_t tokens = 0;
+  int64_t head_size = 0;
+  int64_t rot_dim = 0;
+  int64_t max_position = 0;
+  bool is_neox = true;
+};
+RotaryShape check_rotary_embedding(const KernelArgs& args, bool strided_rows);
 
 // take_sampled_ids (kernels/sampling.h): contiguous sampled ids, and i32 token ids and output of
 // one size.

@@ -70,6 +70,15 @@ enum SamplingParam {
   kNumSamplingParams
 };
 
+// take_sampled_ids for one entry: a token id as it is, an entry -1 - r as sampled[r] (0 when r is
+// outside the `count` draws).
+template <typename Id>
+TESSERA_HOST_DEVICE inline int32_t take_sampled_id(int32_t token, const Id* sampled,
+                                                   int64_t count) {
+  const int64_t row = -1 - int64_t{token};
+  return token >= 0 ? token : row < count ? static_cast<int32_t>(sampled[row]) : 0;
+}
+
 // One sequence's noise key at one output index: the only 64-bit hashing a draw needs.
 TESSERA_HOST_DEVICE inline uint64_t sampling_row_key(uint64_t seed, int64_t output_index) {
   return mix64(seed ^ mix64(static_cast<uint64_t>(output_index) * 0xD1B54A32D192ED03ull));

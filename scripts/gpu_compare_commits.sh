@@ -7,7 +7,8 @@
 # is 1, then its gpu tests run), then TESSERA_COMPARE_ROUNDS (3) rounds, each running the same
 # `tessera bench sweep` on the base build and on this build, alternating; last a table of each
 # batch's median step time over the rounds' medians for both, with the ratio. Logs and JSON go to
-# $OUT (or build/gpu-compare). Settings: TESSERA_COMPARE_BATCH_SIZES (1,8,32,128),
+# $OUT (or build/gpu-compare); with TESSERA_COMPARE_PROFILE=1 each sweep also prints every
+# row's step profile (--profile) into its .txt. Settings: TESSERA_COMPARE_BATCH_SIZES (1,8,32,128),
 # TESSERA_COMPARE_MODEL (synthetic:llama-1b), TESSERA_COMPARE_STEPS (64), TESSERA_JOBS (16).
 # Each sweep compiles into a fresh cache directory of its own, so each measures its GEMM paths
 # anew; odd rounds run the base first, even rounds this build first.
@@ -21,6 +22,7 @@ batch_sizes=${TESSERA_COMPARE_BATCH_SIZES:-1,8,32,128}
 model=${TESSERA_COMPARE_MODEL:-synthetic:llama-1b}
 steps=${TESSERA_COMPARE_STEPS:-64}
 jobs=${TESSERA_JOBS:-16}
+profile=$([[ ${TESSERA_COMPARE_PROFILE:-0} == 1 ]] && echo 1)
 [[ -f .gpu-deps/base.tar ]] || { say "no .gpu-deps/base.tar: git archive -o .gpu-deps/base.tar BASE"; exit 2; }
 
 source scripts/gpu_env.sh
@@ -29,11 +31,17 @@ rm -rf "$base_src" && mkdir -p "$base_src" && tar -xf .gpu-deps/base.tar -C "$ba
 targets=(tessera tessera-cuda)
 [[ ${TESSERA_COMPARE_TESTS:-0} == 1 ]] && targets=(all)
 start=$(date +%s)
-configure_cuda_build build "$out/build-head.log" > /dev/null &&
-  cmake --build build -j"$jobs" --target "${targets[@]}" >> "$out/build-head.log" 2>&1 ||
-  { say "this tree did not build (build-head.log)"; tail -20 "$out/build-head.log"; exit 1; }
+# Both at once, each with half the jobs: the builds' serial tails overlap.
+half=$(((jobs + 1) / 2))
+(configure_cuda_build build "$out/build-head.log" > /dev/null &&
+  cmake --build build -j"$half" --target "${targets[@]}" >> "$out/build-head.log" 2>&1) &
+head_build=$!
 (cd "$base_src" && configure_cuda_build build "$out/build-base.log" > /dev/null &&
-  cmake --build build -j"$jobs" --target tessera tessera-cuda >> "$out/build-base.log" 2>&1) ||
+  cmake --build build -j"$half" --target tessera tessera-cuda >> "$out/build-base.log" 2>&1) &
+base_build=$!
+wait "$head_build" ||
+  { say "this tree did not build (build-head.log)"; tail -20 "$out/build-head.log"; exit 1; }
+wait "$base_build" ||
   { say "the base did not build (build-base.log)"; tail -20 "$out/build-base.log"; exit 1; }
 say "built both in $(($(date +%s) - start)) s"
 
@@ -52,7 +60,7 @@ for round in $(seq 1 "$rounds"); do
     [[ $side == base ]] && binary=$base_src/build/tessera
     "$binary" bench sweep --model "$model" --device cuda --modes compiled \
       --cudagraph-modes full_and_piecewise --batch-sizes "$batch_sizes" --context 128 \
-      --steps "$steps" --json "$out/$side-$round.json" > "$out/$side-$round.txt" \
+      --steps "$steps" ${profile:+--profile} --json "$out/$side-$round.json" > "$out/$side-$round.txt" \
       2> "$out/$side-$round.log" || { say "$side round $round failed ($side-$round.log)"; status=1; }
   done
 done

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/kernel_checks.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/kernel_registry.h"
 
@@ -17,14 +18,6 @@ namespace tessera::cpu {
 namespace {
 
 constexpr const char* kOp = "rotary_embedding";
-
-struct RotaryShape {
-  int64_t tokens;
-  int64_t head_size;
-  int64_t rot_dim;
-  int64_t max_position;
-  bool is_neox;
-};
 
 // Rotates the heads of one token's row (`width` = heads * head_size elements).
 template <typename T>
@@ -47,36 +40,9 @@ void rotate_row(const T* in, T* out, int64_t width, const float* cos, const floa
 }
 
 void rotary_embedding_kernel(const KernelArgs& args) {
-  const Tensor& positions = args.inputs[0];
-  const Tensor& query = args.inputs[1];
-  const Tensor& key = args.inputs[2];
-  const Tensor& cache = args.inputs[3];
-  const Tensor& query_out = args.outputs[0];
-  const Tensor& key_out = args.outputs[1];
-  for (const Tensor* tensor : {&positions, &query, &key, &cache, &query_out, &key_out})
-    require_contiguous(kOp, "every input and output", *tensor);
-  TESSERA_REQUIRE(positions.dtype() == DType::i32 || positions.dtype() == DType::i64,
-                  "{}: positions have dtype {}; use i32 or i64", kOp,
-                  dtype_name(positions.dtype()));
-  TESSERA_REQUIRE(positions.dim() == 1 && query.dim() == 2 && key.dim() == 2 && cache.dim() == 2,
-                  "{}: expected positions [T], query [T, Hq * head_size], key [T, Hk * head_size] "
-                  "and cos_sin_cache [max_position, rot_dim], got {}, {}, {} and {}",
-                  kOp, positions.str(), query.str(), key.str(), cache.str());
-  const RotaryShape shape{positions.size(0), args.attributes.get_int("head_size"), cache.size(1),
-                          cache.size(0), args.attributes.get_bool("is_neox", true)};
-  TESSERA_REQUIRE(shape.head_size > 0 && shape.rot_dim % 2 == 0 &&
-                      shape.rot_dim <= shape.head_size && query.size(1) % shape.head_size == 0 &&
-                      key.size(1) % shape.head_size == 0,
-                  "{}: head_size {} must divide the widths of query {} and key {}, and the cache's "
-                  "rot_dim {} must be even and at most head_size",
-                  kOp, shape.head_size, query.str(), key.str(), shape.rot_dim);
-  require_dtype(kOp, "key", key, query.dtype());
-  require_dtype(kOp, "query_out", query_out, query.dtype());
-  require_dtype(kOp, "key_out", key_out, query.dtype());
-  require_sizes(kOp, "query", query, {shape.tokens, query.size(1)});
-  require_sizes(kOp, "key", key, {shape.tokens, key.size(1)});
-  require_sizes(kOp, "query_out", query_out, query.sizes());
-  require_sizes(kOp, "key_out", key_out, key.sizes());
+  const RotaryShape shape = check_rotary_embedding(args, /*strided_rows=*/false);
+  const Tensor &positions = args.inputs[0], &query = args.inputs[1], &key = args.inputs[2];
+  const Tensor &cache = args.inputs[3], &query_out = args.outputs[0], &key_out = args.outputs[1];
   if (shape.tokens == 0) return;
 
   const std::vector<int64_t> position_values = positions.to_ints();

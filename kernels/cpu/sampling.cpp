@@ -111,11 +111,7 @@ TESSERA_REGISTER_KERNEL("sample_tokens", DeviceType::cpu, sample_tokens_kernel);
 template <typename Id>
 void take_sampled_ids_from(const Id* sampled, int64_t count, const int32_t* tokens, int32_t* out,
                            int64_t size) {
-  for (int64_t i = 0; i < size; ++i) {
-    const int32_t token = tokens[i];
-    const int64_t row = -1 - int64_t{token};
-    out[i] = token >= 0 ? token : row < count ? static_cast<int32_t>(sampled[row]) : 0;
-  }
+  for (int64_t i = 0; i < size; ++i) out[i] = take_sampled_id(tokens[i], sampled, count);
 }
 
 void take_sampled_ids_kernel(const KernelArgs& args) {

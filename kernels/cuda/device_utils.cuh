@@ -32,21 +32,17 @@ decltype(auto) visit_device_dtype(DType dtype, Fn&& fn) {
   throw Error(fmt::format("unknown dtype {}", static_cast<int>(dtype)));
 }
 
-// The same for float dtypes only; other dtypes throw naming the op.
+// The same for float dtypes only; other dtypes throw naming the op (and instantiate nothing).
 template <typename Fn>
 decltype(auto) visit_device_float_dtype(const char* op, DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32:
-      return fn.template operator()<float>();
-    case DType::f16:
-      return fn.template operator()<gpu_half>();
-    case DType::bf16:
-      return fn.template operator()<gpu_bfloat16>();
-    default:
-      break;
-  }
-  throw Error(fmt::format("{}: dtype {} is not supported on {}; use f32, f16 or bf16", op,
-                          dtype_name(dtype), device_type_name(kGpuDeviceType)));
+  return visit_device_dtype(dtype, [&]<typename T>() -> decltype(fn.template operator()<float>()) {
+    if constexpr (std::is_integral_v<T>) {
+      throw Error(fmt::format("{}: dtype {} is not supported on {}; use f32, f16 or bf16", op,
+                              dtype_name(dtype), device_type_name(kGpuDeviceType)));
+    } else {
+      return fn.template operator()<T>();
+    }
+  });
 }
 
 // f16/bf16 compute in f32; f32 and integers compute in their own type.

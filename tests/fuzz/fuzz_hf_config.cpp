@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const std::string_view input = fuzz::as_text(data, size);
   const size_t split = input.find('\0');
   fuzz::write_scratch_file("config/config.json", input.substr(0, split));
   const std::string generation = folder + "/generation_config.json";

@@ -6,14 +6,8 @@
 
 using namespace tessera;
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::quiet_logs();
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string path = fuzz::write_scratch_file(
-      "model.bin", std::string_view(reinterpret_cast<const char*>(data), size));
+  const std::string path = fuzz::write_scratch_file("model.bin", fuzz::as_text(data, size));
   fuzz::expect_clean_failure([&] { load_model(path, LoadOptions{}); }, {path});
   return 0;
 }

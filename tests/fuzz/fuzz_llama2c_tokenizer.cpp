@@ -7,14 +7,8 @@
 
 using namespace tessera;
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::quiet_logs();
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string path = fuzz::write_scratch_file(
-      "tokenizer.bin", std::string_view(reinterpret_cast<const char*>(data), size));
+  const std::string path = fuzz::write_scratch_file("tokenizer.bin", fuzz::as_text(data, size));
   for (const std::optional<int64_t> vocab_size :
        {std::optional<int64_t>(), std::optional<int64_t>(size % 600)}) {
     fuzz::expect_clean_failure(

@@ -8,13 +8,8 @@
 
 using namespace tessera;
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::quiet_logs();
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const std::string_view input = fuzz::as_text(data, size);
   const size_t split = input.find('\0');
   const std::string path = fuzz::write_scratch_file("run.yaml", input.substr(0, split));
   std::vector<std::string> overrides;

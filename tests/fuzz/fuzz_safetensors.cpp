@@ -93,8 +93,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string path = fuzz::write_scratch_file(
-      "model/model.safetensors", std::string_view(reinterpret_cast<const char*>(data), size));
+  const std::string path =
+      fuzz::write_scratch_file("model/model.safetensors", fuzz::as_text(data, size));
   fuzz::expect_clean_failure(
       [&] {
         loaders::SafetensorsFile file(path);

@@ -46,8 +46,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path =
-      fuzz::write_scratch_file("sharded/model.safetensors.index.json",
-                               std::string_view(reinterpret_cast<const char*>(data), size));
+      fuzz::write_scratch_file("sharded/model.safetensors.index.json", fuzz::as_text(data, size));
   fuzz::expect_clean_failure([&] { load_model(folder, LoadOptions{}); }, {folder});
   return 0;
 }

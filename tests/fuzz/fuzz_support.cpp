@@ -89,3 +89,8 @@ size_t store_mutation(const std::string& bytes, uint8_t* data, size_t size, size
 }
 
 }  // namespace tessera::fuzz
+
+extern "C" __attribute__((weak)) int LLVMFuzzerInitialize(int*, char***) {
+  tessera::fuzz::quiet_logs();
+  return 0;
+}

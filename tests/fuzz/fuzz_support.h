@@ -14,6 +14,9 @@
 
 extern "C" {
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+// fuzz_support.cpp defines a weak one that quiets the logs: a target defines its own only when it
+// sets more up.
+int LLVMFuzzerInitialize(int* argc, char*** argv);
 // libFuzzer's own mutator, which the structure-aware mutators fall back on.
 size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 }
@@ -27,6 +30,11 @@ std::string write_scratch_file(const std::string& relative_path, std::string_vie
 
 // Logs off: a fuzzer runs millions of inputs, most of them rejected with a warning.
 void quiet_logs();
+
+// The fuzzer's input bytes as text.
+inline std::string_view as_text(const uint8_t* data, size_t size) {
+  return {reinterpret_cast<const char*>(data), size};
+}
 
 // Runs `body`. A tessera::Error is the expected outcome of bad input, but its message must name
 // one of `names` (the file, the key, the setting) so that a user knows what to fix. Anything else

@@ -7,14 +7,9 @@
 
 using namespace tessera;
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::quiet_logs();
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string path = fuzz::write_scratch_file(
-      "tokenizer/tokenizer.json", std::string_view(reinterpret_cast<const char*>(data), size));
+  const std::string path =
+      fuzz::write_scratch_file("tokenizer/tokenizer.json", fuzz::as_text(data, size));
   fuzz::expect_clean_failure(
       [&] {
         const auto tokenizer = HfBpeTokenizer::from_tokenizer_json(path);

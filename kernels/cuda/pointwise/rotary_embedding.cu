@@ -17,6 +17,7 @@
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gpu_runtime.h"
+#include "kernels/kernel_checks.h"
 #include "runtime/check.h"
 #include "runtime/kernel_registry.h"
 
@@ -212,42 +213,11 @@ void rotary_embedding_kernel_entry(const KernelArgs& args) {
   const Tensor& query = tensors.query;
   const Tensor& key = tensors.key;
   const Tensor& cache = tensors.cache;
-  // Query and key rows may lie apart (column slices of one qkv row); everything else is
-  // contiguous.
-  for (const Tensor* tensor :
-       {&positions, &query, &key, &cache, &tensors.query_out, &tensors.key_out}) {
-    const bool rows = (tensor == &query || tensor == &key) && tensor->dim() == 2 &&
-                      tensor->stride(1) == 1 && tensor->stride(0) >= tensor->size(1);
-    TESSERA_REQUIRE(tensor->numel() == 0 || tensor->is_contiguous() || rows,
-                    "{}: {} must be contiguous (query and key: contiguous rows)", kOp,
-                    tensor->str());
-    TESSERA_REQUIRE(tensor->device() == query.device(), "{}: {} must be on {} with the query", kOp,
-                    tensor->str(), query.device().str());
-  }
-  TESSERA_REQUIRE(positions.dtype() == DType::i32 || positions.dtype() == DType::i64,
-                  "{}: positions have dtype {}; use i32 or i64", kOp,
-                  dtype_name(positions.dtype()));
-  TESSERA_REQUIRE(positions.dim() == 1 && query.dim() == 2 && key.dim() == 2 && cache.dim() == 2,
-                  "{}: expected positions [T], query [T, Hq * head_size], key [T, Hk * head_size] "
-                  "and cos_sin_cache [max_position, rot_dim], got {}, {}, {} and {}",
-                  kOp, positions.str(), query.str(), key.str(), cache.str());
-  const int64_t tokens = positions.size(0);
-  const int64_t head_size = args.attributes.get_int("head_size");
-  const int64_t rot_dim = cache.size(1);
-  TESSERA_REQUIRE(head_size > 0 && rot_dim % 2 == 0 && rot_dim <= head_size &&
-                      query.size(1) % head_size == 0 && key.size(1) % head_size == 0,
-                  "{}: head_size {} must divide the widths of query {} and key {}, and the cache's "
-                  "rot_dim {} must be even and at most head_size",
-                  kOp, head_size, query.str(), key.str(), rot_dim);
-  TESSERA_REQUIRE(
-      query.size(0) == tokens && key.size(0) == tokens &&
-          tensors.query_out.sizes() == query.sizes() && tensors.key_out.sizes() == key.sizes(),
-      "{}: query {}, key {} and the outputs {}, {} need one row per position ({})", kOp,
-      query.str(), key.str(), tensors.query_out.str(), tensors.key_out.str(), positions.str());
-  TESSERA_REQUIRE(key.dtype() == query.dtype() && tensors.query_out.dtype() == query.dtype() &&
-                      tensors.key_out.dtype() == query.dtype(),
-                  "{}: key {} and the outputs must have the query's dtype {}", kOp, key.str(),
-                  dtype_name(query.dtype()));
+  // Query and key rows may lie apart (column slices of one qkv row).
+  const RotaryShape shape = check_rotary_embedding(args, /*strided_rows=*/true);
+  const int64_t tokens = shape.tokens;
+  const int64_t head_size = shape.head_size;
+  const int64_t rot_dim = shape.rot_dim;
   // The per-token row offsets are 32-bit in the kernel.
   TESSERA_REQUIRE(query.size(1) <= INT32_MAX && key.size(1) <= INT32_MAX && tokens <= INT32_MAX,
                   "{}: query {} and key {} are too wide for the GPU kernel", kOp, query.str(),
@@ -267,12 +237,11 @@ void rotary_embedding_kernel_entry(const KernelArgs& args) {
   params.rot_dim = static_cast<int>(rot_dim);
   params.query_stride = query.stride(0);
   params.key_stride = key.stride(0);
-  const bool is_neox = args.attributes.get_bool("is_neox", true);
 
   LaunchScope scope(query.device());
   visit_device_float_dtype(kOp, cache.dtype(), [&]<typename CacheT>() {
     visit_device_float_dtype(kOp, query.dtype(), [&]<typename T>() {
-      if (is_neox) {
+      if (shape.is_neox) {
         launch_rotary_style<T, CacheT, true>(params, tensors, tokens, scope.stream());
       } else {
         launch_rotary_style<T, CacheT, false>(params, tensors, tokens, scope.stream());

@@ -207,10 +207,7 @@ template <typename Id>
 __global__ void take_sampled_ids_kernel(const Id* sampled, int64_t count, const int32_t* tokens,
                                         int32_t* out, int64_t size) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= size) return;
-  const int32_t token = tokens[i];
-  const int64_t row = -1 - int64_t{token};
-  out[i] = token >= 0 ? token : row < count ? static_cast<int32_t>(sampled[row]) : 0;
+  if (i < size) out[i] = take_sampled_id(tokens[i], sampled, count);
 }
 
 void take_sampled_ids_entry(const KernelArgs& args) {
