@@ -87,24 +87,23 @@ Tensor Tensor::empty(Shape sizes, DType dtype, Device device) {
   TESSERA_REQUIRE(bytes.has_value(),
                   "cannot create a {} tensor of shape {}: its byte size overflows",
                   dtype_name(dtype), shape_str(sizes));
-  Tensor t;
-  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(*bytes), device);
-  t.strides_ = contiguous_strides(sizes);
-  t.sizes_ = std::move(sizes);
-  t.dtype_ = dtype;
-  t.dtype_set_ = true;
-  t.device_ = device;
-  return t;
+  return contiguous_over(std::make_shared<Storage>(static_cast<size_t>(*bytes), device),
+                         std::move(sizes), dtype);
 }
 
 Tensor Tensor::from_blob(void* data, Shape sizes, DType dtype, Device device) {
+  const size_t bytes = shape_numel(sizes) * element_size(dtype);
+  return contiguous_over(std::make_shared<Storage>(data, bytes, device), std::move(sizes), dtype);
+}
+
+Tensor Tensor::contiguous_over(std::shared_ptr<Storage> storage, Shape sizes, DType dtype) {
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(data, shape_numel(sizes) * element_size(dtype), device);
+  t.device_ = storage->device();
+  t.storage_ = std::move(storage);
   t.strides_ = contiguous_strides(sizes);
   t.sizes_ = std::move(sizes);
   t.dtype_ = dtype;
   t.dtype_set_ = true;
-  t.device_ = device;
   return t;
 }
 

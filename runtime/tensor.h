@@ -114,6 +114,9 @@ class Tensor {
   std::string str() const;  // "Tensor(f32, [2, 3], cuda:0)"
 
  private:
+  // A contiguous tensor of `sizes` over the whole of `storage`.
+  static Tensor contiguous_over(std::shared_ptr<Storage> storage, Shape sizes, DType dtype);
+
   std::shared_ptr<Storage> storage_;
   std::shared_ptr<const FakeInfo> fake_;
   Shape sizes_;

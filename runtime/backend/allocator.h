@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <mutex>
 
 namespace tessera {
 
@@ -18,10 +19,21 @@ class Allocator {
   virtual ~Allocator() = default;
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* ptr, size_t bytes) = 0;
-  virtual MemoryStats stats() const = 0;
-  virtual void reset_peak() = 0;
+  MemoryStats stats() const {
+    std::lock_guard lock(mutex_);
+    return stats_;
+  }
+  void reset_peak() {
+    std::lock_guard lock(mutex_);
+    stats_.peak_bytes = stats_.current_bytes;
+  }
   // Returns cached free blocks to the device; a no-op where nothing is cached.
   virtual void empty_cache() {}
+
+ protected:
+  // An allocator keeps stats_ (and whatever state of its own) under mutex_.
+  mutable std::mutex mutex_;
+  MemoryStats stats_;
 };
 
 }  // namespace tessera

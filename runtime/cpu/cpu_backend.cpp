@@ -34,19 +34,9 @@ class CpuAllocator final : public Allocator {
     stats_.current_bytes -= bytes;
     stats_.reserved_bytes -= bytes;
   }
-  MemoryStats stats() const override {
-    std::lock_guard lock(mutex_);
-    return stats_;
-  }
-  void reset_peak() override {
-    std::lock_guard lock(mutex_);
-    stats_.peak_bytes = stats_.current_bytes;
-  }
 
  private:
   static constexpr size_t kAlignment = 64;
-  mutable std::mutex mutex_;
-  MemoryStats stats_;
 };
 
 class CpuStream final : public Stream {

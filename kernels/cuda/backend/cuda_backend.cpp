@@ -83,16 +83,6 @@ class CachingAllocator final : public Allocator {
     allocated_.erase(it);
   }
 
-  MemoryStats stats() const override {
-    std::lock_guard lock(mutex_);
-    return stats_;
-  }
-
-  void reset_peak() override {
-    std::lock_guard lock(mutex_);
-    stats_.peak_bytes = stats_.current_bytes;
-  }
-
   void empty_cache() override {
     std::lock_guard lock(mutex_);
     release_free_blocks();
@@ -187,8 +177,6 @@ class CachingAllocator final : public Allocator {
   }
 
   const int device_index_;
-  mutable std::mutex mutex_;
-  MemoryStats stats_;
   std::multimap<size_t, void*> free_blocks_;     // by size, for best fit
   std::unordered_map<void*, size_t> allocated_;  // live blocks and their rounded sizes
 };
