@@ -80,12 +80,22 @@ void CompletionRoute::handle(const std::string& body, HttpResponseWriter& writer
       prompt_tokens += static_cast<int64_t>(prompt.size());
     std::vector<std::string> ids;
     for (const ChoiceRequest& choice : choices) ids.push_back(choice.id);
+    // More sequences than the queue ever holds can never be served: not a retry-later 503.
+    if (static_cast<int64_t>(choices.size()) > engine_.max_waiting_requests())
+      throw ApiError(
+          400,
+          fmt::format("n: {} prompt(s) x n = {} sequences, more than the {} this "
+                      "server queues at most (--max-waiting-requests); lower n or "
+                      "send fewer prompts",
+                      request.prompts.size(), choices.size(), engine_.max_waiting_requests()),
+          "n");
     CompletionAssembler assembler(std::move(context), ids, prompt_tokens);
     auto outputs = std::make_shared<OutputStream>();
-    for (const ChoiceRequest& choice : choices) {
-      engine_.add_request(choice.id, request.prompts[choice.prompt_index], choice.params, outputs);
-      added.push_back(choice.id);
-    }
+    std::vector<AsyncEngine::NewRequest> engine_requests;
+    for (const ChoiceRequest& choice : choices)
+      engine_requests.push_back({choice.id, request.prompts[choice.prompt_index], choice.params});
+    engine_.add_requests(std::move(engine_requests), outputs);
+    added = ids;
     if (!write_response(request, *outputs, assembler, choices.size(), writer)) {
       // The client went away: its requests stop and free their blocks.
       for (const std::string& id : added) engine_.abort(id);

@@ -371,6 +371,7 @@ void HttpFrontEnd::flush(Connection& connection) {
   }
   if (connection.writer && connection.writer->client_gone()) return close(connection);
   if (connection.out.empty() && connection.writer && connection.writer->finished()) {
+    if (options_.on_response) options_.on_response(connection.writer->status());
     const bool keep_alive = connection.writer->keep_alive() && !draining_;
     connection.writer.reset();
     if (!keep_alive) return linger(connection);

@@ -35,7 +35,8 @@ struct HttpFrontEndOptions {
   std::chrono::milliseconds keep_alive_timeout{15'000};  // idle between requests
   std::chrono::milliseconds write_timeout{30'000};  // a client that reads nothing for this long
   int handler_threads = 256;
-  size_t max_unsent_bytes = 1 << 20;  // per response, before its handler waits
+  size_t max_unsent_bytes = 1 << 20;            // per response, before its handler waits
+  std::function<void(int status)> on_response;  // each response's status, once it is sent
 };
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponseWriter&)>;

@@ -66,6 +66,7 @@ bool HttpResponseWriter::send(int status, std::string_view content_type, std::st
     std::lock_guard lock(mutex_);
     TESSERA_CHECK(!started_, "a response is sent once");
     started_ = true;
+    status_ = status;
   }
   const std::string text =
       head(status, content_type, headers, fmt::format("Content-Length: {}\r\n", body.size()));
@@ -84,6 +85,7 @@ bool HttpResponseWriter::begin_chunked(int status, std::string_view content_type
     std::lock_guard lock(mutex_);
     TESSERA_CHECK(!started_, "a response is sent once");
     started_ = true;
+    status_ = status;
   }
   return append(head(status, content_type, headers, "Transfer-Encoding: chunked\r\n"), false);
 }
@@ -112,6 +114,11 @@ bool HttpResponseWriter::append(std::string_view bytes, bool finish) {
 bool HttpResponseWriter::started() const {
   std::lock_guard lock(mutex_);
   return started_;
+}
+
+int HttpResponseWriter::status() const {
+  std::lock_guard lock(mutex_);
+  return status_;
 }
 
 bool HttpResponseWriter::ended() const {

@@ -39,6 +39,7 @@ class HttpResponseWriter {
   bool end_chunked();
 
   bool started() const;
+  int status() const;  // 0 before the response started
   bool ended() const;  // the whole response is written here (not necessarily sent yet)
   bool client_gone() const;
   bool keep_alive() const { return keep_alive_; }
@@ -66,6 +67,7 @@ class HttpResponseWriter {
   std::condition_variable drained_;
   std::string unsent_;
   bool started_ = false;
+  int status_ = 0;
   bool finished_ = false;
   bool gone_ = false;
 };

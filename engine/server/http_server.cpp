@@ -41,6 +41,7 @@ OpenAIServer::OpenAIServer(AsyncEngine& engine, const Tokenizer& tokenizer,
   HttpFrontEndOptions http = options_.http;
   http.host = options_.host;
   http.port = options_.port;
+  http.on_response = [this](int status) { rejections_.count(status); };
   front_end_ = std::make_unique<HttpFrontEnd>(
       http, [this](const HttpRequest& request) { return route(request); },
       [](HttpResponseWriter& writer, const HttpError& error) {
@@ -85,7 +86,8 @@ void OpenAIServer::install_routes() {
       .add("GET", "/metrics",
            [this](const HttpRequest&, HttpResponseWriter& writer) {
              writer.send(200, "text/plain; version=0.0.4",
-                         engine_.metrics().render_prometheus(options_.served_model_name));
+                         engine_.metrics().render_prometheus(options_.served_model_name) +
+                             rejections_.render_prometheus(options_.served_model_name));
            })
       .add("GET", "/v1/models",
            [this](const HttpRequest&, HttpResponseWriter& writer) {

@@ -16,6 +16,7 @@
 #include "engine/server/completion_route.h"
 #include "engine/server/http_front_end.h"
 #include "engine/server/http_router.h"
+#include "engine/server/rejection_counts.h"
 #include "models/tokenizer.h"
 
 namespace tessera {
@@ -50,6 +51,7 @@ class OpenAIServer {
   int64_t created_ = 0;
   CompletionRoute completion_route_;
   HttpRouter router_;
+  RejectionCounts rejections_;
   std::unique_ptr<HttpFrontEnd> front_end_;
 };
 

@@ -260,3 +260,38 @@ TEST(HostileClientsLifecycle, SigtermKeepsTheGraceAgainstATricklingClient) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(HostileClientsLifecycle, ARequestThatCanNeverFitIsA400NamingItsFieldAndCounted) {
+  ServerProcess server(TESSERA_BINARY, server_arguments({"--max-waiting-requests", "4"}));
+  auto exchange = [&](const std::string& request) {
+    RawConnection connection(server.port());
+    connection.send(request);
+    return connection.read_response();
+  };
+  RawResponse too_many = exchange(post(
+      "/v1/completions", R"({"model": "stories", "prompt": "Once", "n": 8, "max_tokens": 2})", ""));
+  EXPECT_EQ(too_many.status, 400) << too_many.body;
+  EXPECT_EQ(json::parse(too_many.body)["error"]["param"], "n") << too_many.body;
+  RawResponse too_long = exchange(post(
+      "/v1/completions", R"({"model": "stories", "prompt": "Once", "max_tokens": 100000})", ""));
+  EXPECT_EQ(too_long.status, 400);
+  EXPECT_EQ(json::parse(too_long.body)["error"]["param"], "max_tokens") << too_long.body;
+  EXPECT_EQ(exchange(post("/v1/completions",
+                          R"({"model": "stories", "prompt": "Once", "n": 4, "max_tokens": 2})", ""))
+                .status,
+            200);
+  const std::string metrics = exchange(get("/metrics")).body;
+  EXPECT_EQ(
+      metric(metrics,
+             "tessera:request_rejected_total{model_name=\"stories\",reason=\"invalid_request\"}"),
+      2);
+  EXPECT_EQ(
+      metric(metrics,
+             "tessera:request_success_total{model_name=\"stories\",finished_reason=\"abort\"}"),
+      0);
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+}  // namespace
