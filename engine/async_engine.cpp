@@ -17,19 +17,30 @@ std::shared_ptr<OutputStream> AsyncEngine::add_request(const std::string& id,
                                                        std::vector<int32_t> prompt_ids,
                                                        const SamplingParams& params,
                                                        std::shared_ptr<OutputStream> stream) {
-  engine_->validate_request(prompt_ids, params);
   if (!stream) stream = std::make_shared<OutputStream>();
+  std::vector<NewRequest> one;
+  one.push_back({id, std::move(prompt_ids), params});
+  add_requests(std::move(one), stream);
+  return stream;
+}
+
+void AsyncEngine::add_requests(std::vector<NewRequest> requests,
+                               std::shared_ptr<OutputStream> stream) {
+  for (const NewRequest& request : requests)
+    engine_->validate_request(request.prompt_ids, request.params);
   {
     std::lock_guard lock(mutex_);
     if (!accepting_) throw EngineOverloaded("the server is shutting down");
-    if (queued_.load() >= max_waiting_requests_)
+    const int64_t count = static_cast<int64_t>(requests.size());
+    if (queued_.load() + count > max_waiting_requests_)
       throw EngineOverloaded("too many requests are waiting (" +
                              std::to_string(max_waiting_requests_) + "); retry later");
-    ++queued_;
-    inbox_.push_back(Pending{id, std::move(prompt_ids), params, stream});
+    queued_ += count;
+    for (NewRequest& request : requests)
+      inbox_.push_back(
+          Pending{std::move(request.id), std::move(request.prompt_ids), request.params, stream});
   }
   wake_.notify_one();
-  return stream;
 }
 
 void AsyncEngine::abort(const std::string& id) {

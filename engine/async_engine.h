@@ -37,6 +37,15 @@ class AsyncEngine {
   std::shared_ptr<OutputStream> add_request(const std::string& id, std::vector<int32_t> prompt_ids,
                                             const SamplingParams& params,
                                             std::shared_ptr<OutputStream> stream = nullptr);
+  struct NewRequest {
+    std::string id;
+    std::vector<int32_t> prompt_ids;
+    SamplingParams params;
+  };
+  // Several requests into one stream, all or none (none is queued, so none is aborted, when the
+  // queue has no room for all of them).
+  void add_requests(std::vector<NewRequest> requests, std::shared_ptr<OutputStream> stream);
+  int64_t max_waiting_requests() const { return max_waiting_requests_; }
   void abort(const std::string& id);  // any thread; the stream gets a final abort output
   // Stops admission, waits up to `grace` for unfinished requests, aborts the rest, joins.
   void shutdown(std::chrono::milliseconds grace);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,10 @@ struct ServeOptions {
   std::string served_model_name;
   int64_t max_waiting_requests = 1024;
   int64_t shutdown_grace_seconds = 30;
+  int64_t max_connections = 8192;
+  int64_t head_timeout_seconds = 10;
+  int64_t body_timeout_seconds = 30;
+  int64_t keep_alive_timeout_seconds = 15;
 };
 
 // Where serve's flags set config keys: --host and --port (the model flags set theirs).
@@ -57,7 +62,20 @@ FlagSet serve_flags(ServeOptions& options) {
                &options.max_waiting_requests, 1, 1 << 20)
       .integer(
           {"--shutdown-grace", "", "S", "on SIGINT/SIGTERM, seconds running requests may finish"},
-          &options.shutdown_grace_seconds, 0, 3600);
+          &options.shutdown_grace_seconds, 0, 3600)
+      .integer({"--max-connections", "", "N",
+                "open client connections at most (also capped by the open-file limit); at the "
+                "limit the oldest one still sending its request is closed"},
+               &options.max_connections, 1, 1 << 20)
+      .integer({"--http-head-timeout", "", "S",
+                "seconds a client has to send a request's line and headers (else 408)"},
+               &options.head_timeout_seconds, 1, 3600)
+      .integer({"--http-body-timeout", "", "S",
+                "seconds a client has to send a request's body after its headers (else 408)"},
+               &options.body_timeout_seconds, 1, 3600)
+      .integer({"--http-keep-alive-timeout", "", "S",
+                "seconds an idle keep-alive connection stays open"},
+               &options.keep_alive_timeout_seconds, 1, 3600);
   declare_model_flags(flags, options.model);
   return flags;
 }
@@ -110,6 +128,10 @@ int run_serve(const std::vector<std::string>& args) {
   server_options.served_model_name =
       options.served_model_name.empty() ? engine_config.model : options.served_model_name;
   server_options.max_waiting_requests = options.max_waiting_requests;
+  server_options.http.max_connections = static_cast<size_t>(options.max_connections);
+  server_options.http.head_timeout = std::chrono::seconds(options.head_timeout_seconds);
+  server_options.http.body_timeout = std::chrono::seconds(options.body_timeout_seconds);
+  server_options.http.keep_alive_timeout = std::chrono::seconds(options.keep_alive_timeout_seconds);
   ChatTemplate chat_template = ChatTemplate::detect(
       engine_config.tokenizer.empty() ? engine_config.model : engine_config.tokenizer);
   OpenAIServer server(async_engine, *tokenizer, chat_template, server_options);
@@ -120,22 +142,25 @@ int run_serve(const std::vector<std::string>& args) {
   std::fflush(stdout);
 
   const auto grace = std::chrono::seconds(options.shutdown_grace_seconds);
+  std::atomic<bool> signalled{false};
   std::thread watcher([&] {
     int received = 0;
     sigwait(&signals, &received);
     if (received == SIGUSR2) return;  // the server stopped on its own
+    signalled = true;
     spdlog::info("{}: no new requests; finishing running ones (at most {} s)",
                  received == SIGINT ? "SIGINT" : "SIGTERM", grace.count());
-    // New requests get 503 from here on; the listening socket closes only once every answer is
-    // written, because cpp-httplib cuts off responses in flight when it stops.
+    // The listening socket closes now, idle connections too; new requests on open ones get 503.
+    // At the deadline the engine aborts what still runs and the server closes what is left
+    // (requests still arriving at once, aborted responses a second later).
+    server.drain(std::chrono::steady_clock::now() + grace);
     async_engine.shutdown(grace);
-    server.wait_for_responses(std::chrono::seconds(10));
-    server.stop();
   });
   server.run();
-  async_engine.shutdown(grace);
-  pthread_kill(watcher.native_handle(), SIGUSR2);
+  // run() ends once drained, with the watcher's engine shutdown under way: wait for it.
+  if (!signalled) pthread_kill(watcher.native_handle(), SIGUSR2);
   watcher.join();
+  async_engine.shutdown(grace);
   spdlog::info("server stopped");
   return 0;
 }

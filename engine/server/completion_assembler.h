@@ -24,6 +24,7 @@ class CompletionAssembler {
   // Adds one output to its choice; returns the choice's index.
   size_t record(const RequestOutput& output);
   bool finished() const { return finished_ == choices_.size(); }  // every choice has ended
+  bool failed() const { return !error_.empty(); }  // a request ended in an engine error
   nlohmann::json usage() const;
   // The body of a response that is not streamed: the whole completion, or the error of the
   // first request that failed.

@@ -1,7 +1,6 @@
 #include "engine/server/completion_route.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <chrono>
 #include <memory>
@@ -17,53 +16,43 @@
 namespace tessera {
 namespace {
 
-// How long a writer waits for an output before it probes the client.
+// How long a handler waits for an output before it checks on the client.
 constexpr auto poll_interval = std::chrono::milliseconds(200);
 
-// One HTTP response's view of its engine requests (one per prompt and choice).
-struct ResponseState {
-  ResponseState(ResponseContext context, std::vector<std::string> ids, int64_t prompt_tokens,
-                const CompletionRequest& request)
-      : request_ids(std::move(ids)),
-        assembler(std::move(context), request_ids, prompt_tokens),
-        outputs(std::make_shared<OutputStream>()) {
-    if (request.stream) stream.emplace(request_ids.size(), request.include_usage);
+// Writes the response as the outputs of `request_ids` come; false when the client went away
+// before the end (the requests are then still running).
+bool write_response(const CompletionRequest& request, OutputStream& outputs,
+                    CompletionAssembler& assembler, size_t num_choices,
+                    HttpResponseWriter& writer) {
+  std::optional<CompletionStream> stream;
+  if (request.stream) {
+    stream.emplace(num_choices, request.include_usage);
+    if (!writer.begin_chunked(200, "text/event-stream", {{"Cache-Control", "no-cache"}}))
+      return false;
   }
-  std::vector<std::string> request_ids;
-  CompletionAssembler assembler;
-  std::optional<CompletionStream> stream;  // none: the whole response at the end
-  std::shared_ptr<OutputStream> outputs;
-};
-
-bool write(httplib::DataSink& sink, std::string_view text) {
-  return sink.write(text.data(), text.size());
-}
-
-// Writes what one output adds; false when the client can no longer be written to.
-bool write_next(ResponseState& state, httplib::DataSink& sink) {
-  std::optional<RequestOutput> output = state.outputs->pop(poll_interval);
-  if (!output) return write(sink, state.stream ? CompletionStream::keep_alive : " ");
-  const size_t index = state.assembler.record(*output);
-  if (state.stream && !write(sink, state.stream->event(*output, index, state.assembler)))
-    return false;
-  if (!state.assembler.finished()) return true;
-  if (!write(sink, state.stream ? state.stream->closing_events(state.assembler)
-                                : state.assembler.final_body()))
-    return false;
-  sink.done();
-  return true;
+  while (!assembler.finished()) {
+    std::optional<RequestOutput> output = outputs.pop(poll_interval);
+    if (writer.client_gone()) return false;
+    if (!output) {
+      // A comment keeps proxies from closing an idle stream.
+      if (stream && !writer.write_chunk(CompletionStream::keep_alive)) return false;
+      continue;
+    }
+    const size_t index = assembler.record(*output);
+    if (stream && !writer.write_chunk(stream->event(*output, index, assembler))) return false;
+  }
+  if (stream) return writer.write_chunk(stream->closing_events(assembler)) && writer.end_chunked();
+  return writer.send(assembler.failed() ? 500 : 200, "application/json", assembler.final_body());
 }
 
 }  // namespace
 
 CompletionRoute::CompletionRoute(AsyncEngine& engine, CompletionParser parser,
-                                 std::string served_model_name, int64_t server_created,
-                                 std::atomic<int64_t>& responses_in_flight)
+                                 std::string served_model_name, int64_t server_created)
     : engine_(engine),
       parser_(std::move(parser)),
       served_model_name_(std::move(served_model_name)),
-      server_created_(server_created),
-      responses_in_flight_(responses_in_flight) {}
+      server_created_(server_created) {}
 
 ResponseContext CompletionRoute::response_context(const CompletionRequest& request) {
   ResponseContext context;
@@ -77,12 +66,12 @@ ResponseContext CompletionRoute::response_context(const CompletionRequest& reque
   return context;
 }
 
-void CompletionRoute::handle(const httplib::Request& http_request, httplib::Response& response,
-                             bool chat) {
+void CompletionRoute::handle(const std::string& body, HttpResponseWriter& writer, bool chat) {
   std::vector<std::string> added;  // engine requests to abort when the request fails
   std::optional<ApiError> failure;
+  HttpHeaders headers;
   try {
-    const CompletionRequest request = parser_.parse(http_request.body, chat);
+    const CompletionRequest request = parser_.parse(body, chat);
     ResponseContext context = response_context(request);
     const std::vector<ChoiceRequest> choices =
         fan_out_choices(request, context.id, parser_.limits().max_model_len);
@@ -91,35 +80,37 @@ void CompletionRoute::handle(const httplib::Request& http_request, httplib::Resp
       prompt_tokens += static_cast<int64_t>(prompt.size());
     std::vector<std::string> ids;
     for (const ChoiceRequest& choice : choices) ids.push_back(choice.id);
-    auto state =
-        std::make_shared<ResponseState>(std::move(context), std::move(ids), prompt_tokens, request);
-    for (const ChoiceRequest& choice : choices) {
-      engine_.add_request(choice.id, request.prompts[choice.prompt_index], choice.params,
-                          state->outputs);
-      added.push_back(choice.id);
+    // More sequences than the queue ever holds can never be served: not a retry-later 503.
+    if (static_cast<int64_t>(choices.size()) > engine_.max_waiting_requests())
+      throw ApiError(
+          400,
+          fmt::format("n: {} prompt(s) x n = {} sequences, more than the {} this "
+                      "server queues at most (--max-waiting-requests); lower n or "
+                      "send fewer prompts",
+                      request.prompts.size(), choices.size(), engine_.max_waiting_requests()),
+          "n");
+    CompletionAssembler assembler(std::move(context), ids, prompt_tokens);
+    auto outputs = std::make_shared<OutputStream>();
+    std::vector<AsyncEngine::NewRequest> engine_requests;
+    for (const ChoiceRequest& choice : choices)
+      engine_requests.push_back({choice.id, request.prompts[choice.prompt_index], choice.params});
+    engine_.add_requests(std::move(engine_requests), outputs);
+    added = ids;
+    if (!write_response(request, *outputs, assembler, choices.size(), writer)) {
+      // The client went away: its requests stop and free their blocks.
+      for (const std::string& id : added) engine_.abort(id);
     }
-    auto provider = [state](size_t, httplib::DataSink& sink) { return write_next(*state, sink); };
-    auto release = [this, state](bool) {
-      --responses_in_flight_;
-      if (state->assembler.finished()) return;
-      // The client went away (or the write failed): its requests stop and free their blocks.
-      for (const std::string& id : state->request_ids) engine_.abort(id);
-    };
-    ++responses_in_flight_;
-    response.set_chunked_content_provider(request.stream ? "text/event-stream" : "application/json",
-                                          provider, release);
-    if (request.stream) response.set_header("Cache-Control", "no-cache");
     return;
   } catch (const ApiError& error) {
     failure = error;
   } catch (const EngineOverloaded& error) {
-    response.set_header("Retry-After", "1");
+    headers.emplace_back("Retry-After", "1");
     failure = ApiError(503, error.what(), "", "server_overloaded");
   } catch (const Error& error) {
     failure = invalid_request_error(error.what());
   }
   for (const std::string& id : added) engine_.abort(id);
-  send_error(response, *failure);
+  send_error(writer, *failure, headers);
 }
 
 }  // namespace tessera

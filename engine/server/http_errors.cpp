@@ -1,7 +1,5 @@
 #include "engine/server/http_errors.h"
 
-#include <httplib.h>
-
 namespace tessera {
 namespace {
 
@@ -31,9 +29,8 @@ std::string param_of(const std::string& message) {
 
 }  // namespace
 
-void send_error(httplib::Response& response, const ApiError& error) {
-  response.status = error.status;
-  response.set_content(dump_json(error.body()), "application/json");
+void send_error(HttpResponseWriter& writer, const ApiError& error, const HttpHeaders& headers) {
+  writer.send(error.status, "application/json", dump_json(error.body()), headers);
 }
 
 ApiError invalid_request_error(const std::string& message) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 
+#include "engine/server/json_error_field.h"
 #include "models/json_input.h"
 
 namespace tessera {
@@ -207,9 +208,31 @@ json parse_request_body(const std::string& body) {
   if (json_nesting_depth(body, max_json_depth) > max_json_depth)
     throw ApiError(400,
                    fmt::format("the request body nests deeper than {} levels", max_json_depth));
-  json value = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded())
-    throw ApiError(400, "the request body is not valid JSON (or not valid UTF-8)");
+  json value;
+  try {
+    value = json::parse(body);
+  } catch (const json::parse_error& error) {
+    // error.byte is 1-based: the byte the parser stopped at.
+    const std::string field = json_field_at(body, error.byte > 0 ? error.byte - 1 : 0);
+    throw ApiError(400,
+                   fmt::format("{}the request body is not valid JSON (or not valid UTF-8) at "
+                               "byte {}",
+                               field.empty() ? "" : field + ": ", error.byte),
+                   field);
+  } catch (const json::out_of_range& error) {
+    // A number beyond double's range ("number overflow parsing '1e309'"): find the literal.
+    const std::string message = error.what();
+    const size_t open = message.find('\'');
+    const size_t close = message.rfind('\'');
+    size_t at = std::string::npos;
+    if (open != std::string::npos && close > open)
+      at = body.find(message.substr(open + 1, close - open - 1));
+    const std::string field = at == std::string::npos ? "" : json_field_at(body, at);
+    throw ApiError(400,
+                   fmt::format("{}a number in the request body is out of range",
+                               field.empty() ? "" : field + ": "),
+                   field);
+  }
   if (!value.is_object()) throw ApiError(400, "the request body must be a JSON object");
   return value;
 }

@@ -178,7 +178,13 @@ TEST_F(Server, BadInputGetsAnOpenAIErrorNamingTheField) {
       {"empty messages", "/v1/chat/completions", completion("\"messages\": []"), 400, "messages"},
       {"a bad role", "/v1/chat/completions",
        completion("\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]"), 400, "messages"},
-      {"invalid UTF-8", "/v1/completions", completion("\"prompt\": \"\xff\xfe\""), 400, ""},
+      {"invalid UTF-8", "/v1/completions", completion("\"prompt\": \"\xff\xfe\""), 400, "prompt"},
+      {"a lone surrogate", "/v1/completions", completion("\"prompt\": \"a\\ud800\""), 400,
+       "prompt"},
+      {"an overflowing temperature", "/v1/completions",
+       completion("\"prompt\": \"a\", \"temperature\": 1e309"), 400, "temperature"},
+      {"invalid UTF-8 in a message", "/v1/chat/completions",
+       completion("\"messages\": [{\"role\": \"user\", \"content\": \"\xff\"}]"), 400, "messages"},
       {"an unknown route", "/v1/engines", "{}", 404, ""},
   };
   for (const Case& c : cases) {

@@ -1,0 +1,297 @@
+// `tessera serve` against the clients of issue 36, over raw sockets: 1,000 stalled connections
+// starve nothing, a head that stops arriving is a 408 at its deadline, pipelined requests are
+// answered in order, SIGTERM keeps --shutdown-grace against a trickling client, framing is strict
+// (RFC 9112), the API key is compared exactly, and a client that goes away, streaming or not,
+// has every one of its requests aborted.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "support/raw_http.h"
+#include "support/server_process.h"
+
+using namespace tessera::testing;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const std::string kModels = std::string(TESSERA_SHARED_DIR) + "/models/stories260K";
+const std::string kKey = "test-key";
+
+std::vector<std::string> server_arguments(std::vector<std::string> extra) {
+  std::vector<std::string> arguments = {"--model",
+                                        kModels + "/stories260K.bin",
+                                        "--tokenizer",
+                                        kModels + "/tok512.bin",
+                                        "--served-model-name",
+                                        "stories"};
+  arguments.insert(arguments.end(), extra.begin(), extra.end());
+  return arguments;
+}
+
+std::string post(const std::string& path, const std::string& body,
+                 const std::string& extra_headers = "Authorization: Bearer " + kKey + "\r\n") {
+  return "POST " + path + " HTTP/1.1\r\nHost: test\r\n" + extra_headers +
+         "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
+}
+
+std::string hex(size_t value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%zx", value);
+  return text;
+}
+
+std::string get(const std::string& path, const std::string& extra_headers = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: test\r\n" + extra_headers + "\r\n";
+}
+
+// The value of a Prometheus sample whose line starts with `prefix`.
+double metric(const std::string& metrics, const std::string& prefix) {
+  const size_t at = metrics.find("\n" + prefix);
+  if (at == std::string::npos) return -1;
+  const size_t end = metrics.find('\n', at + 1);
+  const std::string line = metrics.substr(at + 1, end - at - 1);
+  return std::stod(line.substr(line.rfind(' ') + 1));
+}
+
+class HostileClients : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    raise_open_file_limit_for_test();
+    server_ = std::make_unique<ServerProcess>(
+        TESSERA_BINARY, server_arguments({"--api-key", kKey, "--http-head-timeout", "1"}));
+  }
+  static void TearDownTestSuite() { server_.reset(); }
+
+  static RawResponse exchange(const std::string& request) {
+    RawConnection connection(server_->port());
+    connection.send(request);
+    return connection.read_response();
+  }
+  static std::string metrics() { return exchange(get("/metrics")).body; }
+
+  static std::unique_ptr<ServerProcess> server_;
+};
+std::unique_ptr<ServerProcess> HostileClients::server_;
+
+TEST_F(HostileClients, AThousandStalledConnectionsStarveNothing) {
+  std::vector<std::unique_ptr<RawConnection>> stalled;
+  for (int i = 0; i < 1000; ++i) {
+    stalled.push_back(std::make_unique<RawConnection>(server_->port()));
+    stalled.back()->send("POST /v1/completions HTTP/1.1\r\n");
+  }
+  const auto started = Clock::now();
+  RawResponse health = exchange(get("/health"));
+  const auto health_time = Clock::now() - started;
+  EXPECT_EQ(health.status, 200);
+  EXPECT_LT(health_time, std::chrono::milliseconds(200));
+  const auto completion_started = Clock::now();
+  RawResponse answer = exchange(
+      post("/v1/completions", R"({"model": "stories", "prompt": "Once", "max_tokens": 2})"));
+  const auto completion_time = Clock::now() - completion_started;
+  EXPECT_EQ(answer.status, 200) << answer.body;
+  EXPECT_LT(completion_time, std::chrono::milliseconds(200));
+}
+
+TEST_F(HostileClients, AStalledHeadIsA408AtItsDeadline) {
+  RawConnection connection(server_->port());
+  connection.send("POST /v1/completions HTTP/1.1\r\nHost: test\r\n");
+  const auto started = Clock::now();
+  RawResponse response = connection.read_response(std::chrono::seconds(5));
+  EXPECT_EQ(response.status, 408) << response.head;
+  EXPECT_LT(Clock::now() - started, std::chrono::milliseconds(1500));
+  EXPECT_TRUE(connection.wait_closed(std::chrono::seconds(3)));
+}
+
+TEST_F(HostileClients, PipelinedRequestsAreAnsweredInOrder) {
+  RawConnection connection(server_->port());
+  const std::string completion =
+      post("/v1/completions", R"({"model": "stories", "prompt": "Once", "max_tokens": 3})");
+  connection.send(completion + get("/version") +
+                  get("/v1/models", "Authorization: Bearer " + kKey + "\r\n") +
+                  get("/health", "Connection: close\r\n"));
+  RawResponse first = connection.read_response();
+  EXPECT_EQ(first.status, 200);
+  EXPECT_EQ(json::parse(first.body)["usage"]["completion_tokens"], 3);
+  RawResponse second = connection.read_response();
+  EXPECT_THAT(second.body, HasSubstr("version"));
+  RawResponse third = connection.read_response();
+  EXPECT_THAT(third.body, HasSubstr("\"list\""));
+  RawResponse fourth = connection.read_response();
+  EXPECT_EQ(fourth.status, 200);
+  EXPECT_TRUE(fourth.closed);
+  EXPECT_TRUE(connection.wait_closed(std::chrono::seconds(3)));
+}
+
+TEST_F(HostileClients, FramingIsStrict) {
+  struct Case {
+    std::string what, request;
+    int status;
+  };
+  const std::string body = R"({"model": "stories", "prompt": "Once", "max_tokens": 1})";
+  const std::string auth = "Authorization: Bearer " + kKey + "\r\n";
+  const std::string start = "POST /v1/completions HTTP/1.1\r\nHost: test\r\n" + auth;
+  const std::string chunked = start + "Transfer-Encoding: chunked\r\n\r\n" + hex(body.size()) +
+                              "\r\n" + body + "\r\n0\r\n\r\n";
+  const std::vector<Case> cases = {
+      {"conflicting Content-Length",
+       start + "Content-Length: 56\r\nContent-Length: 57\r\n\r\n" + body, 400},
+      {"Content-Length with Transfer-Encoding",
+       start + "Content-Length: 56\r\nTransfer-Encoding: chunked\r\n\r\n" + body, 400},
+      {"a gzip transfer coding", start + "Transfer-Encoding: gzip, chunked\r\n\r\n", 501},
+      {"a gzip content coding", start + "Content-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd",
+       415},
+      {"a negative Content-Length", start + "Content-Length: -5\r\n\r\n", 400},
+      {"a Content-Length over the body limit", start + "Content-Length: 999999999\r\n\r\n", 413},
+      {"a 100 KB header", start + "X-Big: " + std::string(100 << 10, 'a') + "\r\n\r\n", 431},
+      {"too many headers",
+       start +
+           [] {
+             std::string many;
+             for (int i = 0; i < 200; ++i) many += "X-" + std::to_string(i) + ": 1\r\n";
+             return many + "\r\n";
+           }(),
+       431},
+      {"no Host", "GET /health HTTP/1.1\r\n\r\n", 400},
+      {"two Hosts", "GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
+      {"a bare LF", "GET /health HTTP/1.1\nHost: a\n\n", 400},
+      {"obsolete line folding", "GET /health HTTP/1.1\r\nHost: a\r\nX: 1\r\n 2\r\n\r\n", 400},
+      {"a space before the colon", "GET /health HTTP/1.1\r\nHost : a\r\n\r\n", 400},
+      {"HTTP/2.0", "GET /health HTTP/2.0\r\nHost: a\r\n\r\n", 505},
+      {"the wrong method", "DELETE /v1/completions HTTP/1.1\r\nHost: a\r\n" + auth + "\r\n", 405},
+      {"an unknown route", get("/v1/engines", auth), 404},
+      {"a chunked body", chunked, 200},
+      {"HEAD on a GET route", "HEAD /health HTTP/1.1\r\nHost: a\r\n\r\n", 200},
+  };
+  for (const Case& c : cases) {
+    const auto started = Clock::now();
+    RawResponse response = exchange(c.request);
+    EXPECT_EQ(response.status, c.status) << c.what << ": " << response.head << response.body;
+    EXPECT_LT(Clock::now() - started, std::chrono::milliseconds(900)) << c.what;
+    if (c.status == 405) {
+      EXPECT_THAT(response.head, HasSubstr("Allow: POST")) << c.what;
+    }
+    if (c.status >= 400 && c.status != 405 && c.status != 404) {
+      EXPECT_TRUE(response.closed) << c.what << ": framing errors close the connection";
+      EXPECT_THAT(response.body, HasSubstr("\"error\"")) << c.what;
+    }
+  }
+  EXPECT_EQ(exchange(get("/health")).status, 200);  // none of it disturbed the server
+}
+
+TEST_F(HostileClients, TheApiKeyIsComparedExactly) {
+  const std::string body = R"({"model": "stories", "prompt": "Once", "max_tokens": 1})";
+  auto status_with = [&](const std::string& headers) {
+    return exchange(post("/v1/completions", body, headers));
+  };
+  EXPECT_EQ(status_with("Authorization: Bearer " + kKey + "\r\n").status, 200);
+  EXPECT_EQ(status_with("Authorization: bearer " + kKey + "\r\n").status, 200);
+  EXPECT_EQ(status_with("Authorization: BEARER " + kKey + "\r\n").status, 200);
+  RawResponse nul =
+      status_with("Authorization: Bearer " + kKey + std::string(1, '\0') + "junk\r\n");
+  EXPECT_NE(nul.status, 200);
+  EXPECT_GE(nul.status, 400);
+  RawResponse longer = status_with("Authorization: Bearer " + kKey + "junk\r\n");
+  EXPECT_EQ(longer.status, 401);
+  EXPECT_THAT(longer.head, HasSubstr("WWW-Authenticate: Bearer"));
+  EXPECT_EQ(status_with("Authorization: Bearer " + kKey.substr(1) + "\r\n").status, 401);
+  EXPECT_EQ(status_with("Authorization: Basic " + kKey + "\r\n").status, 401);
+  RawResponse missing = status_with("");
+  EXPECT_EQ(missing.status, 401);
+  EXPECT_THAT(missing.head, HasSubstr("WWW-Authenticate: Bearer"));
+  RawResponse twice =
+      status_with("Authorization: Bearer wrong\r\nAuthorization: Bearer " + kKey + "\r\n");
+  EXPECT_EQ(twice.status, 400);
+  EXPECT_THAT(twice.body, HasSubstr("two Authorization headers"));
+  // /health, /version and /metrics are open (README: what they expose).
+  EXPECT_EQ(exchange(get("/health")).status, 200);
+  EXPECT_EQ(exchange(get("/metrics")).status, 200);
+}
+
+TEST_F(HostileClients, AClientThatGoesAwayHasEveryRequestAborted) {
+  const double aborted_before = metric(
+      metrics(), "tessera:request_success_total{model_name=\"stories\",finished_reason=\"abort\"}");
+  for (const char* stream : {"false", "true"}) {
+    RawConnection connection(server_->port());
+    connection.send(
+        post("/v1/completions", std::string(R"({"model": "stories", "prompt": "Once", "n": 4, )") +
+                                    R"("max_tokens": 400, "ignore_eos": true, "stream": )" +
+                                    stream + "}"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    connection.close();
+    double running = -1;
+    for (int attempt = 0; attempt < 100 && running != 0; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      running = metric(metrics(), "tessera:num_requests_running{");
+    }
+    EXPECT_EQ(running, 0) << "stream: " << stream;
+  }
+  const std::string after = metrics();
+  EXPECT_EQ(
+      metric(after,
+             "tessera:request_success_total{model_name=\"stories\",finished_reason=\"abort\"}"),
+      aborted_before + 8);
+  EXPECT_EQ(metric(after, "tessera:kv_cache_usage_perc{"), 0);
+}
+
+TEST(HostileClientsLifecycle, SigtermKeepsTheGraceAgainstATricklingClient) {
+  ServerProcess server(TESSERA_BINARY, server_arguments({"--shutdown-grace", "1"}));
+  RawConnection trickle(server.port());
+  trickle.send("POST /v1/completions HTTP/1.1\r\nHost: test\r\nX: ");
+  std::atomic<bool> stop{false};
+  std::thread sender([&] {  // a byte every 200 ms, well inside the head deadline
+    while (!stop && trickle.send("a")) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  const auto started = Clock::now();
+  EXPECT_EQ(server.terminate(10), 0) << server.stderr_text();
+  EXPECT_LT(Clock::now() - started, std::chrono::milliseconds(3500));
+  stop = true;
+  sender.join();
+}
+
+}  // namespace
+
+namespace {
+
+TEST(HostileClientsLifecycle, ARequestThatCanNeverFitIsA400NamingItsFieldAndCounted) {
+  ServerProcess server(TESSERA_BINARY, server_arguments({"--max-waiting-requests", "4"}));
+  auto exchange = [&](const std::string& request) {
+    RawConnection connection(server.port());
+    connection.send(request);
+    return connection.read_response();
+  };
+  RawResponse too_many = exchange(post(
+      "/v1/completions", R"({"model": "stories", "prompt": "Once", "n": 8, "max_tokens": 2})", ""));
+  EXPECT_EQ(too_many.status, 400) << too_many.body;
+  EXPECT_EQ(json::parse(too_many.body)["error"]["param"], "n") << too_many.body;
+  RawResponse too_long = exchange(post(
+      "/v1/completions", R"({"model": "stories", "prompt": "Once", "max_tokens": 100000})", ""));
+  EXPECT_EQ(too_long.status, 400);
+  EXPECT_EQ(json::parse(too_long.body)["error"]["param"], "max_tokens") << too_long.body;
+  EXPECT_EQ(exchange(post("/v1/completions",
+                          R"({"model": "stories", "prompt": "Once", "n": 4, "max_tokens": 2})", ""))
+                .status,
+            200);
+  const std::string metrics = exchange(get("/metrics")).body;
+  EXPECT_EQ(
+      metric(metrics,
+             "tessera:request_rejected_total{model_name=\"stories\",reason=\"invalid_request\"}"),
+      2);
+  EXPECT_EQ(
+      metric(metrics,
+             "tessera:request_success_total{model_name=\"stories\",finished_reason=\"abort\"}"),
+      0);
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+}  // namespace
