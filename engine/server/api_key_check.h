@@ -6,7 +6,7 @@
 #include <optional>
 #include <string_view>
 
-#include "engine/server/http_request_parser.h"
+#include "engine/server/http/http_request_parser.h"
 #include "engine/server/openai_protocol.h"
 
 namespace tessera {

@@ -11,7 +11,7 @@
 
 #include "engine/async_engine.h"
 #include "engine/server/completion_parser.h"
-#include "engine/server/http_response_writer.h"
+#include "engine/server/http/http_response_writer.h"
 
 namespace tessera {
 

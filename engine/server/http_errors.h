@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "engine/server/http_response_writer.h"
+#include "engine/server/http/http_response_writer.h"
 #include "engine/server/openai_protocol.h"
 
 namespace tessera {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/server/http_front_end.h"
+#include "engine/server/http/http_front_end.h"
 
 namespace tessera {
 

@@ -14,7 +14,7 @@
 #include "engine/engine_config.h"
 #include "engine/server/chat_template.h"
 #include "engine/server/completion_route.h"
-#include "engine/server/http_front_end.h"
+#include "engine/server/http/http_front_end.h"
 #include "engine/server/http_router.h"
 #include "engine/server/rejection_counts.h"
 #include "models/tokenizer.h"

@@ -5,7 +5,7 @@
 // or a refusal with a 4xx/5xx status and a message; nothing may crash or grow without bound.
 #include <string_view>
 
-#include "engine/server/http_request_parser.h"
+#include "engine/server/http/http_request_parser.h"
 #include "fuzz/fuzz_support.h"
 
 using namespace tessera;

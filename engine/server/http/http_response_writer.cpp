@@ -1,4 +1,4 @@
-#include "engine/server/http_response_writer.h"
+#include "engine/server/http/http_response_writer.h"
 
 #include <fmt/format.h>
 

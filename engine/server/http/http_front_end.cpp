@@ -1,4 +1,4 @@
-#include "engine/server/http_front_end.h"
+#include "engine/server/http/http_front_end.h"
 
 #include <netdb.h>
 #include <netinet/in.h>

@@ -19,9 +19,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/server/handler_pool.h"
-#include "engine/server/http_request_parser.h"
-#include "engine/server/http_response_writer.h"
+#include "engine/server/http/handler_pool.h"
+#include "engine/server/http/http_request_parser.h"
+#include "engine/server/http/http_response_writer.h"
 
 namespace tessera {
 

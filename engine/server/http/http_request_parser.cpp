@@ -1,4 +1,4 @@
-#include "engine/server/http_request_parser.h"
+#include "engine/server/http/http_request_parser.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "engine/server/handler_pool.h"
+#include "engine/server/http/handler_pool.h"
 
 namespace tessera {
 
