@@ -12,8 +12,6 @@
 namespace tessera::cpu {
 namespace {
 
-using quant::ActivationBlock;
-
 // Output rows per chunk of a thread: a few rows' weights are enough work to be worth a hand-off.
 constexpr int64_t kDotRowsPerChunk = 16;
 // Weight rows dequantized at once for the GEMM: a tile of f32 that stays in the L2 cache.
@@ -33,19 +31,30 @@ std::vector<float> rows_as_f32(const Tensor& x, int64_t count) {
 void dot_rows(const float* x, int64_t m, int64_t k, const Tensor& weight, float* c) {
   const DType dtype = weight.dtype();
   const int64_t activation_blocks = k / quant::kActivationBlockElements;
-  std::vector<ActivationBlock> activation(static_cast<size_t>(m * activation_blocks));
+  const int64_t activation_groups = k / quant::kActivationGroupElements;
+  std::vector<int8_t> quants(static_cast<size_t>(m * k));
+  std::vector<float> scales(static_cast<size_t>(m * activation_blocks));
+  std::vector<int16_t> group_sums(static_cast<size_t>(m * activation_groups));
   for (int64_t row = 0; row < m; ++row)
-    quant::quantize_activation(x + row * k, k, activation.data() + row * activation_blocks);
+    quant::quantize_activation(x + row * k, k, block_elements(dtype), quants.data() + row * k,
+                               scales.data() + row * activation_blocks,
+                               group_sums.data() + row * activation_groups);
   const int64_t n = weight.size(0);
   const int64_t weight_blocks = k / block_elements(dtype);
   const size_t row_bytes = static_cast<size_t>(storage_bytes(dtype, k));
   const auto* weight_data = static_cast<const std::byte*>(weight.data_ptr());
+  const quant::RowDotFn vectorized = quant::vectorized_row_dot(dtype);
   parallel_for(n, kDotRowsPerChunk, [&](int64_t begin, int64_t end) {
     for (int64_t j = begin; j < end; ++j) {
       const std::byte* weight_row = weight_data + j * row_bytes;
-      for (int64_t row = 0; row < m; ++row)
-        c[row * n + j] = quant::row_dot(dtype, weight_row,
-                                        activation.data() + row * activation_blocks, weight_blocks);
+      for (int64_t row = 0; row < m; ++row) {
+        const quant::ActivationRow x{quants.data() + row * k,
+                                     scales.data() + row * activation_blocks,
+                                     group_sums.data() + row * activation_groups};
+        c[row * n + j] = vectorized != nullptr
+                             ? vectorized(weight_row, x, weight_blocks)
+                             : quant::portable_row_dot(dtype, weight_row, x, weight_blocks);
+      }
     }
   });
 }

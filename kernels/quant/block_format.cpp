@@ -81,7 +81,7 @@ void dequantize_blocks(DType dtype, const std::byte* blocks, float* out, int64_t
   }
 }
 
-float portable_row_dot(DType dtype, const std::byte* weight, const ActivationBlock* activation,
+float portable_row_dot(DType dtype, const std::byte* weight, const ActivationRow& activation,
                        int64_t blocks) {
   const BlockFormat& format = block_format(dtype);
   const int64_t elements = block_elements(dtype);
@@ -92,23 +92,28 @@ float portable_row_dot(DType dtype, const std::byte* weight, const ActivationBlo
     format.unpack(weight + b * bytes, unpacked.quants, unpacked.scales, unpacked.mins);
     for (int64_t group = 0; group < elements / kGroupElements; ++group) {
       const int64_t first = group * kGroupElements;
-      const ActivationBlock& a = activation[(b * elements + first) / kActivationBlockElements];
-      const int half = static_cast<int>(first % kActivationBlockElements) / kGroupElements;
+      const int64_t element = b * elements + first;
       int32_t products = 0;
       for (int i = 0; i < kGroupElements; ++i)
-        products += int32_t{unpacked.quants[first + i]} * a.quants[half * kGroupElements + i];
-      total += a.scale * (unpacked.scales[group] * static_cast<float>(products) -
-                          unpacked.mins[group] * static_cast<float>(a.half_sums[half]));
+        products += int32_t{unpacked.quants[first + i]} * activation.quants[element + i];
+      const int16_t activation_sum = activation.group_sums[element / kActivationGroupElements];
+      total += activation.scales[element / kActivationBlockElements] *
+               (unpacked.scales[group] * static_cast<float>(products) -
+                unpacked.mins[group] * static_cast<float>(activation_sum));
     }
   }
   return total;
 }
 
-float row_dot(DType dtype, const std::byte* weight, const ActivationBlock* activation,
-              int64_t blocks) {
+RowDotFn vectorized_row_dot(DType dtype) {
   const BlockFormat& format = block_format(dtype);
-  if (format.avx2_dot != nullptr && cpu_has_avx2_fma_f16c())
-    return format.avx2_dot(weight, activation, blocks);
+  return cpu_has_avx2_fma_f16c() ? format.avx2_dot : nullptr;
+}
+
+float row_dot(DType dtype, const std::byte* weight, const ActivationRow& activation,
+              int64_t blocks) {
+  if (RowDotFn vectorized = vectorized_row_dot(dtype))
+    return vectorized(weight, activation, blocks);
   return portable_row_dot(dtype, weight, activation, blocks);
 }
 

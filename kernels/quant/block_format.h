@@ -23,8 +23,9 @@ inline constexpr int kMaxBlockElements = 256;
 // Unpacks one block: quants[block_elements], scales and mins[block_elements / kGroupElements].
 using UnpackBlockFn = void (*)(const std::byte* block, int8_t* quants, float* scales, float* mins);
 // The dot product of `blocks` consecutive weight blocks with the activation blocks covering the
-// same elements (block_elements / kActivationBlockElements of them per weight block).
-using RowDotFn = float (*)(const std::byte* weight, const ActivationBlock* activation,
+// same elements (block_elements / kActivationBlockElements of them per weight block), quantized
+// with one scale per weight block (quantize_activation's group = block_elements).
+using RowDotFn = float (*)(const std::byte* weight, const ActivationRow& activation,
                            int64_t blocks);
 
 struct BlockFormat {
@@ -47,11 +48,13 @@ bool register_block_format(const BlockFormat& format);
 void dequantize_blocks(DType dtype, const std::byte* blocks, float* out, int64_t blocks_count);
 
 // The row dot product the CPU runs: the format's vectorized one when it has one and the CPU can
-// run it, else portable_row_dot.
-float row_dot(DType dtype, const std::byte* weight, const ActivationBlock* activation,
+// run it, else portable_row_dot. Kernels resolve vectorized_row_dot once per call instead.
+float row_dot(DType dtype, const std::byte* weight, const ActivationRow& activation,
               int64_t blocks);
+// The format's vectorized dot product where this CPU runs it, else nullptr.
+RowDotFn vectorized_row_dot(DType dtype);
 // The portable dot product, through unpack: integer sums per group, scaled in f32.
-float portable_row_dot(DType dtype, const std::byte* weight, const ActivationBlock* activation,
+float portable_row_dot(DType dtype, const std::byte* weight, const ActivationRow& activation,
                        int64_t blocks);
 
 #define TESSERA_BLOCK_FORMAT_CONCAT_INNER(a, b) a##b

@@ -33,20 +33,21 @@ void unpack(const std::byte* block, int8_t* quants, float* scales, float* mins) 
 }
 
 // The quants are used unsigned (0..63) against the activations, and 32 times each group's
-// activation sum is taken off after.
-TESSERA_QUANT_AVX2 float dot_avx2(const std::byte* weight, const ActivationBlock* activation,
+// activation sum (one multiply-add over the 16 groups) is taken off after. One activation scale
+// per super-block: the products times the group scales add up in int32 before one conversion.
+TESSERA_QUANT_AVX2 float dot_avx2(const std::byte* weight, const ActivationRow& activation,
                                   int64_t blocks) {
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   const __m256i bits_0_1 = _mm256_set1_epi8(0x03), bits_2_3 = _mm256_set1_epi8(0x0C);
   const __m256i bits_4_5 = _mm256_set1_epi8(0x30);
   __m256 total = _mm256_setzero_ps();
-  float offset_total = 0;
   for (int64_t b = 0; b < blocks; ++b) {
     const std::byte* block = weight + b * kBlockBytes;
     const uint8_t* low = bytes_at(block, 0);
     const uint8_t* high = bytes_at(block, 128);
     const auto* group_scales = reinterpret_cast<const int8_t*>(block + 192);
-    const float d = avx2_half(block + 208);
+    const int8_t* x = activation.quants + 256 * b;
+    __m256i sums = _mm256_setzero_si256();
     for (int n = 0; n < 2; ++n) {
       const __m256i low0 = avx2_load(low + 64 * n), low1 = avx2_load(low + 64 * n + 32);
       const __m256i top = avx2_load(high + 32 * n);
@@ -60,21 +61,24 @@ TESSERA_QUANT_AVX2 float dot_avx2(const std::byte* weight, const ActivationBlock
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(low1, 4), nibble),
                           _mm256_and_si256(_mm256_srli_epi16(top, 2), bits_4_5))};
       for (int k = 0; k < 4; ++k) {
-        const ActivationBlock& a = activation[8 * b + 4 * n + k];
         const int first = group_scales[8 * n + 2 * k], second = group_scales[8 * n + 2 * k + 1];
         // Bytes 0-15 of the block are the first group: the low 128-bit lane.
         const __m256i scales16 = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(second)),
                                                   _mm_set1_epi16(static_cast<int16_t>(first)));
-        const __m256i products =
-            _mm256_madd_epi16(_mm256_maddubs_epi16(quants[k], avx2_load(a.quants)), scales16);
-        const float scale = d * a.scale;
-        total = _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(products), total);
-        offset_total +=
-            scale * static_cast<float>(32 * (first * a.half_sums[0] + second * a.half_sums[1]));
+        sums = _mm256_add_epi32(
+            sums, _mm256_madd_epi16(
+                      _mm256_maddubs_epi16(quants[k], avx2_load(x + 32 * (4 * n + k))), scales16));
       }
     }
+    const __m256i all_scales =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group_scales)));
+    const __m256i offsets =
+        _mm256_madd_epi16(all_scales, avx2_load(activation.group_sums + 16 * b));
+    const float scale = avx2_half(block + 208) * activation.scales[8 * b];
+    total = _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(sums), total);
+    total = _mm256_fmadd_ps(_mm256_set1_ps(-32 * scale), _mm256_cvtepi32_ps(offsets), total);
   }
-  return avx2_sum(total) - offset_total;
+  return avx2_sum(total);
 }
 
 TESSERA_REGISTER_BLOCK_FORMAT((BlockFormat{DType::q6_k, 14, "Q6_K", unpack, dot_avx2}));

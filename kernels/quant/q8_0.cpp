@@ -15,15 +15,15 @@ void unpack(const std::byte* block, int8_t* quants, float* scales, float* mins) 
 }
 
 // Signed by signed through maddubs: |w| (unsigned) times a with w's sign.
-TESSERA_QUANT_AVX2 float dot_avx2(const std::byte* weight, const ActivationBlock* activation,
+TESSERA_QUANT_AVX2 float dot_avx2(const std::byte* weight, const ActivationRow& activation,
                                   int64_t blocks) {
   __m256 total = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const std::byte* block = weight + b * kBlockBytes;
     const __m256i w = avx2_load(block + 2);
-    const __m256i x = avx2_load(activation[b].quants);
-    const __m256i products = avx2_dot_u8_s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    total = _mm256_fmadd_ps(_mm256_set1_ps(avx2_half(block) * activation[b].scale),
+    const __m256i a = avx2_load(activation.quants + 32 * b);
+    const __m256i products = avx2_dot_u8_s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+    total = _mm256_fmadd_ps(_mm256_set1_ps(avx2_half(block) * activation.scales[b]),
                             _mm256_cvtepi32_ps(products), total);
   }
   return avx2_sum(total);

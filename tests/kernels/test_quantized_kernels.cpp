@@ -113,17 +113,21 @@ TEST_P(VectorizedFormat, Avx2DotEqualsPortable) {
     GTEST_SKIP() << "this CPU has no AVX2";
   const int64_t blocks = 12, k = blocks * block_elements(dtype);
   const std::vector<std::byte> weight = random_blocks(dtype, blocks, 7);
-  std::vector<quant::ActivationBlock> activation(k / quant::kActivationBlockElements);
-  quant::quantize_activation(random_floats(k, 3).data(), k, activation.data());
-  const float portable = quant::portable_row_dot(dtype, weight.data(), activation.data(), blocks);
-  const float vectorized = format.avx2_dot(weight.data(), activation.data(), blocks);
+  std::vector<int8_t> quants(k);
+  std::vector<float> scales(k / quant::kActivationBlockElements);
+  std::vector<int16_t> group_sums(k / quant::kActivationGroupElements);
+  quant::quantize_activation(random_floats(k, 3).data(), k, block_elements(dtype), quants.data(),
+                             scales.data(), group_sums.data());
+  const quant::ActivationRow row{quants.data(), scales.data(), group_sums.data()};
+  const float portable = quant::portable_row_dot(dtype, weight.data(), row, blocks);
+  const float vectorized = format.avx2_dot(weight.data(), row, blocks);
   EXPECT_NEAR(vectorized, portable, 1e-5 * (1 + std::fabs(portable))) << dtype_name(dtype);
 }
 
-// out = x @ w^T against float64 of the dequantized weight. Decode rows quantize x to 8 bits per
-// 32 with a step of scale = max|x| / 127, so each value is off by at most scale / 2 and an output
-// by at most sum over blocks of scale / 2 * sum |w| there; f32 accumulation adds far less than
-// the 1e-5 relative slack.
+// out = x @ w^T against float64 of the dequantized weight. Decode rows quantize x to 8 bits with
+// a step of scale = max|x| / 127 per weight block (32 or 256 values), so each value is off by at
+// most scale / 2 and an output by at most sum over blocks of scale / 2 * sum |w| there; f32
+// accumulation adds far less than the 1e-5 relative slack.
 TEST_P(QuantizedFormat, LinearMatchesFloat64OfDequantizedWeight) {
   const DType dtype = GetParam();
   const int64_t k = 512, n = 24;
@@ -140,9 +144,10 @@ TEST_P(QuantizedFormat, LinearMatchesFloat64OfDequantizedWeight) {
     for (int64_t row = 0; row < m; ++row)
       for (int64_t j = 0; j < n; ++j) {
         double want = 0, magnitude = 0, rounding = 0;
-        for (int64_t b = 0; b < k / 32; ++b) {
+        const int64_t group = block_elements(dtype);
+        for (int64_t b = 0; b < k / group; ++b) {
           double largest = 0, weight_sum = 0;
-          for (int64_t i = 32 * b; i < 32 * b + 32; ++i) {
+          for (int64_t i = group * b; i < group * (b + 1); ++i) {
             const double xv = x_values[row * k + i], wv = dequantized[j * k + i];
             want += xv * wv;
             magnitude += std::fabs(xv * wv);
