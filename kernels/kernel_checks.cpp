@@ -66,8 +66,16 @@ MatmulShape check_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
 MatmulShape check_linear(const Tensor& x, const Tensor& weight, const Tensor* bias,
                          const Tensor& out) {
   require_float_contiguous("linear", "x", x);
-  require_float_contiguous("linear", "weight", weight);
-  require_dtype("linear", "weight", weight, x.dtype());
+  if (is_quantized(weight.dtype())) {
+    // A quantized weight holds whole blocks along K; x and the output keep their float dtype.
+    require_contiguous("linear", "weight", weight);
+    TESSERA_REQUIRE(weight.dim() == 2 && weight.size(1) % block_elements(weight.dtype()) == 0,
+                    "linear: quantized weight {} must be [N, K] with K a multiple of {}",
+                    weight.str(), block_elements(weight.dtype()));
+  } else {
+    require_float_contiguous("linear", "weight", weight);
+    require_dtype("linear", "weight", weight, x.dtype());
+  }
   require_dtype("linear", "output", out, x.dtype());
   require_contiguous("linear", "output", out);
   TESSERA_REQUIRE(x.dim() >= 1 && weight.dim() == 2 && weight.size(1) == x.size(-1),
@@ -95,7 +103,9 @@ void check_embedding(const Tensor& weight, const Tensor& ids, const Tensor& out)
                   "embedding: ids have dtype {}; use i32 or i64", dtype_name(ids.dtype()));
   require_contiguous("embedding", "weight", weight);
   require_contiguous("embedding", "ids", ids);
-  require_dtype("embedding", "output", out, weight.dtype());
+  // A quantized table's rows come out dequantized, in f32.
+  require_dtype("embedding", "output", out,
+                is_quantized(weight.dtype()) ? DType::f32 : weight.dtype());
   Shape expected = ids.sizes();
   expected.push_back(weight.size(1));
   require_sizes("embedding", "output", out, expected);

@@ -60,6 +60,45 @@ Tensor fused_gate_up(const ModelWeights& weights, int64_t layer) {
                   0);
 }
 
+StackedLinear stack_linear(std::vector<Tensor> parts) {
+  TESSERA_CHECK(!parts.empty(), "stack_linear of no weights");
+  StackedLinear linear;
+  for (const Tensor& part : parts)
+    if (part.dtype() != parts.front().dtype()) {
+      linear.parts = std::move(parts);
+      return linear;
+    }
+  linear.stacked = ops::cat(parts, 0);
+  return linear;
+}
+
+Tensor StackedLinear::apply(const Tensor& x, const Tensor& bias) const {
+  if (stacked.defined())
+    return bias.defined() ? ops::linear(x, stacked, bias) : ops::linear(x, stacked);
+  std::vector<Tensor> outputs;
+  for (const Tensor& part : parts) outputs.push_back(ops::linear(x, part));
+  Tensor joined = ops::cat(outputs, -1);
+  return bias.defined() ? ops::add(joined, bias) : joined;
+}
+
+std::vector<const Tensor*> StackedLinear::weights() const {
+  std::vector<const Tensor*> held{&stacked};
+  for (const Tensor& part : parts) held.push_back(&part);
+  return held;
+}
+
+StackedLinear qkv_projection(const ModelWeights& weights, int64_t layer) {
+  std::vector<Tensor> parts;
+  for (const char* projection : {"q_proj", "k_proj", "v_proj"})
+    parts.push_back(weights.get(layer_weight(layer, "self_attn.") + projection + ".weight"));
+  return stack_linear(std::move(parts));
+}
+
+StackedLinear gate_up_projection(const ModelWeights& weights, int64_t layer) {
+  return stack_linear({weights.get(layer_weight(layer, "mlp.gate_proj.weight")),
+                       weights.get(layer_weight(layer, "mlp.up_proj.weight"))});
+}
+
 std::array<Tensor, 3> split_qkv(const Tensor& qkv, const ModelConfig& config) {
   const int64_t q_width = config.num_heads * config.head_dim;
   const int64_t kv_width = config.num_kv_heads * config.head_dim;

@@ -42,11 +42,12 @@ class LlamaModel final : public CausalLM {
  private:
   struct Layer {
     Tensor input_norm, post_attention_norm;
-    Tensor qkv_proj, qkv_bias;  // [(Hq + 2 Hk) * D, hidden]; bias only with attention_bias
-    Tensor q_norm, k_norm;      // [D] with qk_norm
-    Tensor o_proj;              // [hidden, Hq * D]
-    Tensor gate_up_proj;        // [2 * intermediate, hidden]
-    Tensor down_proj;           // [hidden, intermediate]
+    StackedLinear qkv_proj;      // [(Hq + 2 Hk) * D, hidden]
+    Tensor qkv_bias;             // only with attention_bias
+    Tensor q_norm, k_norm;       // [D] with qk_norm
+    Tensor o_proj;               // [hidden, Hq * D]
+    StackedLinear gate_up_proj;  // [2 * intermediate, hidden]
+    Tensor down_proj;            // [hidden, intermediate]
   };
   Tensor attention_block(const Layer& layer, int64_t index, const Tensor& hidden,
                          const Tensor& positions) const;
@@ -66,14 +67,14 @@ LlamaModel::LlamaModel(ModelWeights weights, int64_t max_positions)
     Layer layer;
     layer.input_norm = get("input_layernorm.weight");
     layer.post_attention_norm = get("post_attention_layernorm.weight");
-    layer.qkv_proj = fused_qkv(weights, i, "weight");
+    layer.qkv_proj = qkv_projection(weights, i);
     if (c.attention_bias) layer.qkv_bias = fused_qkv(weights, i, "bias");
     if (c.qk_norm) {
       layer.q_norm = get("self_attn.q_norm.weight");
       layer.k_norm = get("self_attn.k_norm.weight");
     }
     layer.o_proj = get("self_attn.o_proj.weight");
-    layer.gate_up_proj = fused_gate_up(weights, i);
+    layer.gate_up_proj = gate_up_projection(weights, i);
     layer.down_proj = get("mlp.down_proj.weight");
     layers_.push_back(std::move(layer));
   }
@@ -81,18 +82,19 @@ LlamaModel::LlamaModel(ModelWeights weights, int64_t max_positions)
   // What stays resident: the fused copies replace their parts, which die with `weights`.
   count_weight_bytes({&embed_tokens_, &final_norm_, &cos_sin_cache_});
   if (!c.tie_word_embeddings) count_weight_bytes({&lm_head_});
-  for (const Layer& layer : layers_)
-    count_weight_bytes({&layer.input_norm, &layer.post_attention_norm, &layer.qkv_proj,
-                        &layer.qkv_bias, &layer.q_norm, &layer.k_norm, &layer.o_proj,
-                        &layer.gate_up_proj, &layer.down_proj});
+  for (const Layer& layer : layers_) {
+    count_weight_bytes({&layer.input_norm, &layer.post_attention_norm, &layer.qkv_bias,
+                        &layer.q_norm, &layer.k_norm, &layer.o_proj, &layer.down_proj});
+    count_weight_bytes(layer.qkv_proj.weights());
+    count_weight_bytes(layer.gate_up_proj.weights());
+  }
 }
 
 Tensor LlamaModel::attention_block(const Layer& layer, int64_t index, const Tensor& hidden,
                                    const Tensor& positions) const {
   const ModelConfig& c = config_;
   const int64_t head = c.head_dim, q_width = c.num_heads * head, kv_width = c.num_kv_heads * head;
-  Tensor qkv = layer.qkv_bias.defined() ? ops::linear(hidden, layer.qkv_proj, layer.qkv_bias)
-                                        : ops::linear(hidden, layer.qkv_proj);
+  Tensor qkv = layer.qkv_proj.apply(hidden, layer.qkv_bias);
   auto [query, key, value] = split_qkv(qkv, c);
   if (c.qk_norm) {  // Qwen3: RMS norm over each head's vector before RoPE
     query = ops::reshape(
@@ -113,6 +115,7 @@ Tensor LlamaModel::attention_block(const Layer& layer, int64_t index, const Tens
 Tensor LlamaModel::forward(const Tensor& input_ids, const Tensor& positions) const {
   const ModelConfig& c = config_;
   Tensor hidden = parallel_embedding(embed_tokens_, input_ids, parallel_);
+  if (hidden.dtype() != dtype()) hidden = ops::cast(hidden, dtype());  // a quantized table: f32
   Tensor residual;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
@@ -126,7 +129,7 @@ Tensor LlamaModel::forward(const Tensor& input_ids, const Tensor& positions) con
     hidden = attention_block(layer, static_cast<int64_t>(i), hidden, positions);
     std::tie(hidden, residual) =
         ops::fused_add_rms_norm(hidden, residual, layer.post_attention_norm, c.rms_norm_eps);
-    Tensor gate_up = ops::linear(hidden, layer.gate_up_proj);
+    Tensor gate_up = layer.gate_up_proj.apply(hidden);
     Tensor activated = c.hidden_act == "silu"
                            ? ops::silu_and_mul(gate_up)
                            : ops::gelu_and_mul(gate_up, c.hidden_act == "gelu" ? "none" : "tanh");

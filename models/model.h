@@ -4,6 +4,7 @@
 // (models/architecture_registry.h) under its Hugging Face `architectures` names.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,10 @@ class CausalLM {
   int64_t max_positions() const { return max_positions_; }
   // What stays resident: the weights as the model holds them (fused copies included).
   size_t weight_bytes() const { return weight_bytes_; }
+  // The same by dtype: quantized weights keep their format ("q4_k", ...).
+  const std::map<DType, size_t>& weight_bytes_by_dtype() const { return weight_bytes_by_dtype_; }
+  // "q4_k 30.1 MiB, q6_k 12.0 MiB, f32 0.1 MiB", largest first, for logs and explain.
+  std::string weight_formats_str() const;
 
  protected:
   // Validates the config and checks that `weights` holds every tensor of `expected` with its
@@ -53,6 +58,7 @@ class CausalLM {
            int64_t max_positions);
   // Sums the bytes of the defined tensors given (for weight_bytes()).
   void count_weight_bytes(std::initializer_list<const Tensor*> tensors);
+  void count_weight_bytes(const std::vector<const Tensor*>& tensors);
 
   ModelConfig config_;
   TensorParallel parallel_;
@@ -62,6 +68,7 @@ class CausalLM {
   Device device_ = kCPU;
   int64_t max_positions_ = 0;
   size_t weight_bytes_ = 0;
+  std::map<DType, size_t> weight_bytes_by_dtype_;
 };
 
 }  // namespace tessera

@@ -73,6 +73,12 @@ ModelWeights shard_weights(const ModelWeights& full, TensorParallel parallel, De
   const ModelConfig& c = full.config;
   const int n = parallel.size, r = parallel.rank;
   TESSERA_CHECK(r >= 0 && r < n, "rank {} of {}", r, n);
+  for (const auto& [name, tensor] : full.tensors)
+    TESSERA_REQUIRE(!is_quantized(tensor.dtype()),
+                    "{}: tensor '{}' is quantized ({}); tensor parallelism does not shard "
+                    "quantized weights yet: run with engine.tensor_parallel_size 1, or an F16/BF16 "
+                    "file",
+                    full.source, name, dtype_name(tensor.dtype()));
   ModelWeights shard;
   shard.config = rank_config(c, n);
   shard.source = full.source;

@@ -1,6 +1,7 @@
 #include "runtime/dtype.h"
 
 #include "runtime/check.h"
+#include "runtime/checked_math.h"
 
 namespace tessera {
 
@@ -16,8 +17,79 @@ size_t element_size(DType dtype) {
       return 4;
     case DType::i64:
       return 8;
+    default:
+      break;
   }
+  TESSERA_CHECK(!is_quantized(dtype),
+                "element_size of quantized dtype {}: it is stored in blocks (storage_bytes)",
+                dtype_name(dtype));
   TESSERA_CHECK(false, "unknown dtype {}", static_cast<int>(dtype));
+}
+
+namespace {
+
+struct BlockLayout {
+  int64_t elements;
+  size_t bytes;
+};
+
+// ggml's block sizes: an f16 scale (and min) per block, then the packed quants; the _k formats
+// pack sub-block scales into each super-block of 256.
+BlockLayout quantized_layout(DType dtype) {
+  switch (dtype) {
+    case DType::q4_0:
+      return {32, 18};
+    case DType::q4_1:
+      return {32, 20};
+    case DType::q5_0:
+      return {32, 22};
+    case DType::q5_1:
+      return {32, 24};
+    case DType::q8_0:
+      return {32, 34};
+    case DType::q2_k:
+      return {256, 84};
+    case DType::q3_k:
+      return {256, 110};
+    case DType::q4_k:
+      return {256, 144};
+    case DType::q5_k:
+      return {256, 176};
+    case DType::q6_k:
+      return {256, 210};
+    default:
+      return {1, element_size(dtype)};
+  }
+}
+
+}  // namespace
+
+int64_t block_elements(DType dtype) {
+  return quantized_layout(dtype).elements;
+}
+
+size_t block_bytes(DType dtype) {
+  return quantized_layout(dtype).bytes;
+}
+
+std::optional<int64_t> checked_storage_bytes(DType dtype, int64_t count) {
+  const BlockLayout layout = quantized_layout(dtype);
+  if (count < 0 || count % layout.elements != 0) return std::nullopt;
+  return checked_multiply(count / layout.elements, static_cast<int64_t>(layout.bytes));
+}
+
+int64_t storage_bytes(DType dtype, int64_t count) {
+  const std::optional<int64_t> bytes = checked_storage_bytes(dtype, count);
+  TESSERA_CHECK(bytes.has_value(), "{} elements of {} are not whole blocks of {} or overflow",
+                count, dtype_name(dtype), block_elements(dtype));
+  return *bytes;
+}
+
+void throw_quantized_visit(DType dtype) {
+  throw Error(fmt::format(
+      "dtype {} is quantized (blocks of {}): this operation needs a plain dtype; it reads "
+      "quantized weights only through linear and embedding",
+      dtype_name(dtype), block_elements(dtype)));
 }
 
 const char* dtype_name(DType dtype) {
@@ -32,6 +104,26 @@ const char* dtype_name(DType dtype) {
       return "i32";
     case DType::i64:
       return "i64";
+    case DType::q4_0:
+      return "q4_0";
+    case DType::q4_1:
+      return "q4_1";
+    case DType::q5_0:
+      return "q5_0";
+    case DType::q5_1:
+      return "q5_1";
+    case DType::q8_0:
+      return "q8_0";
+    case DType::q2_k:
+      return "q2_k";
+    case DType::q3_k:
+      return "q3_k";
+    case DType::q4_k:
+      return "q4_k";
+    case DType::q5_k:
+      return "q5_k";
+    case DType::q6_k:
+      return "q6_k";
   }
   return "?";
 }

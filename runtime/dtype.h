@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -10,13 +11,46 @@
 
 namespace tessera {
 
-enum class DType : uint8_t { f32, f16, bf16, i32, i64 };
+// The quantized dtypes are ggml's block formats (q8_0: blocks of 32 int8 with an f16 scale; the
+// _k formats: super-blocks of 256): a tensor of one holds whole blocks along its last dim, so it
+// has no element size; its bytes are block_bytes() per block_elements() elements.
+enum class DType : uint8_t {
+  f32,
+  f16,
+  bf16,
+  i32,
+  i64,
+  q4_0,
+  q4_1,
+  q5_0,
+  q5_1,
+  q8_0,
+  q2_k,
+  q3_k,
+  q4_k,
+  q5_k,
+  q6_k
+};
 
 inline constexpr DType kAllDTypes[] = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64};
 inline constexpr DType kFloatDTypes[] = {DType::f32, DType::f16, DType::bf16};
+inline constexpr DType kQuantizedDTypes[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                                             DType::q8_0, DType::q2_k, DType::q3_k, DType::q4_k,
+                                             DType::q5_k, DType::q6_k};
 
+// Bytes per element; a quantized dtype has none (an invariant failure: use storage_bytes).
 size_t element_size(DType dtype);
 const char* dtype_name(DType dtype);
+inline bool is_quantized(DType dtype) {
+  return dtype >= DType::q4_0;
+}
+// Elements per block (1 for the plain dtypes) and bytes per block (element_size for them).
+int64_t block_elements(DType dtype);
+size_t block_bytes(DType dtype);
+// The bytes `count` elements take: whole blocks for a quantized dtype (count must be a multiple
+// of block_elements), nullopt when that overflows int64.
+std::optional<int64_t> checked_storage_bytes(DType dtype, int64_t count);
+int64_t storage_bytes(DType dtype, int64_t count);  // TESSERA_CHECKs what the checked form returns
 // Parses "f32", "float32", "bf16", "bfloat16", ...; throws naming the valid choices.
 DType parse_dtype(std::string_view name);
 inline bool is_floating(DType dtype) {
@@ -47,6 +81,9 @@ struct HostType<DType::i64> {
   using type = int64_t;
 };
 
+// A quantized dtype has no host element type: visiting one is a bug in the caller.
+[[noreturn]] void throw_quantized_visit(DType dtype);
+
 // Calls fn(HostType{}) for the runtime dtype: visit_dtype(dt, [&]<typename T>() {...}).
 template <typename Fn>
 decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
@@ -61,6 +98,17 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
       return fn.template operator()<int32_t>();
     case DType::i64:
       return fn.template operator()<int64_t>();
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1:
+    case DType::q8_0:
+    case DType::q2_k:
+    case DType::q3_k:
+    case DType::q4_k:
+    case DType::q5_k:
+    case DType::q6_k:
+      throw_quantized_visit(dtype);
   }
   return fn.template operator()<float>();
 }

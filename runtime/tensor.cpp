@@ -83,7 +83,13 @@ Tensor Tensor::empty(Shape sizes, DType dtype, Device device) {
   for (int64_t s : sizes)
     TESSERA_REQUIRE(s >= 0, "cannot create a tensor of shape {}: sizes must be >= 0",
                     shape_str(sizes));
-  const std::optional<int64_t> bytes = checked_nbytes(sizes, element_size(dtype));
+  const std::optional<int64_t> numel = checked_numel(sizes);
+  const std::optional<int64_t> bytes =
+      numel ? checked_storage_bytes(dtype, *numel) : std::optional<int64_t>{};
+  TESSERA_REQUIRE(
+      !is_quantized(dtype) || sizes.empty() || sizes.back() % block_elements(dtype) == 0,
+      "cannot create a {} tensor of shape {}: its last size must be whole blocks of {}",
+      dtype_name(dtype), shape_str(sizes), block_elements(dtype));
   TESSERA_REQUIRE(bytes.has_value(),
                   "cannot create a {} tensor of shape {}: its byte size overflows",
                   dtype_name(dtype), shape_str(sizes));
@@ -92,7 +98,7 @@ Tensor Tensor::empty(Shape sizes, DType dtype, Device device) {
 }
 
 Tensor Tensor::from_blob(void* data, Shape sizes, DType dtype, Device device) {
-  const size_t bytes = shape_numel(sizes) * element_size(dtype);
+  const auto bytes = static_cast<size_t>(storage_bytes(dtype, shape_numel(sizes)));
   return contiguous_over(std::make_shared<Storage>(data, bytes, device), std::move(sizes), dtype);
 }
 
@@ -167,8 +173,8 @@ bool Tensor::is_contiguous() const {
 void* Tensor::data_ptr() const {
   TESSERA_CHECK(!is_fake(), "data_ptr() of a fake tensor: tracing code asked for data");
   if (!storage_ || !storage_->data()) return nullptr;
-  return static_cast<char*>(storage_->data()) +
-         offset_ * static_cast<int64_t>(element_size(dtype_));
+  // A quantized view starts on a block boundary (storage_bytes checks it).
+  return static_cast<char*>(storage_->data()) + storage_bytes(dtype_, offset_);
 }
 
 Tensor Tensor::as_strided(Shape sizes, Shape strides, int64_t offset) const {

@@ -82,7 +82,7 @@ class Tensor {
   int64_t stride(int64_t dim) const;
   int64_t offset() const { return offset_; }
   int64_t numel() const { return shape_numel(sizes_); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype_); }
+  size_t nbytes() const { return static_cast<size_t>(storage_bytes(dtype_, numel())); }
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 

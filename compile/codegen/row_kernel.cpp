@@ -22,6 +22,8 @@ const char* prelude_type(DType dtype) {
       return "int32_t";
     case DType::i64:
       return "int64_t";
+    default:
+      break;  // quantized: never a row kernel's operand (the lowerings refuse them)
   }
   return "?";
 }

@@ -13,7 +13,9 @@ RowLowering embedding_lowering() {
   RowLowering lowering;
   lowering.accepts = [](const RowCandidate& candidate) {
     // A table shard (vocab_start >= 0) runs its kernel: it happens once per forward.
-    return candidate.attributes.get_int("vocab_start") < 0 && candidate.inputs[1].rank() == 1 &&
+    // A quantized table is read by its kernel: the row kernels load plain elements.
+    return !is_quantized(candidate.inputs[0].dtype) &&
+           candidate.attributes.get_int("vocab_start") < 0 && candidate.inputs[1].rank() == 1 &&
            candidate.input_has_rows(1) && candidate.constant_inputs[0];
   };
   lowering.emit = [](RowEmitter& emitter) {
@@ -72,11 +74,16 @@ OpDef embedding_op() {
   op.attributes = {{"vocab_start", int64_t{-1}}};
   op.doc =
       "weight [V, D] rows gathered by ids (i32/i64) [...] -> [..., D]; with vocab_start >= 0 the "
-      "weight is rows [vocab_start, vocab_start + V) of a larger table, other ids give zeros";
+      "weight is rows [vocab_start, vocab_start + V) of a larger table, other ids give zeros; a "
+      "quantized table gives its rows dequantized, in f32";
   op.meta = [](const MetaArgs& args) {
     require_rank(args, 0, 2);
     require_dtype_in(args, 1, {DType::i32, DType::i64});
     TensorMeta out = args.input(0);
+    if (is_quantized(out.dtype)) {
+      require_whole_blocks(args, 0);
+      out.dtype = DType::f32;  // rows are dequantized
+    }
     out.shape = args.input(1).shape;
     out.shape.push_back(args.input(0).shape[1]);
     return std::vector<TensorMeta>{out};

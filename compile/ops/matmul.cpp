@@ -53,15 +53,19 @@ OpDef linear_op() {
   op.input_names = {"x", "weight", "bias"};
   op.optional_inputs = {"bias"};
   op.streamed_weight = 1;
-  op.doc = "x [..., K] @ weight[N, K]^T + bias [N] -> [..., N]";
+  op.doc =
+      "x [..., K] @ weight[N, K]^T + bias [N] -> [..., N]; a quantized weight (q8_0, q4_k, ...) "
+      "holds whole blocks along K and gives x's dtype";
   op.meta = [](const MetaArgs& args) {
     require_float(args, 0);
-    require_same_dtype(args, 0, 1);
+    const bool quantized = is_quantized(args.input(1).dtype);
+    if (!quantized) require_same_dtype(args, 0, 1);
     require_rank_at_least(args, 0, 1);
     require_rank(args, 1, 2);
     const SymShape& x = args.input(0).shape;
     const SymShape& weight = args.input(1).shape;
     require_inner_sizes_match(args, x.back(), weight[1], "the input size K");
+    if (quantized) require_whole_blocks(args, 1);
     if (args.inputs.size() == 3) {
       require_same_dtype(args, 0, 2);
       require_rank(args, 2, 1);

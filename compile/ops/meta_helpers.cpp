@@ -42,6 +42,17 @@ void require_rank(const MetaArgs& args, size_t index, int64_t rank) {
     throw_argument_error(args, index, fmt::format("must have exactly {} dimension(s)", rank));
 }
 
+void require_whole_blocks(const MetaArgs& args, size_t index) {
+  const TensorMeta& meta = args.input(index);
+  const int64_t block = block_elements(meta.dtype);
+  if (meta.rank() < 1 || !meta.shape.back().is_constant() ||
+      meta.shape.back().constant() % block != 0)
+    throw_argument_error(args, index,
+                         fmt::format("is {}: its last size must be a constant multiple of its "
+                                     "block of {}",
+                                     dtype_name(meta.dtype), block));
+}
+
 bool sizes_equal(const SymInt& a, const SymInt& b, const char* why) {
   return (a == b).guard_bool(why);
 }

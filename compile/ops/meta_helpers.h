@@ -17,6 +17,8 @@ void require_dtype_in(const MetaArgs& args, size_t index, std::initializer_list<
 void require_same_dtype(const MetaArgs& args, size_t first, size_t second);
 void require_rank_at_least(const MetaArgs& args, size_t index, int64_t rank);
 void require_rank(const MetaArgs& args, size_t index, int64_t rank);
+// A quantized input's last size is a constant number of whole blocks of its dtype.
+void require_whole_blocks(const MetaArgs& args, size_t index);
 // True when a == b; decides symbolically, recording a guard while tracing if it must.
 bool sizes_equal(const SymInt& a, const SymInt& b, const char* why);
 // The broadcast shape of the given inputs (NumPy rules).

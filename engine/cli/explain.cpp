@@ -62,6 +62,8 @@ int run_explain(const std::vector<std::string>& args) {
   TESSERA_CHECK(plan != nullptr, "compiled mode produced no plan");
   const auto& trace = runner.compiled()->entries().at(0).trace;
   fmt::print("model {}: {}\n", config.model.model, model->config().str());
+  fmt::print("weights: {:.1f} MiB ({})\n", model->weight_bytes() / 1048576.0,
+             model->weight_formats_str());
   // As traced: the passes' custom ops enabled (rotary_embedding for the rotary-attention pass).
   fmt::print(
       "custom ops: {}; splitting ops: {}\n",

@@ -112,7 +112,9 @@ std::vector<std::shared_ptr<const CausalLM>> load_run_models(const EngineConfig&
   if (ranks == 1) {
     ModelWeights weights = load_model(load.model, LoadOptions{dtype, devices.front()});
     const int64_t positions = run_positions(load, weights.config, max_positions, devices);
-    return {create_model(std::move(weights), positions)};
+    std::shared_ptr<const CausalLM> model = create_model(std::move(weights), positions);
+    spdlog::info("weights of {}: {}", load.model, model->weight_formats_str());
+    return {model};
   }
   // The whole model is read to the host once, then each rank's shard goes to its device.
   const ModelWeights full = load_model(load.model, LoadOptions{dtype, kCPU});

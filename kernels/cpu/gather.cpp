@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/quantized_linear.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/kernel_registry.h"
 
@@ -63,6 +64,7 @@ void embedding_kernel(const KernelArgs& args) {
       }
     }
   });
+  if (is_quantized(weight.dtype())) return quantized_embedding(weight, rows.data(), count, out);
   const size_t row_bytes = static_cast<size_t>(width) * element_size(weight.dtype());
   const auto* table = static_cast<const char*>(weight.data_ptr());
   auto* result = static_cast<char*>(out.data_ptr());
@@ -83,7 +85,13 @@ void cat_kernel(const KernelArgs& args) {
   const Shape& sizes = out.sizes();
   const int64_t outer = shape_numel(std::span(sizes).first(dim));
   const int64_t inner = shape_numel(std::span(sizes).subspan(dim + 1));
-  const size_t element = element_size(out.dtype());
+  // Whole rows of blocks for a quantized dtype (its rows are cat along dim 0 only).
+  TESSERA_REQUIRE(!is_quantized(out.dtype()) || dim == 0,
+                  "cat: quantized tensors join along dim 0 only (whole rows of blocks), got dim {}",
+                  dim);
+  auto bytes_of = [&](int64_t elements) {
+    return static_cast<size_t>(storage_bytes(out.dtype(), elements));
+  };
   int64_t total = 0;
   for (size_t i = 0; i < args.inputs.size(); ++i) {
     const Tensor& input = args.inputs[i];
@@ -98,11 +106,11 @@ void cat_kernel(const KernelArgs& args) {
   TESSERA_REQUIRE(total == sizes[dim],
                   "cat: inputs add up to {} along dim {} but the output {} has {}", total, dim,
                   out.str(), sizes[dim]);
-  const size_t out_row_bytes = static_cast<size_t>(sizes[dim] * inner) * element;
+  const size_t out_row_bytes = bytes_of(sizes[dim] * inner);
   auto* result = static_cast<char*>(out.data_ptr());
   size_t column = 0;  // byte offset of the current input's block within an output row
   for (const Tensor& input : args.inputs) {
-    const size_t block_bytes = static_cast<size_t>(input.size(dim) * inner) * element;
+    const size_t block_bytes = bytes_of(input.size(dim) * inner);
     if (block_bytes > 0) {
       const auto* source = static_cast<const char*>(input.data_ptr());
       copy_rows(

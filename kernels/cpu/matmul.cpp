@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/quantized_linear.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/kernel_registry.h"
 
@@ -81,6 +82,7 @@ void linear_kernel(const KernelArgs& args) {
   const MatmulShape shape = check_linear(x, weight, bias, out);
   const int64_t n = shape.n, k = shape.k;
   if (out.numel() == 0) return;
+  if (is_quantized(weight.dtype())) return quantized_linear(x, weight, bias, out);
   // weight [N, K] read as b = weight^T [K, N]: b(kk, j) = weight[j, kk].
   const MatrixOperand weight_transposed{weight.data_ptr(), weight.dtype(), 1, k};
   gemm_to_output(shape.m, n, k, row_major(x, 0, k), weight_transposed, bias, out, 0);

@@ -28,8 +28,10 @@ decltype(auto) visit_device_dtype(DType dtype, Fn&& fn) {
       return fn.template operator()<int32_t>();
     case DType::i64:
       return fn.template operator()<int64_t>();
+    default:
+      break;
   }
-  throw Error(fmt::format("unknown dtype {}", static_cast<int>(dtype)));
+  throw Error(fmt::format("dtype {} has no element type on the device", dtype_name(dtype)));
 }
 
 // The same for float dtypes only; other dtypes throw naming the op (and instantiate nothing).

@@ -34,18 +34,17 @@ std::map<std::string, Tensor> load_expected_weights(
     if (!found) throw_missing_tensor(config, missing_from, spec, spec.name);
     const std::string described = described_tensor(spec, found->stored_name);
     TESSERA_REQUIRE(found->stored_dtype_name.empty(),
-                    "{}: tensor {} is stored as {}, which this loader cannot read; supported: F32, "
-                    "F16, BF16",
-                    found->file, described, found->stored_dtype_name);
+                    "{}: tensor {} is stored as {}, which this loader cannot read; supported: {}",
+                    found->file, described, found->stored_dtype_name, found->readable_dtype_names);
     TESSERA_REQUIRE(found->stored.shape == spec.shape,
                     "{}: tensor {} has shape {} but the config expects {} (hidden {}, heads {}/{} "
                     "kv, head_dim {}, intermediate {}, vocab {})",
                     found->file, described, shape_str(found->stored.shape), shape_str(spec.shape),
                     config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim,
                     config.intermediate_size, config.vocab_size);
-    TESSERA_REQUIRE(is_floating(found->stored.dtype),
-                    "{}: tensor {} is stored as {}; weights must be F32, F16 or BF16", found->file,
-                    described, dtype_name(found->stored.dtype));
+    TESSERA_REQUIRE(is_floating(found->stored.dtype) || is_quantized(found->stored.dtype),
+                    "{}: tensor {} is stored as {}; weights must be F32, F16, BF16 or quantized",
+                    found->file, described, dtype_name(found->stored.dtype));
     const RowOrder order =
         stored_rope_pairs && spec.rope_rows ? RowOrder::rope_pairs_to_halves : RowOrder::as_stored;
     tensors.emplace(spec.name, materialize(found->stored, options, order, config.head_dim));

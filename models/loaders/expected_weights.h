@@ -22,7 +22,8 @@ struct FoundTensor {
   StoredTensor stored;
   std::string file;               // the file holding it
   std::string stored_name;        // its name in that file ("blk.0.attn_q.weight", ...)
-  std::string stored_dtype_name;  // the file's dtype name when unsupported ("Q4_K"), else empty
+  std::string stored_dtype_name;  // the file's dtype name when unsupported ("IQ4_XS"), else empty
+  std::string readable_dtype_names = "F32, F16, BF16";  // what the loader reads, for that error
 };
 
 // Throws the error for an expected tensor the checkpoint lacks; `stored_name` is the name it was

@@ -194,21 +194,27 @@ std::string ggml_type_name(uint32_t ggml_type) {
   return fmt::format("type {}", ggml_type);
 }
 
+namespace {
+
+// The ggml type ids this reader reads, with their dtypes (quantized ones keep their blocks).
+constexpr std::pair<uint32_t, DType> kReadableTypes[] = {
+    {0, DType::f32},   {1, DType::f16},   {30, DType::bf16}, {26, DType::i32},  {27, DType::i64},
+    {2, DType::q4_0},  {3, DType::q4_1},  {6, DType::q5_0},  {7, DType::q5_1},  {8, DType::q8_0},
+    {10, DType::q2_k}, {11, DType::q3_k}, {12, DType::q4_k}, {13, DType::q5_k}, {14, DType::q6_k}};
+
+}  // namespace
+
 std::optional<DType> ggml_type_dtype(uint32_t ggml_type) {
-  switch (ggml_type) {
-    case 0:
-      return DType::f32;
-    case 1:
-      return DType::f16;
-    case 30:
-      return DType::bf16;
-    case 26:
-      return DType::i32;
-    case 27:
-      return DType::i64;
-    default:
-      return std::nullopt;
-  }
+  for (const auto& [id, dtype] : kReadableTypes)
+    if (id == ggml_type) return dtype;
+  return std::nullopt;
+}
+
+std::string readable_ggml_types() {
+  std::vector<std::string> names;
+  for (const auto& [id, dtype] : kReadableTypes)
+    if (dtype != DType::i32 && dtype != DType::i64) names.push_back(ggml_type_name(id));
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>(path)) {
@@ -281,8 +287,16 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>
 
   for (const GgufTensorInfo& info : tensors_) {
     std::optional<DType> dtype = ggml_type_dtype(info.ggml_type);
-    if (!dtype) continue;  // quantized: refused when read, with its type named
-    const std::optional<int64_t> bytes = checked_nbytes(info.shape, element_size(*dtype));
+    if (!dtype) continue;  // a type this reader cannot read: refused when read, naming it
+    // A quantized row (the file's ne[0]) is whole blocks; the bytes are blocks times block bytes.
+    TESSERA_REQUIRE(!is_quantized(*dtype) || info.shape.back() % block_elements(*dtype) == 0,
+                    "{}: tensor '{}' is {} with rows of {} values, not whole blocks of {}; the "
+                    "file is corrupt",
+                    path, info.name, ggml_type_name(info.ggml_type), info.shape.back(),
+                    block_elements(*dtype));
+    const std::optional<int64_t> numel = checked_numel(info.shape);
+    const std::optional<int64_t> bytes =
+        numel ? checked_storage_bytes(*dtype, *numel) : std::optional<int64_t>{};
     TESSERA_REQUIRE(bytes.has_value(), "{}: tensor '{}' has shape {}, whose size overflows", path,
                     info.name, shape_str(info.shape));
     const std::optional<uint64_t> start = checked_add<uint64_t>(data_offset_, info.offset);
@@ -393,9 +407,9 @@ const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
 StoredTensor GgufFile::stored(const GgufTensorInfo& info) const {
   std::optional<DType> dtype = ggml_type_dtype(info.ggml_type);
   TESSERA_REQUIRE(dtype.has_value(),
-                  "{}: tensor '{}' has type {}, which is not supported; supported: F32, F16, BF16 "
-                  "(dequantize or re-convert the model with --outtype f16/bf16/f32)",
-                  path(), info.name, ggml_type_name(info.ggml_type));
+                  "{}: tensor '{}' has type {}, which is not supported; supported: {} (re-quantize "
+                  "the model to one of them with llama.cpp's llama-quantize, e.g. Q4_K_M)",
+                  path(), info.name, ggml_type_name(info.ggml_type), readable_ggml_types());
   return StoredTensor{file_->data() + data_offset_ + info.offset, *dtype, info.shape};
 }
 

@@ -70,8 +70,9 @@ struct GgufTokenizerMetadata {
 
 class GgufFile {
  public:
-  // Parses the header, metadata and tensor infos; checks every F32/F16/BF16/I32/I64 tensor's data
-  // lies inside the file. Errors name the file and the field or tensor.
+  // Parses the header, metadata and tensor infos; checks every readable tensor's data lies inside
+  // the file (a quantized one: whole blocks per row). Errors name the file and the field or
+  // tensor.
   explicit GgufFile(const std::string& path);
 
   const std::string& path() const { return file_->path(); }
@@ -100,7 +101,8 @@ class GgufFile {
   // Tensors, in file order.
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(const std::string& name) const;
-  // The bytes of an F32/F16/BF16/I32/I64 tensor; throws naming the tensor and its type otherwise.
+  // The bytes of a readable tensor (ggml_type_dtype); throws naming the tensor, its type and the
+  // readable types otherwise.
   StoredTensor stored(const GgufTensorInfo& info) const;
 
   // tokenizer.ggml.*; throws naming the file when it has no tokenizer.ggml.tokens.
@@ -118,7 +120,10 @@ class GgufFile {
   std::map<std::string, size_t> tensor_index_;
 };
 
-// The DType of a ggml type id when Tessera can read it directly.
+// The DType of a ggml type id when Tessera can read it: F32, F16, BF16, I32, I64, and the
+// quantized Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K (kept in their blocks).
 std::optional<DType> ggml_type_dtype(uint32_t ggml_type);
+// The readable float and quantized type names, "F32, F16, ..., Q6_K", for error messages.
+std::string readable_ggml_types();
 
 }  // namespace tessera::loaders

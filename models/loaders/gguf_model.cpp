@@ -101,7 +101,7 @@ bool output_is_embedding(const GgufFile& file) {
     return false;
   const StoredTensor a = file.stored(*embedding);
   const StoredTensor b = file.stored(*output);
-  const size_t bytes = static_cast<size_t>(shape_numel(a.shape)) * element_size(a.dtype);
+  const size_t bytes = static_cast<size_t>(storage_bytes(a.dtype, shape_numel(a.shape)));
   return std::memcmp(a.data, b.data, bytes) == 0;
 }
 
@@ -148,7 +148,7 @@ ModelConfig config_from_metadata(const GgufFile& file, const GgufArchitecture& a
     config.eos_token_ids = {file.get_int("tokenizer.ggml.eos_token_id")};
   if (const GgufTensorInfo* embedding = file.find_tensor("token_embd.weight"))
     if (std::optional<DType> dtype = ggml_type_dtype(embedding->ggml_type))
-      config.checkpoint_dtype = *dtype;
+      if (is_floating(*dtype)) config.checkpoint_dtype = *dtype;  // quantized: the run's default
   config.check_limits(file.path());
   if (const GgufTensorInfo* table = file.find_tensor("rope_freqs.weight"))
     config.rope_scaling = recover_llama3_scaling(file, *table, config);
@@ -220,6 +220,7 @@ ModelWeights load_gguf_model(const std::string& path, const LoadOptions& options
     } else {
       found.stored.shape = info->shape;
       found.stored_dtype_name = ggml_type_name(info->ggml_type);
+      found.readable_dtype_names = readable_ggml_types();
     }
     return found;
   };

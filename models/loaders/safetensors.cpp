@@ -160,8 +160,11 @@ const char* safetensors_dtype_name(DType dtype) {
       return "I32";
     case DType::i64:
       return "I64";
+    default:
+      break;
   }
-  return "F32";
+  throw Error(
+      fmt::format("safetensors cannot store {} tensors; dequantize them first", dtype_name(dtype)));
 }
 
 void save_safetensors(const std::string& path,

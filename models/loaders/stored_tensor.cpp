@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "kernels/quant/block_format.h"
 #include "runtime/check.h"
 #include "runtime/cpu/parallel.h"
 
@@ -27,8 +28,8 @@ void convert_run(const std::byte* source, Target* target, int64_t count) {
 template <typename SourceRowFn>
 void convert_rows(const StoredTensor& stored, void* out, DType target_dtype, int64_t rows,
                   int64_t row_elements, SourceRowFn source_row) {
-  const size_t source_row_bytes = static_cast<size_t>(row_elements) * element_size(stored.dtype);
-  const size_t target_row_bytes = static_cast<size_t>(row_elements) * element_size(target_dtype);
+  const size_t source_row_bytes = static_cast<size_t>(storage_bytes(stored.dtype, row_elements));
+  const size_t target_row_bytes = static_cast<size_t>(storage_bytes(target_dtype, row_elements));
   auto* out_bytes = static_cast<std::byte*>(out);
   // Roughly 1 MiB of output per chunk: big tensors convert on every core.
   const int64_t min_rows = std::max<int64_t>(1, (1 << 20) / std::max<size_t>(target_row_bytes, 1));
@@ -62,24 +63,43 @@ int64_t rope_pairs_source_row(int64_t row, int64_t head_dim) {
   return head * head_dim + 2 * pair_index + pair_member;
 }
 
+namespace {
+
+// A 1-D quantized tensor (a norm or bias some quantizer did not keep in F32): its values in f32,
+// which materialize() then casts like any stored f32 tensor.
+Tensor dequantized_vector(const StoredTensor& stored, const LoadOptions& options) {
+  Tensor values = Tensor::empty(stored.shape, DType::f32, kCPU);
+  quant::dequantize_blocks(stored.dtype, stored.data, values.data<float>(),
+                           values.numel() / block_elements(stored.dtype));
+  return materialize(
+      StoredTensor{static_cast<const std::byte*>(values.data_ptr()), DType::f32, stored.shape},
+      options);
+}
+
+}  // namespace
+
 Tensor materialize(const StoredTensor& stored, const LoadOptions& options, RowOrder order,
                    int64_t head_dim) {
+  const bool quantized = is_quantized(stored.dtype);
+  if (quantized && stored.shape.size() == 1) return dequantized_vector(stored, options);
+  // A quantized matrix keeps its blocks: the kernels of linear and embedding read them.
+  const DType target = quantized ? stored.dtype : options.dtype;
   const bool both_float = is_floating(stored.dtype) && is_floating(options.dtype);
-  TESSERA_REQUIRE(both_float || stored.dtype == options.dtype,
+  TESSERA_REQUIRE(both_float || quantized || stored.dtype == options.dtype,
                   "cannot convert a stored {} tensor to {}: only floating-point weights are cast",
                   dtype_name(stored.dtype), dtype_name(options.dtype));
   // Rows are dim 0; a 1-D tensor (a bias) has one element per row.
   const int64_t rows = stored.shape.empty() ? 1 : stored.shape[0];
   const int64_t row_elements = rows == 0 ? 0 : shape_numel(stored.shape) / rows;
-  Tensor host = Tensor::empty(stored.shape, options.dtype, kCPU);
+  Tensor host = Tensor::empty(stored.shape, target, kCPU);
   if (host.numel() == 0) return host.to(options.device);
   if (order == RowOrder::rope_pairs_to_halves) {
     TESSERA_CHECK(head_dim > 0 && head_dim % 2 == 0 && rows % head_dim == 0,
                   "rope row reorder of {} rows with head_dim {}", rows, head_dim);
-    convert_rows(stored, host.data_ptr(), options.dtype, rows, row_elements,
+    convert_rows(stored, host.data_ptr(), target, rows, row_elements,
                  [&](int64_t row) { return rope_pairs_source_row(row, head_dim); });
   } else {
-    convert_rows(stored, host.data_ptr(), options.dtype, rows, row_elements,
+    convert_rows(stored, host.data_ptr(), target, rows, row_elements,
                  [](int64_t row) { return row; });
   }
   return host.to(options.device);

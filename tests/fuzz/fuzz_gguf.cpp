@@ -1,8 +1,8 @@
 // Fuzz target: a GGUF file, read by GgufFile (header, typed metadata, tensor infos, every
-// supported tensor copied out), loaded as a model and as its embedded tokenizer, which encodes
-// and decodes a short text. The custom mutator parses the layout (counts, typed key/values,
-// tensor dims, types and offsets, aligned data) and mutates those fields directly, falling back on
-// byte mutations when the input does not parse.
+// supported tensor copied out, quantized ones in their blocks), loaded as a model and as its
+// embedded tokenizer, which encodes and decodes a short text. The custom mutator parses the layout
+// (counts, typed key/values, tensor dims, types and offsets, aligned data) and mutates those fields
+// directly, falling back on byte mutations when the input does not parse.
 #include <cstring>
 #include <random>
 #include <string>
@@ -211,7 +211,9 @@ void mutate_value(KeyValue& item, std::minstd_rand& random) {
 }
 
 void mutate_tensor(TensorInfo& info, std::minstd_rand& random) {
-  static const uint32_t types[] = {0, 1, 30, 26, 27, 2, 8, 12, 28, 99};
+  // Float, integer, every quantized type the loader reads, and ones it refuses (Q8_1, IQ4_XS, F64).
+  static const uint32_t types[] = {0,  1,  30, 26, 27, 2, 3,  6,  7, 8,
+                                   10, 11, 12, 13, 14, 9, 23, 28, 99};
   switch (random() % 4) {
     case 0:
       if (info.dims.empty() || random() % 4 == 0) {
@@ -260,8 +262,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       [&] {
         loaders::GgufFile file(path);
         for (const loaders::GgufTensorInfo& info : file.tensors()) {
+          // Quantized tensors are copied in their blocks (1-D ones dequantized), the rest cast.
           const std::optional<DType> dtype = loaders::ggml_type_dtype(info.ggml_type);
-          if (dtype && is_floating(*dtype)) loaders::materialize(file.stored(info), LoadOptions{});
+          if (dtype && (is_floating(*dtype) || is_quantized(*dtype)))
+            loaders::materialize(file.stored(info), LoadOptions{});
         }
         if (file.has("tokenizer.ggml.tokens")) file.tokenizer_metadata();
       },

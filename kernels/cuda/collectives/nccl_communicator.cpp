@@ -148,6 +148,8 @@ nccl::DataType nccl_type(DType dtype, const char* op) {
       return nccl::kInt32;
     case DType::i64:
       return nccl::kInt64;
+    default:
+      break;
   }
   throw Error(fmt::format("{}: {} has no {} dtype", op, dtype_name(dtype), kLibraryName));
 }

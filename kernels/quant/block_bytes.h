@@ -1,0 +1,39 @@
+// Reading ggml blocks: little-endian fields at fixed offsets of an unaligned block.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "runtime/half.h"
+
+namespace tessera::quant {
+
+inline float read_half(const std::byte* at) {
+  uint16_t bits;
+  std::memcpy(&bits, at, sizeof(bits));
+  return Half::to_float(bits);
+}
+
+inline const uint8_t* bytes_at(const std::byte* block, size_t offset) {
+  return reinterpret_cast<const uint8_t*>(block + offset);
+}
+
+// The 6-bit scales and mins of the eight sub-blocks of a q4_k/q5_k super-block, packed in 12
+// bytes: bytes 0-3 hold the low 6 bits of scales 0-3 (their top 2 bits: the high bits of scales
+// 4-7), bytes 4-7 the same for the mins, bytes 8-11 the low 4 bits of scale (low nibble) and min
+// (high nibble) 4-7.
+// Read branch-free as three little-endian words (bytes 0-3, 4-7, 8-11).
+inline void k_scales_and_mins(const uint8_t* packed, uint8_t* scales, uint8_t* mins) {
+  uint32_t words[3];
+  std::memcpy(words, packed, sizeof(words));
+  const uint32_t low_scales = words[0] & 0x3f3f3f3f, low_mins = words[1] & 0x3f3f3f3f;
+  const uint32_t high_scales = (words[2] & 0x0f0f0f0f) | (((words[0] >> 6) & 0x03030303) << 4);
+  const uint32_t high_mins = ((words[2] >> 4) & 0x0f0f0f0f) | (((words[1] >> 6) & 0x03030303) << 4);
+  std::memcpy(scales, &low_scales, 4);
+  std::memcpy(scales + 4, &high_scales, 4);
+  std::memcpy(mins, &low_mins, 4);
+  std::memcpy(mins + 4, &high_mins, 4);
+}
+
+}  // namespace tessera::quant

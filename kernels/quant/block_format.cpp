@@ -1,0 +1,120 @@
+#include "kernels/quant/block_format.h"
+
+#include <array>
+#include <cmath>
+
+#include "runtime/check.h"
+
+namespace tessera::quant {
+namespace {
+
+constexpr size_t kDTypeCount = static_cast<size_t>(DType::q6_k) + 1;
+
+std::array<BlockFormat, kDTypeCount>& registered() {
+  static std::array<BlockFormat, kDTypeCount> formats{};
+  return formats;
+}
+
+// The groups of one block: quants, and a scale and min per group of kGroupElements.
+struct UnpackedBlock {
+  int8_t quants[kMaxBlockElements];
+  float scales[kMaxBlockElements / kGroupElements];
+  float mins[kMaxBlockElements / kGroupElements];
+};
+
+bool cpu_has_avx2_fma_f16c() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                                __builtin_cpu_supports("f16c");
+  return supported;
+}
+
+}  // namespace
+
+bool register_block_format(const BlockFormat& format) {
+  TESSERA_CHECK(is_quantized(format.dtype) && format.unpack != nullptr,
+                "block format {} registered without a quantized dtype or an unpack",
+                format.gguf_name);
+  BlockFormat& slot = registered()[static_cast<size_t>(format.dtype)];
+  TESSERA_CHECK(slot.unpack == nullptr, "block format {} registered twice", format.gguf_name);
+  TESSERA_CHECK(block_elements(format.dtype) % kGroupElements == 0 &&
+                    block_elements(format.dtype) <= kMaxBlockElements,
+                "block format {}: {} elements per block", format.gguf_name,
+                block_elements(format.dtype));
+  slot = format;
+  return true;
+}
+
+const BlockFormat& block_format(DType dtype) {
+  TESSERA_CHECK(is_quantized(dtype), "block_format of plain dtype {}", dtype_name(dtype));
+  const BlockFormat& format = registered()[static_cast<size_t>(dtype)];
+  TESSERA_CHECK(format.unpack != nullptr, "no block format registered for {}", dtype_name(dtype));
+  return format;
+}
+
+const BlockFormat* block_format_for_ggml(uint32_t ggml_type) {
+  for (const BlockFormat& format : registered())
+    if (format.unpack != nullptr && format.ggml_type == ggml_type) return &format;
+  return nullptr;
+}
+
+std::vector<const BlockFormat*> block_formats() {
+  std::vector<const BlockFormat*> formats;
+  for (const BlockFormat& format : registered())
+    if (format.unpack != nullptr) formats.push_back(&format);
+  return formats;
+}
+
+void dequantize_blocks(DType dtype, const std::byte* blocks, float* out, int64_t blocks_count) {
+  const BlockFormat& format = block_format(dtype);
+  const int64_t elements = block_elements(dtype);
+  const size_t bytes = block_bytes(dtype);
+  UnpackedBlock unpacked;
+  for (int64_t b = 0; b < blocks_count; ++b) {
+    format.unpack(blocks + b * bytes, unpacked.quants, unpacked.scales, unpacked.mins);
+    float* values = out + b * elements;
+    for (int64_t i = 0; i < elements; ++i) {
+      const int64_t group = i / kGroupElements;
+      // Separate multiply and subtract, as llama.cpp rounds them (never fused).
+      const float scaled = unpacked.scales[group] * static_cast<float>(unpacked.quants[i]);
+      values[i] = scaled - unpacked.mins[group];
+    }
+  }
+}
+
+float portable_row_dot(DType dtype, const std::byte* weight, const ActivationRow& activation,
+                       int64_t blocks) {
+  const BlockFormat& format = block_format(dtype);
+  const int64_t elements = block_elements(dtype);
+  const size_t bytes = block_bytes(dtype);
+  UnpackedBlock unpacked;
+  float total = 0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    format.unpack(weight + b * bytes, unpacked.quants, unpacked.scales, unpacked.mins);
+    for (int64_t group = 0; group < elements / kGroupElements; ++group) {
+      const int64_t first = group * kGroupElements;
+      const int64_t element = b * elements + first;
+      int32_t products = 0;
+      for (int i = 0; i < kGroupElements; ++i)
+        products += int32_t{unpacked.quants[first + i]} * activation.quants[element + i];
+      const int16_t activation_sum = activation.group_sums[element / kActivationGroupElements];
+      total += activation.scales[element / kActivationBlockElements] *
+               (unpacked.scales[group] * static_cast<float>(products) -
+                unpacked.mins[group] * static_cast<float>(activation_sum));
+    }
+  }
+  return total;
+}
+
+RowDotFn vectorized_row_dot(DType dtype) {
+  const BlockFormat& format = block_format(dtype);
+  return cpu_has_avx2_fma_f16c() ? format.avx2_dot : nullptr;
+}
+
+float row_dot(DType dtype, const std::byte* weight, const ActivationRow& activation,
+              int64_t blocks) {
+  if (RowDotFn vectorized = vectorized_row_dot(dtype))
+    return vectorized(weight, activation, blocks);
+  return portable_row_dot(dtype, weight, activation, blocks);
+}
+
+}  // namespace tessera::quant

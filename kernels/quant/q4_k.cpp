@@ -1,0 +1,70 @@
+// Q4_K: super-blocks of 256 (144 bytes): f16 d and dmin, 12 bytes of 6-bit scales and mins
+// (block_bytes.h: k_scales_and_mins), 128 bytes of 4-bit quants. Sub-block s of 32 takes the low
+// (even s) or high (odd s) nibbles of bytes 32 * (s / 2) + i; value = d * scale * quant - dmin *
+// min.
+#include "kernels/quant/avx2_dot.h"
+#include "kernels/quant/block_bytes.h"
+#include "kernels/quant/block_format.h"
+
+namespace tessera::quant {
+namespace {
+
+constexpr size_t kBlockBytes = 144;
+
+void unpack(const std::byte* block, int8_t* quants, float* scales, float* mins) {
+  const float d = read_half(block);
+  const float dmin = read_half(block + 2);
+  uint8_t sub_scales[8], sub_mins[8];
+  k_scales_and_mins(bytes_at(block, 4), sub_scales, sub_mins);
+  const uint8_t* packed = bytes_at(block, 16);
+  for (int sub = 0; sub < 8; ++sub) {
+    const int scale = sub_scales[sub], min = sub_mins[sub];
+    const uint8_t* source = packed + 32 * (sub / 2);
+    for (int i = 0; i < 32; ++i)
+      quants[32 * sub + i] = static_cast<int8_t>(sub % 2 == 0 ? source[i] & 0x0F : source[i] >> 4);
+    scales[2 * sub] = scales[2 * sub + 1] = d * static_cast<float>(scale);
+    mins[2 * sub] = mins[2 * sub + 1] = dmin * static_cast<float>(min);
+  }
+}
+
+// One activation scale per super-block: the eight sub-blocks' products, times their 6-bit scales,
+// add up in int32 before one conversion; the mins times the activation's group sums (each min
+// twice, for the two groups of 16 of its sub-block) are one multiply-add.
+TESSERA_QUANT_AVX2 float dot_avx2(const std::byte* weight, const ActivationRow& activation,
+                                  int64_t blocks) {
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+  __m256 total = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const std::byte* block = weight + b * kBlockBytes;
+    const int8_t* x = activation.quants + 256 * b;
+    const uint8_t* packed = bytes_at(block, 16);
+    uint8_t scales[8], mins[8];
+    k_scales_and_mins(bytes_at(block, 4), scales, mins);
+    __m256i sums = _mm256_setzero_si256();
+    for (int pair = 0; pair < 4; ++pair) {
+      const __m256i q = avx2_load(packed + 32 * pair);
+      const __m256i quants[2] = {_mm256_and_si256(q, low_nibbles),
+                                 _mm256_and_si256(_mm256_srli_epi16(q, 4), low_nibbles)};
+      for (int half = 0; half < 2; ++half) {
+        const int sub = 2 * pair + half;
+        const __m256i products = _mm256_maddubs_epi16(quants[half], avx2_load(x + 32 * sub));
+        sums = _mm256_add_epi32(sums, _mm256_madd_epi16(products, _mm256_set1_epi16(scales[sub])));
+      }
+    }
+    const __m128i min_bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins));
+    const __m256i min_pairs = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(min_bytes, min_bytes));
+    const __m256i min_products =
+        _mm256_madd_epi16(min_pairs, avx2_load(activation.group_sums + 16 * b));
+    const float activation_scale = activation.scales[8 * b];
+    total = _mm256_fmadd_ps(_mm256_set1_ps(avx2_half(block) * activation_scale),
+                            _mm256_cvtepi32_ps(sums), total);
+    total = _mm256_fmadd_ps(_mm256_set1_ps(-avx2_half(block + 2) * activation_scale),
+                            _mm256_cvtepi32_ps(min_products), total);
+  }
+  return avx2_sum(total);
+}
+
+TESSERA_REGISTER_BLOCK_FORMAT((BlockFormat{DType::q4_k, 12, "Q4_K", unpack, dot_avx2}));
+
+}  // namespace
+}  // namespace tessera::quant

@@ -1,0 +1,202 @@
+// The quantized block formats against llama.cpp, and the CPU kernels that read them:
+// - dequantization of every format equals llama.cpp's dequantize_row_* bit for bit, on blocks
+//   whose scales are zero, negative zero, subnormal, the largest f16 and random
+//   (tests/data/quant/formats, written by tests/quant_reference/make_references.sh);
+// - the vectorized dot products equal the portable ones;
+// - linear with a quantized weight equals float64 of the dequantized weight within the bound of
+//   the 8-bit activation rounding, for decode rows (dot products) and prefill rows (tiled GEMM);
+// - embedding of a quantized table gives the dequantized rows.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+#include "compile/ops/ops.h"
+#include "kernels/cpu/quantized_linear.h"
+#include "kernels/quant/block_format.h"
+#include "runtime/check.h"
+#include "runtime/half.h"
+
+namespace tessera {
+namespace {
+
+const std::string kFormats = std::string(TESSERA_SOURCE_DIR) + "/tests/data/quant/formats/";
+
+std::vector<char> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path;
+  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Byte offsets of each format's f16 scale fields (d, and dmin or m where it has one).
+std::vector<size_t> scale_offsets(DType dtype) {
+  switch (dtype) {
+    case DType::q4_1:
+    case DType::q5_1:
+    case DType::q4_k:
+    case DType::q5_k:
+      return {0, 2};
+    case DType::q2_k:
+      return {80, 82};
+    case DType::q3_k:
+      return {108};
+    case DType::q6_k:
+      return {208};
+    default:
+      return {0};
+  }
+}
+
+// `count` blocks of random bytes whose scales are random in [0.001, 0.03]: values of ordinary
+// weights, so the dot products are compared where they are meaningful.
+std::vector<std::byte> random_blocks(DType dtype, int64_t count, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<float> scale(0.001f, 0.03f);
+  std::vector<std::byte> blocks(static_cast<size_t>(count) * block_bytes(dtype));
+  for (std::byte& b : blocks) b = static_cast<std::byte>(random() & 0xFF);
+  for (int64_t b = 0; b < count; ++b)
+    for (size_t offset : scale_offsets(dtype)) {
+      const uint16_t bits = Half(scale(random)).bits;
+      std::memcpy(blocks.data() + b * block_bytes(dtype) + offset, &bits, 2);
+    }
+  return blocks;
+}
+
+std::vector<float> random_floats(int64_t count, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(count));
+  for (float& v : values) v = normal(random);
+  return values;
+}
+
+class QuantizedFormat : public ::testing::TestWithParam<DType> {};
+
+TEST_P(QuantizedFormat, DequantizesAsLlamaCppBitForBit) {
+  const DType dtype = GetParam();
+  const std::vector<char> blocks = read_file(kFormats + dtype_name(dtype) + ".blocks");
+  const std::vector<char> expected = read_file(kFormats + dtype_name(dtype) + ".f32");
+  ASSERT_EQ(blocks.size() % block_bytes(dtype), 0u);
+  const int64_t count = static_cast<int64_t>(blocks.size() / block_bytes(dtype));
+  ASSERT_EQ(expected.size(), static_cast<size_t>(count * block_elements(dtype)) * sizeof(float));
+  std::vector<float> values(static_cast<size_t>(count * block_elements(dtype)));
+  quant::dequantize_blocks(dtype, reinterpret_cast<const std::byte*>(blocks.data()), values.data(),
+                           count);
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint32_t got, want;
+    std::memcpy(&got, &values[i], 4);
+    std::memcpy(&want, expected.data() + 4 * i, 4);
+    ASSERT_EQ(got, want) << dtype_name(dtype) << " value " << i << " (block "
+                         << i / block_elements(dtype) << "): " << values[i] << " vs llama.cpp's "
+                         << std::bit_cast<float>(want);
+  }
+}
+
+// The formats with a vectorized dot product.
+std::vector<DType> vectorized_formats() {
+  std::vector<DType> dtypes;
+  for (const quant::BlockFormat* format : quant::block_formats())
+    if (format->avx2_dot != nullptr) dtypes.push_back(format->dtype);
+  return dtypes;
+}
+
+class VectorizedFormat : public ::testing::TestWithParam<DType> {};
+
+TEST_P(VectorizedFormat, Avx2DotEqualsPortable) {
+  const DType dtype = GetParam();
+  const quant::BlockFormat& format = quant::block_format(dtype);
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    GTEST_SKIP() << "this CPU has no AVX2";
+  const int64_t blocks = 12, k = blocks * block_elements(dtype);
+  const std::vector<std::byte> weight = random_blocks(dtype, blocks, 7);
+  std::vector<int8_t> quants(k);
+  std::vector<float> scales(k / quant::kActivationBlockElements);
+  std::vector<int16_t> group_sums(k / quant::kActivationGroupElements);
+  quant::quantize_activation(random_floats(k, 3).data(), k, block_elements(dtype), quants.data(),
+                             scales.data(), group_sums.data());
+  const quant::ActivationRow row{quants.data(), scales.data(), group_sums.data()};
+  const float portable = quant::portable_row_dot(dtype, weight.data(), row, blocks);
+  const float vectorized = format.avx2_dot(weight.data(), row, blocks);
+  EXPECT_NEAR(vectorized, portable, 1e-5 * (1 + std::fabs(portable))) << dtype_name(dtype);
+}
+
+// out = x @ w^T against float64 of the dequantized weight. Decode rows quantize x to 8 bits with
+// a step of scale = max|x| / 127 per weight block (32 or 256 values), so each value is off by at
+// most scale / 2 and an output by at most sum over blocks of scale / 2 * sum |w| there; f32
+// accumulation adds far less than the 1e-5 relative slack.
+TEST_P(QuantizedFormat, LinearMatchesFloat64OfDequantizedWeight) {
+  const DType dtype = GetParam();
+  const int64_t k = 512, n = 24;
+  const std::vector<std::byte> blocks = random_blocks(dtype, n * k / block_elements(dtype), 11);
+  std::vector<float> dequantized(static_cast<size_t>(n * k));
+  quant::dequantize_blocks(dtype, blocks.data(), dequantized.data(), n * k / block_elements(dtype));
+  Tensor weight = Tensor::empty({n, k}, dtype);
+  std::memcpy(weight.data_ptr(), blocks.data(), blocks.size());
+  for (int64_t m : {int64_t{1}, int64_t{3}, cpu::kQuantizedDotMaxRows + 5}) {
+    const std::vector<float> x_values = random_floats(m * k, 5 + static_cast<uint32_t>(m));
+    Tensor out = ops::linear(Tensor::from_floats(x_values, {m, k}), weight);
+    const std::vector<float> got = out.to_floats();
+    const bool dot_path = m <= cpu::kQuantizedDotMaxRows;
+    for (int64_t row = 0; row < m; ++row)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0, magnitude = 0, rounding = 0;
+        const int64_t group = block_elements(dtype);
+        for (int64_t b = 0; b < k / group; ++b) {
+          double largest = 0, weight_sum = 0;
+          for (int64_t i = group * b; i < group * (b + 1); ++i) {
+            const double xv = x_values[row * k + i], wv = dequantized[j * k + i];
+            want += xv * wv;
+            magnitude += std::fabs(xv * wv);
+            largest = std::max(largest, std::fabs(xv));
+            weight_sum += std::fabs(wv);
+          }
+          rounding += largest / 127 / 2 * weight_sum;
+        }
+        const double bound = (dot_path ? rounding : 0) + 1e-5 * magnitude;
+        ASSERT_NEAR(got[row * n + j], want, bound)
+            << dtype_name(dtype) << " row " << row << " of " << m << ", output " << j;
+      }
+  }
+}
+
+TEST_P(QuantizedFormat, EmbeddingGivesDequantizedRows) {
+  const DType dtype = GetParam();
+  const int64_t vocab = 6, width = 256;
+  const std::vector<std::byte> blocks =
+      random_blocks(dtype, vocab * width / block_elements(dtype), 13);
+  Tensor table = Tensor::empty({vocab, width}, dtype);
+  std::memcpy(table.data_ptr(), blocks.data(), blocks.size());
+  std::vector<float> dequantized(static_cast<size_t>(vocab * width));
+  quant::dequantize_blocks(dtype, blocks.data(), dequantized.data(),
+                           vocab * width / block_elements(dtype));
+  const std::vector<int64_t> ids{4, 0, 4, 5};
+  Tensor rows = ops::embedding(table, Tensor::from_ints(ids, {4}));
+  ASSERT_EQ(rows.dtype(), DType::f32);
+  const std::vector<float> got = rows.to_floats();
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int64_t c = 0; c < width; ++c)
+      ASSERT_EQ(got[i * width + c], dequantized[ids[i] * width + c]) << dtype_name(dtype);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ggml, QuantizedFormat, ::testing::ValuesIn(kQuantizedDTypes),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Ggml, VectorizedFormat, ::testing::ValuesIn(vectorized_formats()),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(QuantizedLinear, RefusesRowsThatAreNotWholeBlocks) {
+  Tensor weight = Tensor::empty({4, 256}, DType::q4_k);
+  std::memset(weight.data_ptr(), 0, weight.nbytes());
+  try {
+    ops::linear(Tensor::from_floats(random_floats(2 * 128, 1), {2, 128}), weight.view({8, 128}));
+    FAIL() << "a q4_k weight of rows 128 wide was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("q4_k"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace tessera
