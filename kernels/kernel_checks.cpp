@@ -96,7 +96,10 @@ MatmulShape check_linear(const Tensor& x, const Tensor& weight, const Tensor* bi
   return shape;
 }
 
-void check_embedding(const Tensor& weight, const Tensor& ids, const Tensor& out) {
+EmbeddingArgs check_embedding(const KernelArgs& args) {
+  const Tensor& weight = args.inputs[0];
+  const Tensor& ids = args.inputs[1];
+  const Tensor& out = args.outputs[0];
   TESSERA_REQUIRE(weight.dim() == 2, "embedding: weight must be [V, D], got shape {}",
                   shape_str(weight.sizes()));
   TESSERA_REQUIRE(ids.dtype() == DType::i32 || ids.dtype() == DType::i64,
@@ -109,6 +112,19 @@ void check_embedding(const Tensor& weight, const Tensor& ids, const Tensor& out)
   Shape expected = ids.sizes();
   expected.push_back(weight.size(1));
   require_sizes("embedding", "output", out, expected);
+  return EmbeddingArgs{weight,
+                       ids,
+                       out,
+                       weight.size(0),
+                       weight.size(1),
+                       ids.numel(),
+                       args.attributes.get_int("vocab_start")};
+}
+
+LinearArgs check_linear(const KernelArgs& args) {
+  const Tensor* bias = args.inputs.size() == 3 ? &args.inputs[2] : nullptr;
+  const MatmulShape shape = check_linear(args.inputs[0], args.inputs[1], bias, args.outputs[0]);
+  return LinearArgs{args.inputs[0], args.inputs[1], bias, args.outputs[0], shape};
 }
 
 RotaryShape check_rotary_embedding(const KernelArgs& args, bool strided_rows) {

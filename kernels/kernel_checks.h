@@ -30,7 +30,27 @@ MatmulShape check_matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 MatmulShape check_linear(const Tensor& x, const Tensor& weight, const Tensor* bias,
                          const Tensor& out);
 
-void check_embedding(const Tensor& weight, const Tensor& ids, const Tensor& out);
+// The linear kernel's arguments (x, weight[, bias] -> out), checked; `shape` is {rows, N, K}.
+struct LinearArgs {
+  const Tensor& x;
+  const Tensor& weight;
+  const Tensor* bias;
+  const Tensor& out;
+  MatmulShape shape;
+};
+LinearArgs check_linear(const KernelArgs& args);
+
+// The embedding kernel's arguments (weight [V, D], ids -> out [..., D]), checked.
+struct EmbeddingArgs {
+  const Tensor& weight;
+  const Tensor& ids;
+  const Tensor& out;
+  int64_t vocab = 0, width = 0, count = 0;
+  // The first row of a vocabulary shard this table holds (ids outside it give zero rows); < 0:
+  // the whole table, where an id outside it is an error.
+  int64_t vocab_start = -1;
+};
+EmbeddingArgs check_embedding(const KernelArgs& args);
 
 // rotary_embedding (positions [T] i32/i64, query [T, Hq * head_size], key [T, Hk * head_size],
 // cos_sin_cache [max_position, rot_dim]) -> (query_out, key_out) of the query's and key's shapes

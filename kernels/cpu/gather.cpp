@@ -34,14 +34,10 @@ void copy_rows(int64_t count, size_t row_bytes, const SourceFn& source,
 }
 
 void embedding_kernel(const KernelArgs& args) {
-  const Tensor& weight = args.inputs[0];
-  const Tensor& ids = args.inputs[1];
-  const Tensor& out = args.outputs[0];
-  check_embedding(weight, ids, out);
-  const int64_t vocab = weight.size(0);
-  const int64_t width = weight.size(1);
-  const int64_t count = ids.numel();
-  const int64_t vocab_start = args.attributes.get_int("vocab_start");
+  const EmbeddingArgs embedding = check_embedding(args);
+  const Tensor &weight = embedding.weight, &ids = embedding.ids, &out = embedding.out;
+  const int64_t vocab = embedding.vocab, width = embedding.width, count = embedding.count;
+  const int64_t vocab_start = embedding.vocab_start;
   if (out.numel() == 0) return;
   // Ids are read into int64 and checked all before any row is copied; a shard's ids outside it
   // become -1, a zero row.

@@ -432,11 +432,10 @@ void matmul_entry(const KernelArgs& args) {
 }
 
 void linear_entry(const KernelArgs& args) {
-  const Tensor& x = args.inputs[0];
-  const Tensor& weight = args.inputs[1];
-  const Tensor* bias = args.inputs.size() == 3 ? &args.inputs[2] : nullptr;
-  const Tensor& out = args.outputs[0];
-  const MatmulShape shape = check_linear(x, weight, bias, out);
+  const LinearArgs linear = check_linear(args);
+  const Tensor &x = linear.x, &weight = linear.weight, &out = linear.out;
+  const Tensor* bias = linear.bias;
+  const MatmulShape& shape = linear.shape;
   const int64_t n = shape.n, k = shape.k;
   if (out.numel() == 0) return;
   const int64_t rows = shape.m;

@@ -74,14 +74,11 @@ __global__ void embedding_kernel(int64_t count, int64_t vocab, int64_t vocab_sta
 }
 
 void embedding_entry(const KernelArgs& args) {
-  const Tensor& weight = args.inputs[0];
-  const Tensor& ids = args.inputs[1];
-  const Tensor& out = args.outputs[0];
-  check_embedding(weight, ids, out);
-  const int64_t vocab = weight.size(0);
-  const int64_t width = weight.size(1);
-  const int64_t count = ids.numel();
-  const int64_t vocab_start = std::max<int64_t>(args.attributes.get_int("vocab_start"), 0);
+  const EmbeddingArgs embedding = check_embedding(args);
+  const Tensor &weight = embedding.weight, &ids = embedding.ids, &out = embedding.out;
+  const int64_t vocab = embedding.vocab, width = embedding.width, count = embedding.count;
+  // The whole table is the shard that starts at 0 (an id outside it gives a zero row).
+  const int64_t vocab_start = std::max<int64_t>(embedding.vocab_start, 0);
   if (out.numel() == 0) return;
   const auto row_bytes = static_cast<uintptr_t>(width * element_size(weight.dtype()));
   const size_t chunk_bytes =
