@@ -1,5 +1,5 @@
-// The front end's request parser alone (engine/server/http/http_request_parser.h): requests fed a byte
-// at a time, pipelined requests, chunked bodies, 100-continue, keep-alive by version, and the
+// The front end's request parser alone (engine/server/http/http_request_parser.h): requests fed a
+// byte at a time, pipelined requests, chunked bodies, 100-continue, keep-alive by version, and the
 // refusals RFC 9112 asks for. tests/serving/test_hostile_clients.cpp drives it through the server.
 #include <gtest/gtest.h>
 
