@@ -36,4 +36,18 @@ inline void k_scales_and_mins(const uint8_t* packed, uint8_t* scales, uint8_t* m
   std::memcpy(mins + 4, &high_mins, 4);
 }
 
+// The head of a q4_k/q5_k super-block (f16 d and dmin, then the packed 6-bit scales and mins) as
+// unpack's per-16-value scales and mins: d * scale and dmin * min of each 32-value sub-block,
+// twice.
+inline void k_sub_block_scales(const std::byte* block, float* scales, float* mins) {
+  const float d = read_half(block);
+  const float dmin = read_half(block + 2);
+  uint8_t sub_scales[8], sub_mins[8];
+  k_scales_and_mins(bytes_at(block, 4), sub_scales, sub_mins);
+  for (int sub = 0; sub < 8; ++sub) {
+    scales[2 * sub] = scales[2 * sub + 1] = d * static_cast<float>(sub_scales[sub]);
+    mins[2 * sub] = mins[2 * sub + 1] = dmin * static_cast<float>(sub_mins[sub]);
+  }
+}
+
 }  // namespace tessera::quant

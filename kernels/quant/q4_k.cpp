@@ -12,18 +12,12 @@ namespace {
 constexpr size_t kBlockBytes = 144;
 
 void unpack(const std::byte* block, int8_t* quants, float* scales, float* mins) {
-  const float d = read_half(block);
-  const float dmin = read_half(block + 2);
-  uint8_t sub_scales[8], sub_mins[8];
-  k_scales_and_mins(bytes_at(block, 4), sub_scales, sub_mins);
+  k_sub_block_scales(block, scales, mins);
   const uint8_t* packed = bytes_at(block, 16);
   for (int sub = 0; sub < 8; ++sub) {
-    const int scale = sub_scales[sub], min = sub_mins[sub];
     const uint8_t* source = packed + 32 * (sub / 2);
     for (int i = 0; i < 32; ++i)
       quants[32 * sub + i] = static_cast<int8_t>(sub % 2 == 0 ? source[i] & 0x0F : source[i] >> 4);
-    scales[2 * sub] = scales[2 * sub + 1] = d * static_cast<float>(scale);
-    mins[2 * sub] = mins[2 * sub + 1] = dmin * static_cast<float>(min);
   }
 }
 
