@@ -7,12 +7,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/cpu/cpu_features.h"
 #include "runtime/half.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
+#ifdef TESSERA_CPU_X86
 #include <immintrin.h>
-#define TESSERA_CPU_X86 1
 #endif
 
 namespace tessera::cpu {
@@ -47,14 +46,7 @@ template <typename T>
 void load_floats(const T* source, int64_t count, float* destination) {
 #ifdef TESSERA_CPU_X86
   if constexpr (std::is_same_v<T, Half>) {
-    // F16C from CPUID (leaf 1, ECX): clang before 17 has no "f16c" for __builtin_cpu_supports.
-    // "avx" also says the OS saves the YMM registers the conversion writes.
-    static const bool has_f16c = [] {
-      unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-      return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) &&
-             __builtin_cpu_supports("avx");
-    }();
-    if (has_f16c) return half_to_float_f16c(source, count, destination);
+    if (cpu_has_f16c()) return half_to_float_f16c(source, count, destination);
   }
   if constexpr (std::is_same_v<T, BFloat16>) {
     static const bool has_avx2 = __builtin_cpu_supports("avx2");

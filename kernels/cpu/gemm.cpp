@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/float_convert.h"
 #include "kernels/cpu/kernel_util.h"
+#include "runtime/cpu/cpu_features.h"
 #include "runtime/cpu/parallel.h"
 
 namespace tessera::cpu {
@@ -75,7 +76,7 @@ __attribute__((target("avx2,fma"))) void micro_kernel_avx2(int64_t depth, const 
 
 MicroKernel select_micro_kernel() {
 #ifdef TESSERA_CPU_X86
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return micro_kernel_avx2;
+  if (cpu_has_avx2_fma()) return micro_kernel_avx2;
 #endif
   return micro_kernel_portable;
 }

@@ -10,6 +10,7 @@
 #include "kernels/cpu/float_convert.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
+#include "runtime/cpu/cpu_features.h"
 #include "runtime/cpu/parallel.h"
 
 namespace tessera::cpu {
@@ -92,7 +93,7 @@ __attribute__((target("avx2,fma"))) void dot_tile_avx2(const float* a, int64_t l
 
 DotTile select_dot_tile() {
 #ifdef TESSERA_CPU_X86
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return dot_tile_avx2;
+  if (cpu_has_avx2_fma()) return dot_tile_avx2;
 #endif
   return dot_tile_portable;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "runtime/check.h"
+#include "runtime/cpu/cpu_features.h"
 
 namespace tessera::quant {
 namespace {
@@ -21,12 +22,6 @@ struct UnpackedBlock {
   float scales[kMaxBlockElements / kGroupElements];
   float mins[kMaxBlockElements / kGroupElements];
 };
-
-bool cpu_has_avx2_fma_f16c() {
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                                __builtin_cpu_supports("f16c");
-  return supported;
-}
 
 }  // namespace
 
@@ -107,7 +102,7 @@ float portable_row_dot(DType dtype, const std::byte* weight, const ActivationRow
 
 RowDotFn vectorized_row_dot(DType dtype) {
   const BlockFormat& format = block_format(dtype);
-  return cpu_has_avx2_fma_f16c() ? format.avx2_dot : nullptr;
+  return cpu::cpu_has_avx2_fma() && cpu::cpu_has_f16c() ? format.avx2_dot : nullptr;
 }
 
 float row_dot(DType dtype, const std::byte* weight, const ActivationRow& activation,

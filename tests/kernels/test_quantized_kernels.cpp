@@ -19,6 +19,7 @@
 #include "kernels/cpu/quantized_linear.h"
 #include "kernels/quant/block_format.h"
 #include "runtime/check.h"
+#include "runtime/cpu/cpu_features.h"
 #include "runtime/half.h"
 
 namespace tessera {
@@ -109,8 +110,7 @@ class VectorizedFormat : public ::testing::TestWithParam<DType> {};
 TEST_P(VectorizedFormat, Avx2DotEqualsPortable) {
   const DType dtype = GetParam();
   const quant::BlockFormat& format = quant::block_format(dtype);
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
-    GTEST_SKIP() << "this CPU has no AVX2";
+  if (!cpu::cpu_has_avx2_fma() || !cpu::cpu_has_f16c()) GTEST_SKIP() << "this CPU has no AVX2";
   const int64_t blocks = 12, k = blocks * block_elements(dtype);
   const std::vector<std::byte> weight = random_blocks(dtype, blocks, 7);
   std::vector<int8_t> quants(k);
