@@ -141,6 +141,33 @@ void LLMEngine::finish(Request& request, RequestOutput& output, FinishReason rea
   requests_.erase(id);  // `request` is gone from here on
 }
 
+namespace {
+
+// Moves the logprobs of the tokens whose text `piece` shows into `output`; tokens pushed before
+// them that were not shown added no text and are dropped.
+void release_logprobs(Request& request, const TextStream::Piece& piece, RequestOutput& output) {
+  for (const TextStream::ShownToken& shown : piece.shown) {
+    while (!request.unshown_logprobs.empty() &&
+           request.unshown_logprobs.front().first < shown.push_number)
+      request.unshown_logprobs.pop_front();
+    TESSERA_CHECK(!request.unshown_logprobs.empty(), "request {}: logprobs of token {} missing",
+                  request.id, shown.push_number);
+    output.logprobs.push_back(
+        {std::move(request.unshown_logprobs.front().second), shown.text_offset, shown.text});
+    request.unshown_logprobs.pop_front();
+  }
+}
+
+// The end of the text: what was held back, and its tokens' logprobs.
+void finish_text(Request& request, RequestOutput& output) {
+  const TextStream::Piece piece = request.text->finish();
+  output.text += piece.text;
+  release_logprobs(request, piece, output);
+  request.unshown_logprobs.clear();
+}
+
+}  // namespace
+
 void LLMEngine::append_token(Request& request, const SampledToken& token, RequestOutput& output) {
   const auto now = Clock::now();
   metrics_.update([&](EngineMetrics& m) {
@@ -155,25 +182,27 @@ void LLMEngine::append_token(Request& request, const SampledToken& token, Reques
   request.output_ids.push_back(token.id);
   request.all_ids.push_back(token.id);
   output.token_ids.push_back(token.id);
-  if (request.params.logprobs) output.logprobs.push_back(token);
   const SamplingParams& p = request.params;
   if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token.id) !=
       request.stop_ids.end()) {
     output.stop_reason = std::to_string(token.id);
-    output.text += request.text->finish();  // what was held back; the end token's text is not
+    finish_text(request, output);  // the end token's own text is not shown
     output.finish_reason = FinishReason::stop;
     return;
   }
-  TextStream::Piece piece = request.text->push(token.id);
+  if (p.logprobs) request.unshown_logprobs.emplace_back(request.text->pushes(), token);
+  const TextStream::Piece piece = request.text->push(token.id);
   output.text += piece.text;
+  release_logprobs(request, piece, output);
   if (piece.stopped) {
+    request.unshown_logprobs.clear();
     output.stop_reason = piece.stop_string;
     output.finish_reason = FinishReason::stop;
     return;
   }
   if (static_cast<int64_t>(request.output_ids.size()) >= p.max_tokens ||
       request.num_tokens() >= max_model_len_) {
-    output.text += request.text->finish();
+    finish_text(request, output);
     output.finish_reason = FinishReason::length;
   }
 }

@@ -25,12 +25,20 @@ using Clock = std::chrono::steady_clock;
 enum class FinishReason { none, stop, length, abort, error };
 const char* finish_reason_name(FinishReason reason);  // "stop", "length", "abort", "error"
 
+// The logprobs of a token whose text is in the output: `text`, which starts `text_offset`
+// characters (code points) into the request's output text.
+struct OutputLogprob {
+  SampledToken token;
+  int64_t text_offset = 0;
+  std::string text;
+};
+
 // What one engine step added to a request: new tokens and the text they completed.
 struct RequestOutput {
   std::string request_id;
   std::vector<int32_t> token_ids;
   std::string text;
-  std::vector<SampledToken> logprobs;  // one per new token, when the request asked
+  std::vector<OutputLogprob> logprobs;  // per new token shown in `text`, when the request asked
   FinishReason finish_reason = FinishReason::none;
   std::string stop_reason;  // the stop string or token id that ended it
   std::string error;        // why, when finish_reason is error
@@ -75,6 +83,8 @@ struct Request {
   int64_t num_pending_tokens = 0;
   int32_t pending_row = -1;
   std::unique_ptr<TextStream> text;
+  // Logprobs of tokens pushed into `text` whose text is not shown yet, by push number.
+  std::deque<std::pair<int64_t, SampledToken>> unshown_logprobs;
   std::shared_ptr<OutputStream> stream;
   Clock::time_point arrival = Clock::now();
   std::optional<Clock::time_point> first_token_time;

@@ -32,6 +32,10 @@ class Tokenizer {
   }
 };
 
+// The most bytes of text one token stands for: a text of B bytes has at least B / this many tokens
+// (up to normalization), which bounds a prompt's length before it is tokenized.
+size_t longest_token_bytes(const Tokenizer& tokenizer);
+
 // Turns a stream of ids into text pieces that are always valid UTF-8: bytes of a character split
 // across tokens are held back until it is complete.
 // Bytes that can never become valid (a stray continuation byte, a broken sequence) are emitted
@@ -47,6 +51,9 @@ class StreamingDecoder {
                    bool skip_special = true);
   std::string push(int32_t id);  // the text that became complete with this id (may be empty)
   std::string finish();          // whatever is held back, invalid bytes replaced by U+FFFD
+  // The bytes the last pushed id added to the text, as it reads here (after <s>, sentencepiece's
+  // "▁Once" adds "Once"); none for a skipped special token. May be part of a character.
+  const std::string& last_added_bytes() const { return last_added_bytes_; }
 
  private:
   // Adds `id` to the context; trim() then drops what no later id's text depends on.
@@ -58,6 +65,7 @@ class StreamingDecoder {
   std::vector<int32_t> ids_;  // the last few ids: the context the next id decodes after
   std::vector<bool> shows_;   // per id of ids_: whether it decodes to any text
   std::string pending_;       // decoded bytes not emitted yet (an unfinished UTF-8 sequence)
+  std::string last_added_bytes_;
 };
 
 // Loads tokenizer.json, a folder holding one, llama2.c's tokenizer .bin, or a .gguf's embedded

@@ -82,10 +82,20 @@ std::vector<int32_t> token_ids(const json& value, const std::string& param,
   return ids;
 }
 
+void check_prompt_bytes(size_t bytes, const std::string& param, const std::string& field,
+                        const PromptLimits& limits) {
+  if (bytes > limits.max_prompt_bytes)
+    throw bad(field, fmt::format("'{}' is {} bytes; this model's maximum context length is {} "
+                                 "tokens, which no text longer than {} bytes fits. Please "
+                                 "shorten it.",
+                                 param, bytes, limits.max_model_len, limits.max_prompt_bytes));
+}
+
 std::vector<int32_t> text_prompt(const json& value, const std::string& param,
-                                 const Tokenizer& tokenizer) {
+                                 const Tokenizer& tokenizer, const PromptLimits& limits) {
   std::string text = string_field(value, param);
   if (text.empty()) throw bad(param, fmt::format("'{}' must not be empty", param));
+  check_prompt_bytes(text.size(), param, "prompt", limits);
   return tokenizer.encode(text, /*add_special=*/true);
 }
 
@@ -93,7 +103,7 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& prompt, const Tokeni
                                                 const PromptLimits& limits) {
   std::vector<std::vector<int32_t>> prompts;
   if (prompt.is_string()) {
-    prompts.push_back(text_prompt(prompt, "prompt", tokenizer));
+    prompts.push_back(text_prompt(prompt, "prompt", tokenizer, limits));
   } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
     prompts.push_back(token_ids(prompt, "prompt", limits));
   } else if (prompt.is_array() && !prompt.empty()) {
@@ -103,7 +113,7 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& prompt, const Tokeni
     for (size_t i = 0; i < prompt.size(); ++i) {
       std::string where = fmt::format("prompt[{}]", i);
       if (prompt[i].is_string())
-        prompts.push_back(text_prompt(prompt[i], where, tokenizer));
+        prompts.push_back(text_prompt(prompt[i], where, tokenizer, limits));
       else if (prompt[i].is_array())
         prompts.push_back(token_ids(prompt[i], where, limits));
       else
@@ -331,6 +341,9 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   }
   if (chat) {
     std::vector<ChatMessage> messages = parse_messages(body);
+    size_t content_bytes = 0;
+    for (const ChatMessage& message : messages) content_bytes += message.content.size();
+    check_prompt_bytes(content_bytes, "messages' content", "messages", limits);
     request.prompts.push_back(chat_template.render(tokenizer, messages));
     std::vector<int32_t> end_of_turn = chat_template.end_of_turn_ids(tokenizer);
     p.stop_token_ids.insert(p.stop_token_ids.end(), end_of_turn.begin(), end_of_turn.end());
@@ -383,14 +396,14 @@ json bytes_of(const std::string& piece) {
 }
 
 // Completions' logprobs: parallel lists; chat's: one object per token.
-json logprobs_json(const ResponseContext& context, const std::vector<SampledToken>& tokens,
-                   size_t text_offset) {
+json logprobs_json(const ResponseContext& context, const std::vector<OutputLogprob>& tokens) {
   if (!context.logprobs) return json();
   const Tokenizer& tokenizer = *context.tokenizer;
   if (context.chat) {
     json content = json::array();
-    for (const SampledToken& token : tokens) {
-      std::string piece = piece_of(tokenizer, token.id);
+    for (const OutputLogprob& shown : tokens) {
+      const SampledToken& token = shown.token;
+      const std::string& piece = shown.text;
       json top = json::array();
       for (const TokenLogprob& alternative : token.top) {
         std::string alt = piece_of(tokenizer, alternative.id);
@@ -407,17 +420,14 @@ json logprobs_json(const ResponseContext& context, const std::vector<SampledToke
                  {"token_logprobs", json::array()},
                  {"top_logprobs", json::array()},
                  {"text_offset", json::array()}};
-  size_t offset = text_offset;
-  for (const SampledToken& token : tokens) {
-    std::string piece = piece_of(tokenizer, token.id);
-    result["tokens"].push_back(piece);
+  for (const auto& [token, text_offset, text] : tokens) {
+    result["tokens"].push_back(text);
     result["token_logprobs"].push_back(token.logprob);
     json top = json::object();
     for (const TokenLogprob& alternative : token.top)
       top[piece_of(tokenizer, alternative.id)] = alternative.logprob;
     result["top_logprobs"].push_back(top);
-    result["text_offset"].push_back(offset);
-    offset += piece.size();
+    result["text_offset"].push_back(text_offset);
   }
   return result;
 }
@@ -437,7 +447,7 @@ json completion_response(const ResponseContext& context, const std::vector<Choic
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceState& choice = choices[i];
     json entry = {{"index", i},
-                  {"logprobs", logprobs_json(context, choice.logprobs, 0)},
+                  {"logprobs", logprobs_json(context, choice.logprobs)},
                   {"finish_reason", finish_reason_json(choice.finish_reason)},
                   {"stop_reason", stop_reason_json(choice.stop_reason)}};
     if (context.chat)
@@ -457,7 +467,7 @@ json completion_response(const ResponseContext& context, const std::vector<Choic
 json completion_chunk(const ResponseContext& context, size_t index, const RequestOutput& output,
                       bool first_for_choice) {
   json choice = {{"index", index},
-                 {"logprobs", logprobs_json(context, output.logprobs, 0)},
+                 {"logprobs", logprobs_json(context, output.logprobs)},
                  {"finish_reason", finish_reason_json(output.finish_reason)}};
   if (output.finished()) choice["stop_reason"] = stop_reason_json(output.stop_reason);
   if (context.chat) {
@@ -482,6 +492,13 @@ json usage_chunk(const ResponseContext& context, const json& usage) {
               {"model", context.model},
               {"choices", json::array()},
               {"usage", usage}};
+}
+
+size_t max_prompt_bytes(int64_t max_model_len, const Tokenizer& tokenizer) {
+  constexpr size_t normalization_slack = 4;
+  const size_t per_token = longest_token_bytes(tokenizer) * normalization_slack;
+  const auto tokens = static_cast<size_t>(std::max<int64_t>(max_model_len, 1));
+  return tokens > SIZE_MAX / per_token ? SIZE_MAX : tokens * per_token;
 }
 
 int64_t unix_seconds_now() {

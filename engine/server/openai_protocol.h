@@ -46,7 +46,14 @@ struct PromptLimits {
   int64_t vocab_size = 0;
   int64_t max_model_len = 0;
   size_t max_prompts = 64;  // prompts in one /v1/completions call
+  // A prompt text longer than this cannot fit max_model_len tokens: refused before tokenizing.
+  size_t max_prompt_bytes = SIZE_MAX;
 };
+
+// max_prompt_bytes for a model of `max_model_len` tokens: each token stands for at most the
+// tokenizer's longest token, with room for normalizations that shorten a text (NFC composes up
+// to three characters into one).
+size_t max_prompt_bytes(int64_t max_model_len, const Tokenizer& tokenizer);
 
 // /v1/completions (chat = false) or /v1/chat/completions (chat = true). Throws ApiError.
 CompletionRequest parse_completion_request(const nlohmann::json& body, bool chat,
@@ -58,7 +65,7 @@ CompletionRequest parse_completion_request(const nlohmann::json& body, bool chat
 struct ChoiceState {
   std::string text;
   std::vector<int32_t> token_ids;
-  std::vector<SampledToken> logprobs;
+  std::vector<OutputLogprob> logprobs;
   FinishReason finish_reason = FinishReason::none;
   std::string stop_reason;
 };

@@ -75,6 +75,7 @@ std::string StreamingDecoder::push(int32_t id) {
   while (common < before.size() && common < after.size() && before[common] == after[common]) {
     ++common;
   }
+  last_added_bytes_.assign(after, common);
   pending_.append(after, common);
   const size_t held = unicode::incomplete_utf8_tail(pending_);
   std::string ready =

@@ -473,3 +473,39 @@ TEST(ModelRunner, ARowOfDrawsThatIsNotThereIsAClearError) {
   next.sampled_row = 0;  // the row that is there
   EXPECT_EQ(error_of(Tensor::from_ints(one_draw, {1}, DType::i32)), "");
 }
+
+// Issue 36, item 10: stories260K writes "\n<s>\n" between stories. Logprobs list exactly the
+// tokens whose text is in the output, each at the character where it starts, so the listed
+// texts put together are the text; <s> and the end token are not among them, and the token after
+// <s> is shown as it reads there ("Once", its space dropped).
+TEST(LLMEngine, LogprobsListExactlyTheTokensWhoseTextIsInTheOutput) {
+  StoriesEngineParts s = setup(64);
+  LLMEngine engine(*s.runner, *s.tokenizer, engine_options());
+  SamplingParams params = greedy(380);
+  params.logprobs = 1;
+  engine.add_request("story", prompt_of(*s.tokenizer, "Once upon a time"), params);
+  std::string text;
+  std::vector<OutputLogprob> logprobs;
+  size_t tokens = 0;
+  while (engine.has_unfinished()) {
+    for (RequestOutput& output : engine.step()) {
+      text += output.text;
+      tokens += output.token_ids.size();
+      logprobs.insert(logprobs.end(), output.logprobs.begin(), output.logprobs.end());
+    }
+  }
+  ASSERT_EQ(tokens, 380u);
+  const int32_t bos = *s.tokenizer->bos_id();
+  ASSERT_NE(std::find(text.begin(), text.end(), '\n'), text.end());
+  std::string joined;
+  int64_t characters = 0;
+  for (const OutputLogprob& shown : logprobs) {
+    EXPECT_NE(shown.token.id, bos);
+    EXPECT_EQ(shown.text_offset, characters);
+    joined += shown.text;
+    for (unsigned char byte : shown.text) characters += (byte & 0xC0) != 0x80;
+  }
+  EXPECT_EQ(joined, text);
+  EXPECT_LT(logprobs.size(), tokens) << "the story must hold a <s> for this test to bite";
+  EXPECT_NE(text.find("friend.\"Once upon"), std::string::npos) << "the <s> this test is about";
+}

@@ -118,6 +118,60 @@ TEST(CompletionParser, ErrorsNameTheFieldAndAnotherModelIsNotFound) {
   EXPECT_EQ(error_of(R"({"model": "served", "messages": []})", true).param, "messages");
 }
 
+// Counts the texts it is asked to encode; otherwise the byte tokenizer.
+class CountingTokenizer : public Tokenizer {
+ public:
+  std::vector<int32_t> encode(const std::string& text, bool add_special) const override {
+    ++encoded;
+    return tokenizer->encode(text, add_special);
+  }
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
+    return tokenizer->decode(ids, skip_special);
+  }
+  int64_t vocab_size() const override { return tokenizer->vocab_size(); }
+  std::optional<int32_t> bos_id() const override { return tokenizer->bos_id(); }
+  std::vector<int32_t> eos_ids() const override { return tokenizer->eos_ids(); }
+  std::string name() const override { return "counting"; }
+  mutable int encoded = 0;
+};
+
+// Issue 36, item 8: a prompt text too long for the model in bytes is a 400 naming its field
+// before the tokenizer spends any time on it, on both routes.
+TEST(CompletionParser, APromptTooLongInBytesIsRefusedBeforeTokenizing) {
+  CountingTokenizer counting;
+  PromptLimits limits;
+  limits.vocab_size = counting.vocab_size();
+  limits.max_model_len = 64;
+  limits.max_prompt_bytes = max_prompt_bytes(limits.max_model_len, counting);
+  EXPECT_EQ(limits.max_prompt_bytes, 64u * 4 * longest_token_bytes(counting))
+      << "the longest token per token, with normalization's room";
+  const CompletionParser parse(counting, ChatTemplate(), limits, "served");
+  const std::string fits(limits.max_prompt_bytes, 'a');
+  const std::string too_long = fits + "a";
+  auto error = [&](const std::string& body, bool chat) {
+    try {
+      parse.parse(body, chat);
+    } catch (const ApiError& refused) {
+      return refused;
+    }
+    return ApiError(0, "");
+  };
+  const ApiError completion =
+      error(json{{"model", "served"}, {"prompt", {"a", too_long}}}.dump(), false);
+  EXPECT_EQ(completion.status, 400);
+  EXPECT_EQ(completion.param, "prompt");
+  EXPECT_THAT(completion.what(),
+              HasSubstr("'prompt[1]' is " + std::to_string(too_long.size()) + " bytes"));
+  const ApiError chat = error(
+      json{{"model", "served"}, {"messages", {{{"role", "user"}, {"content", too_long}}}}}.dump(),
+      true);
+  EXPECT_EQ(chat.param, "messages");
+  EXPECT_EQ(counting.encoded, 1) << "only the short first prompt was tokenized";
+  // Within the byte bound the token count decides, after tokenizing.
+  EXPECT_EQ(error(json{{"model", "served"}, {"prompt", fits}}.dump(), false).param, "prompt");
+  EXPECT_EQ(counting.encoded, 2);
+}
+
 TEST(ChoiceFanOut, OneRequestPerPromptAndChoiceWithDerivedSeeds) {
   CompletionRequest request;
   request.prompts = {{1, 2, 3}, {4, 5}};

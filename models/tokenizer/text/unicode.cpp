@@ -297,6 +297,12 @@ bool is_valid_utf8(std::string_view bytes) {
   return true;
 }
 
+size_t count_code_points(std::string_view valid_utf8) {
+  size_t count = 0;
+  for (unsigned char byte : valid_utf8) count += (byte & 0xC0) != 0x80;
+  return count;
+}
+
 bool is_nfc_quick(std::string_view text) {
   for (size_t position = 0; position < text.size();) {
     if (static_cast<unsigned char>(text[position]) < 0x80) {

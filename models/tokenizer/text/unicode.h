@@ -30,6 +30,9 @@ std::string sanitize_utf8(std::string_view bytes);
 
 bool is_valid_utf8(std::string_view bytes);
 
+// Characters in valid UTF-8 text (the bytes that start a sequence): Python's len() of the text.
+size_t count_code_points(std::string_view valid_utf8);
+
 // Unicode normalization forms C and D (canonical only). Bytes that are not valid UTF-8 are copied
 // unchanged and act as starters.
 std::string normalize_nfc(std::string_view text);
