@@ -146,6 +146,7 @@ namespace {
 // Moves the logprobs of the tokens whose text `piece` shows into `output`; tokens pushed before
 // them that were not shown added no text and are dropped.
 void release_logprobs(Request& request, const TextStream::Piece& piece, RequestOutput& output) {
+  if (!request.params.logprobs) return;
   for (const TextStream::ShownToken& shown : piece.shown) {
     while (!request.unshown_logprobs.empty() &&
            request.unshown_logprobs.front().first < shown.push_number)

@@ -21,6 +21,7 @@
 #include "engine/server/chat_template.h"
 #include "engine/server/http_server.h"
 #include "runtime/check.h"
+#include "runtime/cpu/host_memory.h"
 
 namespace tessera::cli {
 namespace {
@@ -90,6 +91,8 @@ ServeOptions parse(const std::vector<std::string>& args) {
 }
 
 int run_serve(const std::vector<std::string>& args) {
+  // One arena, which malloc_trim can empty: handler threads keep no peak of their own (issue 36).
+  limit_heap_arenas(1);
   ServeOptions options = parse(args);
   EngineConfig config = options.model.load();
   const ModelLoadConfig& engine_config = config.model;

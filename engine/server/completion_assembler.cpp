@@ -30,9 +30,25 @@ nlohmann::json CompletionAssembler::usage() const {
   return usage_json(prompt_tokens_, completion_tokens_, cached_tokens_);
 }
 
+bool CompletionAssembler::write_body(const std::function<bool(std::string_view)>& sink) const {
+  if (!error_.empty()) return sink(dump_json(failed_request_error(error_).body()));
+  if (!sink("{\"choices\":[")) return false;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    if (i > 0 && !sink(",")) return false;
+    if (!sink(dump_json(completion_choice(context_, i, choices_[i])))) return false;
+  }
+  // The envelope's members follow the list: "]," then its text without the opening brace.
+  const std::string envelope = dump_json(completion_envelope(context_, usage()));
+  return sink("],") && sink(std::string_view(envelope).substr(1));
+}
+
 std::string CompletionAssembler::final_body() const {
-  if (!error_.empty()) return dump_json(failed_request_error(error_).body());
-  return dump_json(completion_response(context_, choices_, usage()));
+  std::string body;
+  write_body([&](std::string_view piece) {
+    body += piece;
+    return true;
+  });
+  return body;
 }
 
 ApiError failed_request_error(const std::string& engine_error) {

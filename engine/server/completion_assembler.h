@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -27,7 +29,9 @@ class CompletionAssembler {
   bool failed() const { return !error_.empty(); }  // a request ended in an engine error
   nlohmann::json usage() const;
   // The body of a response that is not streamed: the whole completion, or the error of the
-  // first request that failed.
+  // first request that failed. write_body hands it to `sink` a choice at a time, so a large
+  // response is never held whole; it stops, returning false, when `sink` does.
+  bool write_body(const std::function<bool(std::string_view)>& sink) const;
   std::string final_body() const;
 
   const ResponseContext& context() const { return context_; }

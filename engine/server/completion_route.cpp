@@ -18,6 +18,28 @@ namespace {
 
 // How long a handler waits for an output before it checks on the client.
 constexpr auto poll_interval = std::chrono::milliseconds(200);
+// A body up to this size is sent whole, with its length; a larger one in chunks of it as it is
+// made, so a huge response (n = 128 with logprobs) is never held in memory whole.
+constexpr size_t whole_body_bytes = 256 << 10;
+
+// The body of a response that is not streamed; false when the client went away.
+bool send_body(const CompletionAssembler& assembler, HttpResponseWriter& writer) {
+  const int status = assembler.failed() ? 500 : 200;
+  std::string buffered;
+  bool chunked = false;
+  const bool written = assembler.write_body([&](std::string_view piece) {
+    buffered += piece;
+    if (buffered.size() < whole_body_bytes) return true;
+    if (!chunked && !writer.begin_chunked(status, "application/json")) return false;
+    chunked = true;
+    const bool sent = writer.write_chunk(buffered);
+    buffered.clear();
+    return sent;
+  });
+  if (!written) return false;
+  if (!chunked) return writer.send(status, "application/json", buffered);
+  return (buffered.empty() || writer.write_chunk(buffered)) && writer.end_chunked();
+}
 
 // Writes the response as the outputs of `request_ids` come; false when the client went away
 // before the end (the requests are then still running).
@@ -42,7 +64,7 @@ bool write_response(const CompletionRequest& request, OutputStream& outputs,
     if (stream && !writer.write_chunk(stream->event(*output, index, assembler))) return false;
   }
   if (stream) return writer.write_chunk(stream->closing_events(assembler)) && writer.end_chunked();
-  return writer.send(assembler.failed() ? 500 : 200, "application/json", assembler.final_body());
+  return send_body(assembler, writer);
 }
 
 }  // namespace

@@ -441,27 +441,24 @@ json stop_reason_json(const std::string& stop_reason) {
 
 }  // namespace
 
-json completion_response(const ResponseContext& context, const std::vector<ChoiceState>& choices,
-                         const json& usage) {
-  json list = json::array();
-  for (size_t i = 0; i < choices.size(); ++i) {
-    const ChoiceState& choice = choices[i];
-    json entry = {{"index", i},
-                  {"logprobs", logprobs_json(context, choice.logprobs)},
-                  {"finish_reason", finish_reason_json(choice.finish_reason)},
-                  {"stop_reason", stop_reason_json(choice.stop_reason)}};
-    if (context.chat)
-      entry["message"] = {{"role", "assistant"}, {"content", choice.text}};
-    else
-      entry["text"] = choice.text;
-    list.push_back(entry);
-  }
+json completion_envelope(const ResponseContext& context, const json& usage) {
   return json{{"id", context.id},
               {"object", context.chat ? "chat.completion" : "text_completion"},
               {"created", context.created},
               {"model", context.model},
-              {"choices", list},
               {"usage", usage}};
+}
+
+json completion_choice(const ResponseContext& context, size_t index, const ChoiceState& choice) {
+  json entry = {{"index", index},
+                {"logprobs", logprobs_json(context, choice.logprobs)},
+                {"finish_reason", finish_reason_json(choice.finish_reason)},
+                {"stop_reason", stop_reason_json(choice.stop_reason)}};
+  if (context.chat)
+    entry["message"] = {{"role", "assistant"}, {"content", choice.text}};
+  else
+    entry["text"] = choice.text;
+  return entry;
 }
 
 json completion_chunk(const ResponseContext& context, size_t index, const RequestOutput& output,

@@ -83,10 +83,11 @@ struct ResponseContext {
 };
 
 nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
-// The whole (non-streamed) response.
-nlohmann::json completion_response(const ResponseContext& context,
-                                   const std::vector<ChoiceState>& choices,
-                                   const nlohmann::json& usage);
+// A non-streamed response is its envelope (id, object, created, model, usage) with "choices", a
+// list of completion_choice: built and written one choice at a time.
+nlohmann::json completion_envelope(const ResponseContext& context, const nlohmann::json& usage);
+nlohmann::json completion_choice(const ResponseContext& context, size_t index,
+                                 const ChoiceState& choice);
 // One streamed chunk for choice `index`: its new text/tokens and, when finished, the reason.
 nlohmann::json completion_chunk(const ResponseContext& context, size_t index,
                                 const RequestOutput& output, bool first_for_choice);

@@ -36,6 +36,23 @@ TEST(HttpRequestParser, ARequestFedAByteAtATimeIsParsedOnce) {
   EXPECT_FALSE(parser.started());
 }
 
+// Line breaks in a body that arrives with its head are the body's: pretty-printed JSON.
+TEST(HttpRequestParser, ABodyThatComesWithItsHeadMayHoldAnyLineBreaks) {
+  const std::string body = "{\n  \"a\": 1,\r  \"b\": 2\n}";
+  const std::string text =
+      "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+      body;
+  HttpRequestParser whole(small_limits());
+  ASSERT_EQ(whole.feed(text), State::complete);
+  EXPECT_EQ(whole.take_request().body, body);
+  HttpRequestParser split(small_limits());  // the head and the body's first line in one read
+  ASSERT_EQ(split.feed(text.substr(0, text.size() - 8)), State::need_more);
+  ASSERT_EQ(split.feed(text.substr(text.size() - 8)), State::complete);
+  EXPECT_EQ(split.take_request().body, body);
+  HttpRequestParser bare(small_limits());  // in the head, a bare LF is still refused
+  EXPECT_EQ(bare.feed("POST / HTTP/1.1\nHost: h\r\n\r\n"), State::failed);
+}
+
 TEST(HttpRequestParser, PipelinedRequestsComeOutInOrder) {
   HttpRequestParser parser(small_limits());
   ASSERT_EQ(parser.feed("GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\n"

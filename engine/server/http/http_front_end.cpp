@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "runtime/check.h"
+#include "runtime/cpu/host_memory.h"
 
 namespace tessera {
 namespace {
@@ -27,7 +28,8 @@ constexpr auto sweep_interval = std::chrono::milliseconds(50);
 constexpr auto linger_time = std::chrono::seconds(1);  // reading what a closed client still sends
 constexpr auto drain_write_extra = std::chrono::seconds(1);  // responses aborted at the deadline
 constexpr size_t read_chunk = 64 << 10;
-constexpr size_t max_read_per_event = 1 << 20;  // so one fast client cannot hold the loop
+constexpr size_t max_read_per_event = 1 << 20;    // so one fast client cannot hold the loop
+constexpr size_t large_exchange_bytes = 1 << 20;  // request body + response: a memory peak
 
 }  // namespace
 
@@ -319,7 +321,8 @@ void HttpFrontEnd::dispatch(Connection& connection) {
   connection.head_seen = false;
   connection.last_progress = Clock::now();
   HttpDispatch dispatch = route_(*request);
-  auto run = [handler = std::move(dispatch.handler), request, writer = connection.writer] {
+  auto run = [handler = std::move(dispatch.handler), request,
+              writer = connection.writer]() mutable {
     try {
       handler(*request, *writer);
     } catch (const std::exception& error) {
@@ -328,6 +331,11 @@ void HttpFrontEnd::dispatch(Connection& connection) {
     }
     // A response its handler left unfinished cannot be completed: the connection closes.
     if (!writer->ended() && !writer->client_gone()) writer->abandon();
+    // A large exchange leaves a peak of freed memory (the body, the tokens, the response): it
+    // goes back to the system once the request is gone.
+    const bool large = request->body.size() + writer->bytes_written() >= large_exchange_bytes;
+    request.reset();
+    if (large) release_free_memory();
   };
   if (dispatch.on_pool) {
     pool_.submit(std::move(run));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 namespace tessera {
 namespace {
@@ -130,7 +131,7 @@ HttpRequest HttpRequestParser::take_request() {
 
 HttpRequestParser::State HttpRequestParser::fail(int status, std::string message) {
   error_ = {status, std::move(message)};
-  buffer_.clear();
+  buffer_ = std::string();
   return State::failed;
 }
 
@@ -141,9 +142,12 @@ HttpRequestParser::State HttpRequestParser::parse() {
     size_t skip = 0;
     while (buffer_.compare(skip, 2, "\r\n") == 0) skip += 2;
     if (skip > 0) buffer_.erase(0, skip);
-    if (has_bare_line_break(buffer_, scanned_ > 0 ? scanned_ - 1 : 0))
-      return fail(400, "a bare CR or LF in the request head: lines end with CRLF");
     const size_t end = buffer_.find("\r\n\r\n", scanned_ > 3 ? scanned_ - 3 : 0);
+    // Only the head: body bytes that came with it may hold any line breaks.
+    const size_t head_bytes = end == std::string::npos ? buffer_.size() : end + 4;
+    if (has_bare_line_break(std::string_view(buffer_).substr(0, head_bytes),
+                            scanned_ > 0 ? scanned_ - 1 : 0))
+      return fail(400, "a bare CR or LF in the request head: lines end with CRLF");
     if (end == std::string::npos) {
       if (buffer_.size() > limits_.max_head_bytes)
         return fail(431, fmt::format("the request line and headers exceed {} bytes",
@@ -160,8 +164,14 @@ HttpRequestParser::State HttpRequestParser::parse() {
   }
   if (chunked_) return parse_chunked() ? State::complete : state_;
   if (buffer_.size() < content_length_) return State::need_more;
-  request_.body = buffer_.substr(0, content_length_);
-  buffer_.erase(0, content_length_);
+  if (buffer_.size() == content_length_) {
+    request_.body = std::exchange(buffer_, std::string());  // the usual case: moved, not copied
+  } else {
+    request_.body = buffer_.substr(0, content_length_);
+    buffer_.erase(0, content_length_);
+    // The connection stays open: it keeps no body-sized buffer for its next request.
+    if (buffer_.capacity() > limits_.max_head_bytes) buffer_.shrink_to_fit();
+  }
   return State::complete;
 }
 

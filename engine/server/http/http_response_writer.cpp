@@ -105,6 +105,7 @@ bool HttpResponseWriter::append(std::string_view bytes, bool finish) {
     drained_.wait(lock, [&] { return gone_ || unsent_.size() < max_unsent_; });
     if (gone_) return false;
     unsent_.append(bytes);
+    written_ += bytes.size();
     finished_ = finish;
   }
   wake_();
@@ -124,6 +125,11 @@ int HttpResponseWriter::status() const {
 bool HttpResponseWriter::ended() const {
   std::lock_guard lock(mutex_);
   return finished_;
+}
+
+size_t HttpResponseWriter::bytes_written() const {
+  std::lock_guard lock(mutex_);
+  return written_;
 }
 
 bool HttpResponseWriter::client_gone() const {

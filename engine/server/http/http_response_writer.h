@@ -43,6 +43,7 @@ class HttpResponseWriter {
   bool ended() const;  // the whole response is written here (not necessarily sent yet)
   bool client_gone() const;
   bool keep_alive() const { return keep_alive_; }
+  size_t bytes_written() const;  // of the response, head included
 
   // The event loop's side. take_unsent moves the queued bytes out (and wakes a waiting handler);
   // finished: the handler wrote the whole response.
@@ -66,6 +67,7 @@ class HttpResponseWriter {
   mutable std::mutex mutex_;
   std::condition_variable drained_;
   std::string unsent_;
+  size_t written_ = 0;
   bool started_ = false;
   int status_ = 0;
   bool finished_ = false;
