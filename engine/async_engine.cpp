@@ -27,7 +27,7 @@ std::shared_ptr<OutputStream> AsyncEngine::add_request(const std::string& id,
 void AsyncEngine::add_requests(std::vector<NewRequest> requests,
                                std::shared_ptr<OutputStream> stream) {
   for (const NewRequest& request : requests)
-    engine_->validate_request(request.prompt_ids, request.params);
+    engine_->validate_request(request.prompt_ids, request.params, request.priority);
   {
     std::lock_guard lock(mutex_);
     if (!accepting_) throw EngineOverloaded("the server is shutting down");
@@ -37,8 +37,8 @@ void AsyncEngine::add_requests(std::vector<NewRequest> requests,
                              std::to_string(max_waiting_requests_) + "); retry later");
     queued_ += count;
     for (NewRequest& request : requests)
-      inbox_.push_back(
-          Pending{std::move(request.id), std::move(request.prompt_ids), request.params, stream});
+      inbox_.push_back(Pending{std::move(request.id), std::move(request.prompt_ids), request.params,
+                               request.priority, stream});
   }
   wake_.notify_one();
 }
@@ -82,7 +82,7 @@ void AsyncEngine::loop() {
     for (Pending& pending : inbox) {
       try {
         engine_->add_request(pending.id, std::move(pending.prompt_ids), pending.params,
-                             pending.stream);
+                             pending.stream, pending.priority);
       } catch (const std::exception& error) {  // e.g. an id in use: this request fails alone
         RequestOutput output;
         output.request_id = pending.id;

@@ -41,6 +41,7 @@ class AsyncEngine {
     std::string id;
     std::vector<int32_t> prompt_ids;
     SamplingParams params;
+    int64_t priority = 0;
   };
   // Several requests into one stream, all or none (none is queued, so none is aborted, when the
   // queue has no room for all of them).
@@ -62,6 +63,7 @@ class AsyncEngine {
     std::string id;
     std::vector<int32_t> prompt_ids;
     SamplingParams params;
+    int64_t priority = 0;
     std::shared_ptr<OutputStream> stream;
   };
   std::mutex mutex_;

@@ -149,6 +149,7 @@ const Fields& fields() {
     f["engine.max_num_seqs"] =
         scalar<&E::scheduler, &S::max_num_seqs>("a positive integer", in_range(1, kMaxSequences));
     f["engine.async_scheduling"] = scalar<&E::scheduler, &S::async_scheduling>(kBool);
+    f["engine.scheduling_policy"] = choice<&E::scheduler, &S::policy>();
     f["engine.block_size"] =
         scalar<&E::cache, &K::block_size>("a positive integer", in_range(1, kMaxBlockSize));
     f["engine.num_kv_blocks"] =

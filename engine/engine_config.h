@@ -36,9 +36,21 @@ struct CacheConfig {
 
 // Each step's budget (engine/scheduler.h); the runner sizes its compiled plans and profiled
 // logits rows for the same numbers.
+// Which waiting request runs next, and which running one gives way when blocks run out (vLLM's
+// --scheduling-policy): first come, first served; or by the request's `priority` (lower first,
+// then arrival), a waiting request preempting running ones of a lower priority.
+enum class SchedulingPolicy { fcfs, priority };
+template <>
+struct EnumNames<SchedulingPolicy> {
+  static constexpr std::array values{
+      std::pair{SchedulingPolicy::fcfs, std::string_view("fcfs")},
+      std::pair{SchedulingPolicy::priority, std::string_view("priority")}};
+};
+
 struct SchedulerConfig {
   int64_t max_num_batched_tokens = 2048;
   int64_t max_num_seqs = 64;
+  SchedulingPolicy policy = SchedulingPolicy::fcfs;
   // Launch each decode step before the step before it has reached the host (its draws feed the
   // new step on the device), so the host's work overlaps the device's (engine/llm_engine.h).
   bool async_scheduling = true;

@@ -47,9 +47,13 @@ LLMEngine::LLMEngine(ModelExecutor& runner, const Tokenizer& tokenizer, const En
 }
 
 void LLMEngine::validate_request(const std::vector<int32_t>& prompt_ids,
-                                 const SamplingParams& params) const {
+                                 const SamplingParams& params, int64_t priority) const {
   const int64_t vocab = runner_.model().config().vocab_size;
   params.validate(vocab);
+  TESSERA_REQUIRE(priority == 0 || scheduler_.config().policy == SchedulingPolicy::priority,
+                  "priority: got priority {}, but this server schedules first come, first served; "
+                  "start it with --scheduling-policy priority to use request priorities",
+                  priority);
   TESSERA_REQUIRE(!prompt_ids.empty(), "prompt: the prompt is empty (no tokens)");
   for (int32_t token : prompt_ids)
     TESSERA_REQUIRE(token >= 0 && token < vocab,
@@ -68,8 +72,9 @@ void LLMEngine::validate_request(const std::vector<int32_t>& prompt_ids,
 std::shared_ptr<OutputStream> LLMEngine::add_request(const std::string& id,
                                                      std::vector<int32_t> prompt_ids,
                                                      const SamplingParams& params,
-                                                     std::shared_ptr<OutputStream> stream) {
-  validate_request(prompt_ids, params);
+                                                     std::shared_ptr<OutputStream> stream,
+                                                     int64_t priority) {
+  validate_request(prompt_ids, params, priority);
   TESSERA_REQUIRE(!id.empty() && requests_.count(id) == 0, "request id '{}' is {}", id,
                   id.empty() ? "empty" : "already in use");
   const int64_t prompt_length = static_cast<int64_t>(prompt_ids.size());
@@ -79,6 +84,7 @@ std::shared_ptr<OutputStream> LLMEngine::add_request(const std::string& id,
   request->prompt_ids = std::move(prompt_ids);
   request->all_ids = request->prompt_ids;
   request->params = params;
+  request->priority = priority;
   request->seed = params.seed ? *params.seed : mix64(seed_ ^ mix64(requests_added_));
   ++requests_added_;
   if (!params.ignore_eos) request->stop_ids = tokenizer_.eos_ids();

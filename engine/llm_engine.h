@@ -39,12 +39,14 @@ class LLMEngine {
   // Throws tessera::Error naming the field when the request cannot run: empty prompt, token ids
   // outside the vocabulary, too long for max_model_len, bad sampling values. Reads only what
   // never changes, so any thread may call it.
-  void validate_request(const std::vector<int32_t>& prompt_ids, const SamplingParams& params) const;
+  void validate_request(const std::vector<int32_t>& prompt_ids, const SamplingParams& params,
+                        int64_t priority = 0) const;
   // Validates (also that the id is new) and queues the request; its outputs go to `stream`
   // (a new one when null), which is returned.
   std::shared_ptr<OutputStream> add_request(const std::string& id, std::vector<int32_t> prompt_ids,
                                             const SamplingParams& params,
-                                            std::shared_ptr<OutputStream> stream = nullptr);
+                                            std::shared_ptr<OutputStream> stream = nullptr,
+                                            int64_t priority = 0);
   // Finishes the request now with reason abort and frees its blocks; unknown ids are ignored.
   void abort(const std::string& id);
   // Finishes every request with reason error and this message (after an engine fault).

@@ -64,7 +64,8 @@ std::string EngineMetrics::render_prometheus(const std::string& model_name) cons
          kv_cache_usage);
   metric("tessera:prompt_tokens_total", "counter", "Prompt tokens processed.", prompt_tokens);
   metric("tessera:generation_tokens_total", "counter", "Tokens generated.", generation_tokens);
-  metric("tessera:num_preemptions_total", "counter", "Requests preempted for KV-cache room.",
+  metric("tessera:num_preemptions_total", "counter",
+         "Requests preempted for KV-cache room or for a request of a higher priority.",
          preemptions);
   metric("tessera:prefix_cache_queries_total", "counter",
          "Prompt tokens looked up in the prefix cache.", prefix_cache_queries);

@@ -71,6 +71,7 @@ struct Request {
   std::vector<int32_t> output_ids;
   std::vector<int32_t> all_ids;  // prompt then output: what the KV cache must hold
   SamplingParams params;
+  int64_t priority = 0;  // with the priority policy: lower runs first (engine/scheduler.h)
   uint64_t seed = 0;
   std::vector<int32_t> stop_ids;  // end tokens (unless ignore_eos) and stop_token_ids
   int64_t max_total_tokens = 0;   // prompt + max_tokens, within max_model_len

@@ -11,9 +11,26 @@ Scheduler::Scheduler(const SchedulerConfig& config, KVCacheManager& blocks)
   TESSERA_CHECK(config_.max_num_batched_tokens > 0 && config_.max_num_seqs > 0);
 }
 
+namespace {
+
+// The priority policy's order: lower priority values first, then arrival (sequence ids grow).
+bool runs_before(const Request* a, const Request* b) {
+  return a->priority != b->priority ? a->priority < b->priority : a->sequence < b->sequence;
+}
+
+}  // namespace
+
+template <typename Queue>
+void Scheduler::insert_in_order(Queue& queue, Request* request) const {
+  queue.insert(std::upper_bound(queue.begin(), queue.end(), request, runs_before), request);
+}
+
 void Scheduler::add(Request* request) {
   request->status = RequestStatus::waiting;
-  waiting_.push_back(request);
+  if (by_priority())
+    insert_in_order(waiting_, request);
+  else
+    waiting_.push_back(request);
 }
 
 void Scheduler::preempt(Request* request, SchedulerOutput& output) {
@@ -22,12 +39,34 @@ void Scheduler::preempt(Request* request, SchedulerOutput& output) {
   request->status = RequestStatus::waiting;
   ++request->num_preemptions;
   running_.erase(std::find(running_.begin(), running_.end(), request));
-  waiting_.push_front(request);
+  if (by_priority())
+    insert_in_order(waiting_, request);
+  else
+    waiting_.push_front(request);
   output.preempted.push_back(request);
+}
+
+bool Scheduler::fits(const Request& waiting) const {
+  if (static_cast<int64_t>(running_.size()) >= config_.max_num_seqs) return false;
+  std::span<const int32_t> tokens(waiting.all_ids);
+  const int64_t cached = blocks_.cached_prefix_tokens(tokens);
+  const int64_t count = std::min(waiting.num_tokens() - cached, config_.max_num_batched_tokens);
+  return blocks_.can_allocate_prompt(tokens, cached + count);
+}
+
+void Scheduler::make_room_for_priority(SchedulerOutput& output) {
+  while (!waiting_.empty() && !running_.empty()) {
+    const Request& next = *waiting_.front();
+    Request* lowest = running_.back();
+    if (next.num_pending_tokens > 0 || next.priority >= lowest->priority || fits(next)) return;
+    preempt(lowest, output);
+  }
 }
 
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput output;
+  if (by_priority()) make_room_for_priority(output);
+  const size_t made_room = output.preempted.size();
   int64_t budget = config_.max_num_batched_tokens;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* request = running_[i];
@@ -41,7 +80,7 @@ SchedulerOutput Scheduler::schedule() {
     const int64_t total = request->num_computed_tokens + count;
     bool preempted_self = false;
     while (!blocks_.can_allocate(request->sequence, total)) {
-      Request* victim = running_.back();  // the most recently admitted
+      Request* victim = running_.back();  // the most recently admitted, or the lowest priority
       preempt(victim, output);
       if (victim == request) {
         preempted_self = true;
@@ -54,8 +93,8 @@ SchedulerOutput Scheduler::schedule() {
     budget -= count;
     ++i;
   }
-  // Admit waiting requests only when nothing had to make room this step.
-  while (output.preempted.empty() && !waiting_.empty() && budget > 0 &&
+  // Admit waiting requests only when no running request had to make room for another this step.
+  while (output.preempted.size() == made_room && !waiting_.empty() && budget > 0 &&
          static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
     Request* request = waiting_.front();
     // Preempted with a token in flight: it is recomputed once that token is on the host.
@@ -70,7 +109,10 @@ SchedulerOutput Scheduler::schedule() {
     request->num_computed_tokens = cached;
     request->status = RequestStatus::running;
     waiting_.pop_front();
-    running_.push_back(request);
+    if (by_priority())
+      insert_in_order(running_, request);
+    else
+      running_.push_back(request);
     output.scheduled.push_back({request, count});
     budget -= count;
   }

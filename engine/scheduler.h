@@ -6,6 +6,11 @@
 // queue, to be recomputed (prompt and output so far) when blocks are free again. A request's token
 // drawn by a step still in flight (asynchronous scheduling, engine/llm_engine.h) counts as a
 // token to compute: the next step takes it on the device.
+//
+// With the priority policy (vLLM's --scheduling-policy priority) both queues are kept in order of
+// (priority, arrival), lower priority values first: the waiting request that runs next is the
+// first of that order, the running one that gives way is the last, and a waiting request that
+// does not fit preempts running ones of a strictly lower priority (higher value) until it does.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +39,7 @@ class Scheduler {
  public:
   Scheduler(const SchedulerConfig& config, KVCacheManager& blocks);
 
-  void add(Request* request);  // at the back of the waiting queue
+  void add(Request* request);  // at the back of the waiting queue (fcfs) or in priority order
   // Picks this step's requests and gives each the blocks its new tokens need.
   SchedulerOutput schedule();
   // Takes the request out of whichever queue holds it and frees its blocks.
@@ -46,11 +51,19 @@ class Scheduler {
 
  private:
   void preempt(Request* request, SchedulerOutput& output);
+  // Priority policy: preempts running requests of a lower priority than the first waiting one
+  // until it fits.
+  void make_room_for_priority(SchedulerOutput& output);
+  bool fits(const Request& waiting) const;  // a running slot and the blocks its next chunk needs
+  // Puts `request` into `queue` after every request that runs before it.
+  template <typename Queue>
+  void insert_in_order(Queue& queue, Request* request) const;
+  bool by_priority() const { return config_.policy == SchedulingPolicy::priority; }
 
   SchedulerConfig config_;
   KVCacheManager& blocks_;
   std::deque<Request*> waiting_;
-  std::vector<Request*> running_;  // in order of admission
+  std::vector<Request*> running_;  // in order of admission, or of priority
 };
 
 }  // namespace tessera

@@ -38,7 +38,8 @@ struct ServeOptions {
   int64_t keep_alive_timeout_seconds = 15;
 };
 
-// Where serve's flags set config keys: --host and --port (the model flags set theirs).
+// Where serve's flags set config keys: --host, --port and --scheduling-policy (the model flags set
+// theirs).
 FlagSet serve_flags(ServeOptions& options) {
   FlagSet flags("serve");
   std::vector<std::string>* overrides = &options.model.overrides;
@@ -51,6 +52,10 @@ FlagSet serve_flags(ServeOptions& options) {
              overrides->push_back(
                  fmt::format("engine.port={}", parse_integer<int64_t>(flag, value, 0, 65535)));
            })
+      .config_key({"--scheduling-policy", "", "P",
+                   "fcfs (default) or priority: requests' \"priority\" field, lower first; a "
+                   "waiting request preempts running ones of a lower priority"},
+                  "engine.scheduling_policy", overrides)
       .text({"--api-key", "", "KEY",
              "require 'Authorization: Bearer KEY' on /v1 routes (default: $TESSERA_API_KEY when "
              "set)"},

@@ -115,7 +115,8 @@ void CompletionRoute::handle(const std::string& body, HttpResponseWriter& writer
     auto outputs = std::make_shared<OutputStream>();
     std::vector<AsyncEngine::NewRequest> engine_requests;
     for (const ChoiceRequest& choice : choices)
-      engine_requests.push_back({choice.id, request.prompts[choice.prompt_index], choice.params});
+      engine_requests.push_back(
+          {choice.id, request.prompts[choice.prompt_index], choice.params, request.priority});
     engine_.add_requests(std::move(engine_requests), outputs);
     added = ids;
     if (!write_response(request, *outputs, assembler, choices.size(), writer)) {

@@ -17,7 +17,8 @@ std::string param_of(const std::string& message) {
                                  "presence_penalty",
                                  "frequency_penalty",
                                  "repetition_penalty",
-                                 "messages"};
+                                 "messages",
+                                 "priority"};
   for (const char* field : fields) {
     std::string name(field);
     if (message.size() > name.size() && message.compare(0, name.size(), name) == 0 &&

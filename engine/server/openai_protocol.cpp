@@ -180,8 +180,8 @@ const std::set<std::string>& allowed_fields(bool chat) {
       "model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop",
       "presence_penalty", "frequency_penalty", "seed", "user", "logit_bias",
       // vLLM's extensions
-      "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids",
-      "skip_special_tokens"};
+      "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids", "skip_special_tokens",
+      "priority"};
   static const std::set<std::string> completion = [] {
     std::set<std::string> s = common;
     s.insert({"prompt", "logprobs", "echo", "best_of", "suffix"});
@@ -268,6 +268,9 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
       !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
     throw bad("logit_bias", "'logit_bias' is not supported");
   if (present(body, "user")) string_field(body["user"], "user");
+  if (present(body, "priority"))
+    request.priority = integer_field(body, "priority", std::numeric_limits<int32_t>::min(),
+                                     std::numeric_limits<int32_t>::max());
   if (present(body, "temperature")) p.temperature = number_field(body, "temperature", 0, 2);
   if (present(body, "top_p")) p.top_p = number_field(body, "top_p", 0, 1);
   if (p.top_p == 0) throw bad("top_p", "'top_p' must be greater than 0");

@@ -40,6 +40,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool max_tokens_given = false;
+  int64_t priority = 0;  // vLLM's: lower runs first under --scheduling-policy priority
 };
 
 struct PromptLimits {

@@ -175,6 +175,7 @@ TEST(Config, EngineKeysMapOntoTheTreesParts) {
   max_num_batched_tokens: 300
   max_num_seqs: 7
   async_scheduling: false
+  scheduling_policy: priority
   block_size: 32
   num_kv_blocks: 40
   gpu_memory_utilization: 0.5
@@ -193,6 +194,7 @@ TEST(Config, EngineKeysMapOntoTheTreesParts) {
   EXPECT_EQ(config.scheduler.max_num_batched_tokens, 300);
   EXPECT_EQ(config.scheduler.max_num_seqs, 7);
   EXPECT_FALSE(config.scheduler.async_scheduling);
+  EXPECT_EQ(config.scheduler.policy, SchedulingPolicy::priority);
   EXPECT_EQ(config.cache.block_size, 32);
   EXPECT_EQ(config.cache.num_kv_blocks, 40);
   EXPECT_EQ(config.cache.gpu_memory_utilization, 0.5);
@@ -205,6 +207,7 @@ TEST(Config, EngineKeysMapOntoTheTreesParts) {
   const EngineConfig defaults = load_run_config("");
   EXPECT_EQ(defaults.scheduler.max_num_batched_tokens, 2048);
   EXPECT_EQ(defaults.scheduler.max_num_seqs, 64);
+  EXPECT_EQ(defaults.scheduler.policy, SchedulingPolicy::fcfs);
   EXPECT_EQ(defaults.compilation.mode, CompilationMode::compiled);
 }
 
@@ -245,6 +248,7 @@ TEST(Config, TheKeysAreTheFileFormat) {
                       "engine.model",
                       "engine.num_kv_blocks",
                       "engine.port",
+                      "engine.scheduling_policy",
                       "engine.seed",
                       "engine.tensor_parallel_size",
                       "engine.tokenizer",

@@ -136,6 +136,108 @@ TEST(Scheduler, DecodesFirstThenPrefillsUnderBothBudgets) {
   EXPECT_EQ(scheduler.num_waiting(), 1u);
 }
 
+// A request of `prompt_length` tokens for the scheduler alone.
+std::unique_ptr<Request> scheduler_request(int64_t sequence, int64_t priority,
+                                           int64_t prompt_length = 4) {
+  auto request = std::make_unique<Request>();
+  request->id = std::to_string(sequence);
+  request->sequence = sequence;
+  request->priority = priority;
+  request->prompt_ids = request->all_ids = std::vector<int32_t>(prompt_length, 1);
+  request->max_total_tokens = 100;
+  return request;
+}
+
+std::vector<std::string> ids_of(const SchedulerOutput& output) {
+  std::vector<std::string> ids;
+  for (const ScheduledRequest& item : output.scheduled) ids.push_back(item.request->id);
+  return ids;
+}
+
+// The step ran: its tokens are in the cache, and each request whose prompt is done drew one.
+void computed(SchedulerOutput& output) {
+  for (auto& item : output.scheduled) {
+    Request& request = *item.request;
+    request.num_computed_tokens += item.num_new_tokens;
+    if (request.num_computed_tokens == request.num_tokens()) request.all_ids.push_back(7);
+  }
+}
+
+// Issue 36: under the priority policy the waiting queue runs in (priority, arrival) order, and a
+// waiting request preempts running ones of a lower priority (higher value), the latest first.
+TEST(Scheduler, ThePriorityPolicyRunsLowerValuesFirstAndPreemptsForThem) {
+  KVCacheManager blocks(64, 4);
+  SchedulerConfig limits;
+  limits.max_num_seqs = 2;
+  limits.policy = SchedulingPolicy::priority;
+  Scheduler scheduler(limits, blocks);
+  std::vector<std::unique_ptr<Request>> requests;
+  for (int64_t priority : {5, 5, 1}) {
+    requests.push_back(scheduler_request(static_cast<int64_t>(requests.size()), priority));
+    scheduler.add(requests.back().get());
+  }
+  SchedulerOutput first = scheduler.schedule();
+  EXPECT_EQ(ids_of(first), (std::vector<std::string>{"2", "0"}));  // priority 1, then arrival
+  computed(first);
+  // A new request of priority 0 finds both slots taken: the latest of the lowest priority (5)
+  // makes room for it; one of equal priority would wait.
+  requests.push_back(scheduler_request(3, 0));
+  scheduler.add(requests.back().get());
+  requests.push_back(scheduler_request(4, 1));
+  scheduler.add(requests.back().get());
+  SchedulerOutput second = scheduler.schedule();
+  ASSERT_EQ(second.preempted.size(), 1u);
+  EXPECT_EQ(second.preempted[0]->id, "0");
+  EXPECT_EQ(ids_of(second), (std::vector<std::string>{"2", "3"}));
+  EXPECT_EQ(scheduler.num_waiting(), 3u);  // 4 (priority 1) waits: nothing lower is running
+  computed(second);
+  SchedulerOutput third = scheduler.schedule();
+  EXPECT_TRUE(third.preempted.empty());
+  EXPECT_EQ(ids_of(third), (std::vector<std::string>{"3", "2"}));  // running, in priority order
+}
+
+// Under first come, first served the same arrivals run in arrival order and nothing is preempted
+// for a waiting request.
+TEST(Scheduler, FirstComeFirstServedIgnoresNoOneAndPreemptsForNoOne) {
+  KVCacheManager blocks(64, 4);
+  SchedulerConfig limits;
+  limits.max_num_seqs = 2;
+  Scheduler scheduler(limits, blocks);
+  std::vector<std::unique_ptr<Request>> requests;
+  for (int64_t i = 0; i < 4; ++i) {
+    requests.push_back(scheduler_request(i, 0));
+    scheduler.add(requests.back().get());
+  }
+  SchedulerOutput first = scheduler.schedule();
+  EXPECT_EQ(ids_of(first), (std::vector<std::string>{"0", "1"}));
+  computed(first);
+  SchedulerOutput second = scheduler.schedule();
+  EXPECT_TRUE(second.preempted.empty());
+  EXPECT_EQ(ids_of(second), (std::vector<std::string>{"0", "1"}));
+}
+
+// When the KV cache runs out, the priority policy preempts the running request of the lowest
+// priority, not the most recently admitted one.
+TEST(Scheduler, OutOfBlocksThePriorityPolicyPreemptsTheLowestPriority) {
+  KVCacheManager blocks(4, 4);  // 16 tokens
+  SchedulerConfig limits;
+  limits.policy = SchedulingPolicy::priority;
+  Scheduler scheduler(limits, blocks);
+  std::vector<std::unique_ptr<Request>> requests;
+  requests.push_back(scheduler_request(0, 9, 8));  // low priority, admitted first
+  requests.push_back(scheduler_request(1, 0, 8));
+  for (auto& request : requests) scheduler.add(request.get());
+  SchedulerOutput first = scheduler.schedule();
+  EXPECT_EQ(ids_of(first), (std::vector<std::string>{"1", "0"}));
+  computed(first);
+  requests[1]->all_ids.push_back(5);  // request 1 needs a fifth block: there is none
+  requests[0]->all_ids.push_back(5);
+  SchedulerOutput second = scheduler.schedule();
+  ASSERT_EQ(second.preempted.size(), 1u);
+  EXPECT_EQ(second.preempted[0]->id, "0");
+  EXPECT_EQ(ids_of(second), (std::vector<std::string>{"1"}));
+}
+
 TEST(KVCacheManager, PrefixCachingSharesFullBlocksOfACommonPrefix) {
   KVCacheManager blocks(8, 4, /*enable_prefix_caching=*/true);
   std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};

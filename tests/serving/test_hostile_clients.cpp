@@ -371,4 +371,56 @@ TEST(HostileClientsLifecycle, ARequestThatCanNeverFitIsA400NamingItsFieldAndCoun
   EXPECT_EQ(server.terminate(), 0);
 }
 
+// Issue 36: one client's flood of low-priority sequences does not hold back a request of a higher
+// priority: it preempts a running flood sequence and is answered while the flood still runs. A
+// first-come-first-served server refuses a priority, naming the field.
+TEST(HostileClientsLifecycle, AHigherPriorityRequestOvertakesAFlood) {
+  ServerProcess server(TESSERA_BINARY, server_arguments({"--scheduling-policy", "priority", "-O",
+                                                         "engine.max_num_seqs=4"}));
+  auto exchange = [&](const std::string& request) {
+    RawConnection connection(server.port());
+    connection.send(request);
+    return connection.read_response(std::chrono::seconds(120));
+  };
+  std::atomic<bool> flood_done{false};
+  std::thread flood([&] {
+    const RawResponse response = exchange(post(
+        "/v1/completions",
+        R"({"model": "stories", "prompt": "Once", "n": 12, "max_tokens": 480, "ignore_eos": true, )"
+        R"("priority": 5})",
+        ""));
+    EXPECT_EQ(response.status, 200) << response.body;
+    flood_done = true;
+  });
+  double running = 0;
+  for (int attempt = 0; attempt < 200 && running < 4; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    running = metric(exchange(get("/metrics")).body, "tessera:num_requests_running{");
+  }
+  ASSERT_EQ(running, 4) << "the flood fills every running slot";
+  const RawResponse urgent = exchange(
+      post("/v1/completions",
+           R"({"model": "stories", "prompt": "Lily", "max_tokens": 8, "priority": -1})", ""));
+  EXPECT_EQ(urgent.status, 200) << urgent.body;
+  EXPECT_FALSE(flood_done) << "the urgent request waited for the flood";
+  const std::string metrics = exchange(get("/metrics")).body;
+  EXPECT_GE(metric(metrics, "tessera:num_preemptions_total{"), 1);
+  // First come, first served, it would have run after 8 of the flood's sequences had finished.
+  const double generated = metric(metrics, "tessera:generation_tokens_total{");
+  EXPECT_GT(generated, 0);
+  EXPECT_LT(generated, 8 * 480);
+  flood.join();
+  EXPECT_EQ(server.terminate(), 0);
+
+  ServerProcess first_come(TESSERA_BINARY, server_arguments({}));
+  RawConnection connection(first_come.port());
+  connection.send(
+      post("/v1/completions", R"({"model": "stories", "prompt": "Once", "priority": 3})", ""));
+  const RawResponse refused = connection.read_response();
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(json::parse(refused.body)["error"]["param"], "priority") << refused.body;
+  EXPECT_THAT(refused.body, HasSubstr("--scheduling-policy priority"));
+  EXPECT_EQ(first_come.terminate(), 0);
+}
+
 }  // namespace
