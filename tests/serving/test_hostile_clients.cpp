@@ -9,7 +9,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -66,6 +68,15 @@ double resident_mib(pid_t pid) {
   return 0;
 }
 
+// Descriptors a process holds open.
+size_t open_descriptors(pid_t pid) {
+  size_t count = 0;
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
+    ++count;
+  return count;
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kAddressSanitizer = true;  // its allocator keeps freed memory in quarantine
 #elif defined(__has_feature)
@@ -102,6 +113,27 @@ class HostileClients : public ::testing::Test {
     return connection.read_response();
   }
   static std::string metrics() { return exchange(get("/metrics")).body; }
+
+  // With prefix caching, each request writes KV-cache blocks the last one did not: the cache's
+  // pages become resident one request after another. The server's resident size once they all
+  // are, sending `request` until it stops growing.
+  static double settled_resident_mib(const std::string& request) {
+    double resident = resident_mib(server_->pid());
+    for (int round = 0; round < 8; ++round) {
+      exchange_slowly(request);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the handler trims last
+      const double now = resident_mib(server_->pid());
+      if (now - resident < 1) return now;
+      resident = now;
+    }
+    ADD_FAILURE() << "the resident size never settled";
+    return resident;
+  }
+  static RawResponse exchange_slowly(const std::string& body) {
+    RawConnection connection(server_->port());
+    connection.send(post("/v1/completions", body));
+    return connection.read_response(std::chrono::seconds(120));
+  }
 
   static std::unique_ptr<ServerProcess> server_;
 };
@@ -279,16 +311,7 @@ TEST_F(HostileClients, HugePromptsAndAnswersLeaveNoMemoryBehind) {
   const std::string large_request =
       R"({"model": "stories", "prompt": "Once", "n": 64, "max_tokens": 100, "logprobs": 20, )"
       R"("ignore_eos": true})";
-  // With prefix caching, each request writes KV-cache blocks the last one did not: the cache's
-  // pages become resident one request after another. The baseline is taken once they all are.
-  double baseline = resident_mib(server_->pid());
-  for (int round = 0; round < 8; ++round) {
-    answer(large_request);
-    const double now = resident_mib(server_->pid());
-    if (now - baseline < 1) break;
-    baseline = now;
-    ASSERT_LT(round, 7) << "the resident size never settled";
-  }
+  const double baseline = settled_resident_mib(large_request);
   const std::string huge_prompt(7 << 20, 'a');  // the body limit is 8 MiB
   const std::string huge_body = json{{"model", "stories"}, {"prompt", huge_prompt}}.dump();
   for (int i = 0; i < 10; ++i) {
@@ -421,6 +444,118 @@ TEST(HostileClientsLifecycle, AHigherPriorityRequestOvertakesAFlood) {
   EXPECT_EQ(json::parse(refused.body)["error"]["param"], "priority") << refused.body;
   EXPECT_THAT(refused.body, HasSubstr("--scheduling-policy priority"));
   EXPECT_EQ(first_come.terminate(), 0);
+}
+
+// A bounded soak (issue 36): for a few seconds, greedy clients (some streaming, some going away
+// mid-answer) run beside hostile ones (stalled heads, framing attacks, huge prompts, dropped
+// connections). Every greedy answer equals the answer its prompt gets alone, and afterwards the
+// server is as it was: nothing running, the KV cache empty, its connections closed, its memory
+// back, /health at once.
+TEST_F(HostileClients, ASoakOfMixedClientsLeavesTheServerAsItWas) {
+  const std::vector<std::string> prompts = {"Once", "Lily", "The dog", "One day, a bird"};
+  auto completion = [](const std::string& prompt, bool stream) {
+    return post("/v1/completions", json{{"model", "stories"},
+                                        {"prompt", prompt},
+                                        {"max_tokens", 24},
+                                        {"temperature", 0},
+                                        {"ignore_eos", true},
+                                        {"stream", stream}}
+                                       .dump());
+  };
+  std::map<std::string, std::string> alone;
+  for (const std::string& prompt : prompts)
+    alone[prompt] = json::parse(exchange(completion(prompt, false)).body)["choices"][0]["text"];
+  const double resident_before = settled_resident_mib(
+      R"({"model": "stories", "prompt": "Once", "n": 64, "max_tokens": 100, "ignore_eos": true})");
+  const size_t descriptors_before = open_descriptors(server_->pid());
+  const std::string huge = post(
+      "/v1/completions", json{{"model", "stories"}, {"prompt", std::string(7 << 20, 'a')}}.dump());
+  const std::vector<std::string> attacks = {
+      "POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nContent-Length: "
+      "3\r\n\r\n{}",
+      "GET /health HTTP/1.1\nHost: a\r\n\r\n",
+      "GET /health HTTP/1.1\r\nHost: a\r\nX: " + std::string(100 << 10, 'x') + "\r\n\r\n",
+      "POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: -5\r\n\r\n",
+      "POST /v1/completions HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n"};
+  const auto end = Clock::now() + std::chrono::seconds(6);
+  std::atomic<int> exact{0}, wrong{0}, hostile{0};
+  std::vector<std::thread> clients;
+  for (int client = 0; client < 8; ++client) {
+    clients.emplace_back([&, client] {
+      for (int round = 0; Clock::now() < end; ++round) {
+        const std::string& prompt = prompts[static_cast<size_t>(client + round) % prompts.size()];
+        const bool stream = (client + round) % 2 == 1;
+        RawConnection connection(server_->port());
+        connection.send(completion(prompt, stream));
+        if (round % 5 == 4) continue;  // goes away mid-answer
+        const RawResponse response = connection.read_response(std::chrono::seconds(60));
+        std::string text;
+        if (stream) {
+          for (size_t at = response.body.find("data: {"); at != std::string::npos;
+               at = response.body.find("data: {", at + 1)) {
+            const size_t line_end = response.body.find("\n\n", at);
+            text +=
+                json::parse(response.body.substr(at + 6, line_end - at - 6))["choices"][0].value(
+                    "text", "");
+          }
+        } else if (response.status == 200) {
+          text = json::parse(response.body)["choices"][0]["text"];
+        }
+        (response.status == 200 && text == alone[prompt] ? exact : wrong)++;
+      }
+    });
+  }
+  for (int client = 0; client < 4; ++client) {
+    clients.emplace_back([&, client] {
+      for (int round = 0; Clock::now() < end; ++round) {
+        RawConnection connection(server_->port());
+        switch ((client + round) % 4) {
+          case 0:  // a head that stalls, then a client that leaves
+            connection.send("POST /v1/completions HTTP/1.1\r\nHost: a\r\n");
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            break;
+          case 1:
+            connection.send(attacks[static_cast<size_t>(round) % attacks.size()]);
+            EXPECT_GE(connection.read_response(std::chrono::seconds(5)).status, 400);
+            break;
+          case 2:
+            connection.send(huge);
+            EXPECT_EQ(connection.read_response(std::chrono::seconds(20)).status, 400);
+            break;
+          default:  // a whole long request, dropped at once
+            connection.send(completion("Once upon a time", false));
+            break;
+        }
+        ++hostile;
+      }
+    });
+  }
+  for (std::thread& thread : clients) thread.join();
+  EXPECT_EQ(wrong, 0);
+  EXPECT_GT(exact, 20);
+  EXPECT_GT(hostile, 20);
+  double running = -1;
+  for (int attempt = 0; attempt < 200 && running != 0; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    running = metric(metrics(), "tessera:num_requests_running{");
+  }
+  EXPECT_EQ(running, 0);
+  const std::string after = metrics();
+  EXPECT_EQ(metric(after, "tessera:num_requests_waiting{"), 0);
+  EXPECT_EQ(metric(after, "tessera:kv_cache_usage_perc{"), 0);
+  const auto started = Clock::now();
+  EXPECT_EQ(exchange(get("/health")).status, 200);
+  EXPECT_LT(Clock::now() - started, std::chrono::milliseconds(200));
+  // Connections closed by their clients are closed by the server too (lingering ones within 1 s).
+  size_t descriptors = 0;
+  for (int attempt = 0; attempt < 30; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    descriptors = open_descriptors(server_->pid());
+    if (descriptors <= descriptors_before + 2) break;
+  }
+  EXPECT_LE(descriptors, descriptors_before + 2);
+  if (kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer's quarantine keeps freed memory";
+  EXPECT_LT(resident_mib(server_->pid()) - resident_before, 16);
 }
 
 }  // namespace
