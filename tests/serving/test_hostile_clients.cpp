@@ -117,13 +117,14 @@ class HostileClients : public ::testing::Test {
   // With prefix caching, each request writes KV-cache blocks the last one did not: the cache's
   // pages become resident one request after another. The server's resident size once they all
   // are, sending `request` until it stops growing.
+  // (Under AddressSanitizer, whose quarantine holds freed memory, once: nothing settles.)
   static double settled_resident_mib(const std::string& request) {
     double resident = resident_mib(server_->pid());
-    for (int round = 0; round < 8; ++round) {
+    for (int round = 0; round < (kAddressSanitizer ? 1 : 8); ++round) {
       exchange_slowly(request);
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the handler trims last
       const double now = resident_mib(server_->pid());
-      if (now - resident < 1) return now;
+      if (now - resident < 1 || kAddressSanitizer) return now;
       resident = now;
     }
     ADD_FAILURE() << "the resident size never settled";
