@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -10,6 +11,10 @@
 #include <vector>
 
 #include "runtime/check.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace tessera::cpu {
 namespace {
@@ -28,9 +33,23 @@ int threads_from_environment() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-// Workers sleep until a job is published, claim chunk indices from a shared counter, and leave.
-// The caller runs chunks too, then waits until every worker that joined the job has left it, so
-// that no worker can still be using the job's function and context once parallel_for returns.
+// Between jobs a worker spins for a while before it sleeps: a decode step runs a hundred small
+// jobs back to back, and waking a sleeping thread costs tens of microseconds, as long as a job.
+constexpr auto kSpinBeforeSleeping = std::chrono::microseconds(200);
+
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Workers wait for a job to be published (a new generation), claim chunk indices from a shared
+// counter, and leave. The caller runs chunks too, closes the job, then waits until every worker
+// that joined it has left, so that no worker can still be using the job's function and context
+// once parallel_for returns. A worker joins by counting itself active and then checking that the
+// job it saw is still open: once the caller has closed it, a late worker backs off.
 class ThreadPool {
  public:
   explicit ThreadPool(int threads) {
@@ -40,7 +59,7 @@ class ThreadPool {
   ~ThreadPool() {
     {
       std::lock_guard lock(mutex_);
-      stop_ = true;
+      stop_.store(true);
     }
     wake_.notify_all();
     for (std::thread& worker : workers_) worker.join();
@@ -50,73 +69,88 @@ class ThreadPool {
   bool try_run(int64_t count, int64_t chunk_size, ChunkFn fn, const void* context) {
     std::unique_lock submit(submit_mutex_, std::try_to_lock);
     if (!submit.owns_lock()) return false;
-    {
-      std::lock_guard lock(mutex_);
-      fn_ = fn;
-      context_ = context;
-      count_ = count;
-      chunk_size_ = chunk_size;
-      next_chunk_.store(0);
-      error_ = nullptr;
-      job_open_ = true;
-      ++generation_;
+    fn_ = fn;
+    context_ = context;
+    count_ = count;
+    chunk_size_ = chunk_size;
+    next_chunk_.store(0);
+    error_ = nullptr;
+    job_open_.store(true);
+    generation_.fetch_add(1);
+    if (sleepers_.load() > 0) {
+      std::lock_guard lock(mutex_);  // a worker between its check and its wait holds it
+      wake_.notify_all();
     }
-    wake_.notify_all();
     inside_region = true;
     run_chunks();
     inside_region = false;
-    std::unique_lock lock(mutex_);
-    job_open_ = false;
-    done_.wait(lock, [&] { return active_workers_ == 0; });
+    job_open_.store(false);
+    while (active_workers_.load() != 0) spin_pause();
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
     return true;
   }
 
  private:
   void run_chunks() {
-    int64_t chunks = (count_ + chunk_size_ - 1) / chunk_size_;
+    const int64_t chunks = (count_ + chunk_size_ - 1) / chunk_size_;
     for (int64_t chunk = next_chunk_.fetch_add(1); chunk < chunks;
          chunk = next_chunk_.fetch_add(1)) {
-      int64_t begin = chunk * chunk_size_;
+      const int64_t begin = chunk * chunk_size_;
       try {
         fn_(context_, begin, std::min(count_, begin + chunk_size_));
       } catch (...) {
-        std::lock_guard lock(mutex_);
+        std::lock_guard lock(error_mutex_);
         if (!error_) error_ = std::current_exception();
       }
     }
   }
 
+  // The next generation after `seen` (or any, once stopping): spinning first, then asleep.
+  uint64_t wait_for_job(uint64_t seen) {
+    const auto sleep_at = std::chrono::steady_clock::now() + kSpinBeforeSleeping;
+    for (int spins = 0;; ++spins) {
+      const uint64_t generation = generation_.load();
+      if (generation != seen || stop_.load()) return generation;
+      if (spins % 64 == 63 && std::chrono::steady_clock::now() >= sleep_at) break;
+      spin_pause();
+    }
+    std::unique_lock lock(mutex_);
+    sleepers_.fetch_add(1);
+    wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+    sleepers_.fetch_sub(1);
+    return generation_.load();
+  }
+
   void worker_loop() {
     inside_region = true;
-    uint64_t seen_generation = 0;
-    std::unique_lock lock(mutex_);
+    uint64_t seen = 0;
     while (true) {
-      wake_.wait(lock, [&] { return stop_ || (job_open_ && seen_generation != generation_); });
-      if (stop_) return;
-      seen_generation = generation_;
-      ++active_workers_;
-      lock.unlock();
-      run_chunks();
-      lock.lock();
-      if (--active_workers_ == 0) done_.notify_all();
+      const uint64_t generation = wait_for_job(seen);
+      if (stop_.load()) return;
+      seen = generation;
+      active_workers_.fetch_add(1);
+      if (job_open_.load() && generation_.load() == generation) run_chunks();
+      active_workers_.fetch_sub(1);
     }
   }
 
   std::vector<std::thread> workers_;
   std::mutex submit_mutex_;  // one job at a time
-  std::mutex mutex_;         // guards everything below except next_chunk_
+  std::mutex mutex_;         // with wake_: sleeping workers
   std::condition_variable wake_;
-  std::condition_variable done_;
-  bool stop_ = false;
-  bool job_open_ = false;
-  uint64_t generation_ = 0;
-  int active_workers_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> sleepers_{0};
+  // The job: written by the caller before it opens the job (generation_ and job_open_, sequentially
+  // consistent like every atomic here), read by workers that joined it while open.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> job_open_{false};
+  std::atomic<int> active_workers_{0};
   ChunkFn fn_ = nullptr;
   const void* context_ = nullptr;
   int64_t count_ = 0;
   int64_t chunk_size_ = 1;
   std::atomic<int64_t> next_chunk_{0};
+  std::mutex error_mutex_;
   std::exception_ptr error_;
 };
 
