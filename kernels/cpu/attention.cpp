@@ -37,6 +37,22 @@ void write_kv(const T* key, const T* value, PagedKVCache& cache, const Attention
   }
 }
 
+// q . k over a head, in kLanes independent partial sums the compiler keeps in one vector
+// register: a single running sum is a chain of dependent adds that cannot be vectorized.
+template <typename T>
+float head_dot(const float* q, const T* k, int64_t head_size) {
+  constexpr int64_t kLanes = 8;
+  float partial[kLanes] = {};
+  int64_t d = 0;
+  for (; d + kLanes <= head_size; d += kLanes)
+    for (int64_t lane = 0; lane < kLanes; ++lane)
+      partial[lane] += q[d + lane] * static_cast<float>(k[d + lane]);
+  float dot = 0;
+  for (; d < head_size; ++d) dot += q[d] * static_cast<float>(k[d]);
+  for (float value : partial) dot += value;
+  return dot;
+}
+
 template <typename T>
 void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& meta,
             const AttentionShape& shape, T* out) {
@@ -69,9 +85,7 @@ void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& 
         int64_t slot = static_cast<int64_t>(blocks[p / shape.block_size]) * shape.block_size +
                        p % shape.block_size;
         const T* k = key_cache + slot * kv_row + kv_head * head_size;
-        float dot = 0;
-        for (int64_t d = 0; d < head_size; ++d) dot += q[d] * static_cast<float>(k[d]);
-        float score = dot * shape.scale;
+        float score = head_dot(q.data(), k, head_size) * shape.scale;
         if (shape.logit_softcap > 0)
           score = std::tanh(score / shape.logit_softcap) * shape.logit_softcap;
         scores[p - first] = score;
