@@ -39,11 +39,18 @@ for name in f32 q8_0 q6_k q4_k_m; do
   done
   tessera_speed=$(median <"$work/tessera.speed")
   llama_speed=$(median <"$work/llama.speed")
-  # The texts without leading/trailing spaces (llama.cpp's first piece starts with one).
-  tessera_text=$(sed 's/^ *//; s/ *$//' "$work/tessera.text" | tr -d '\n')
-  llama_text=$(sed -n 's/^text: //p' "$work/llama.out" | sed 's/^ *//; s/ *$//' | tr -d '\n')
-  same=no
-  [[ $tessera_text == "$llama_text" ]] && same=yes
+  # The texts without leading/trailing spaces (llama.cpp's first piece starts with one), llama.cpp's
+  # raw bytes made valid UTF-8 as Tessera prints them (each invalid sequence one U+FFFD).
+  same=$(python3 - "$work/tessera.text" "$work/llama.out" <<'PY'
+import sys
+tessera = open(sys.argv[1], "rb").read().decode("utf-8", "replace")
+llama = open(sys.argv[2], "rb").read().split(b"\ntext: ", 1)[-1]
+if llama.startswith(b"text: "):
+    llama = llama[len(b"text: "):]
+llama = llama.decode("utf-8", "replace")
+print("yes" if tessera.strip(" \n") == llama.strip(" \n") else "no")
+PY
+)
   printf '| %s | %.1f | %.1f | %.2f | %s |\n' "$name" "$tessera_speed" "$llama_speed" \
     "$(echo "$tessera_speed / $llama_speed" | bc -l)" "$same"
 done
