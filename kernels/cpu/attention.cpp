@@ -3,6 +3,7 @@
 // the block table. GQA: query head h reads kv head h / (num_heads / num_kv_heads). f32 math.
 // With a sliding window W a query at position p sees keys p - W + 1 .. p; with a logit softcap C
 // the scaled scores become tanh(score / C) * C (Gemma 2), before the softmax.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -53,6 +54,14 @@ float head_dot(const float* q, const T* k, int64_t head_size) {
   return dot;
 }
 
+// Query heads per work item: the heads of one KV head read each key and value row once for all of
+// them (GQA), halved while that leaves fewer than two items per thread.
+int64_t heads_per_item(int64_t tokens, int64_t heads, int64_t group) {
+  int64_t per_item = group;
+  while (per_item % 2 == 0 && tokens * heads / per_item < 2 * cpu::num_threads()) per_item /= 2;
+  return per_item;
+}
+
 template <typename T>
 void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& meta,
             const AttentionShape& shape, T* out) {
@@ -61,48 +70,65 @@ void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& 
   const int64_t kv_row = shape.num_kv_heads * head_size;
   const T* key_cache = cache.key.data<T>();
   const T* value_cache = cache.value.data<T>();
-  // Work items: (token, head); each finds its sequence by the query start offsets.
+  const int64_t per_item = heads_per_item(meta.num_tokens, heads, group);
+  const int64_t items_per_token = heads / per_item;
+  // Work items: (token, heads first_head .. first_head + per_item), all of one KV head; each finds
+  // its sequence by the query start offsets.
   std::vector<int64_t> sequence_of(static_cast<size_t>(meta.num_tokens));
   for (int64_t s = 0; s < meta.num_seqs; ++s)
     for (int64_t t = meta.query_start_loc[s]; t < meta.query_start_loc[s + 1]; ++t)
       sequence_of[t] = s;
-  cpu::parallel_for(meta.num_tokens * heads, 4, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores, q(static_cast<size_t>(head_size)),
-        acc(static_cast<size_t>(head_size));
+  // An item is a whole pass over the context: worth a chunk of its own, so that a decode step's
+  // few items split evenly over the threads.
+  cpu::parallel_for(meta.num_tokens * items_per_token, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores, totals(static_cast<size_t>(per_item)),
+        q(static_cast<size_t>(per_item * head_size)),
+        acc(static_cast<size_t>(per_item * head_size));
     for (int64_t item = begin; item < end; ++item) {
-      int64_t token = item / heads, head = item % heads, kv_head = head / group;
-      int64_t s = sequence_of[token];
-      int64_t query_len = meta.query_start_loc[s + 1] - meta.query_start_loc[s];
-      int64_t position = meta.seq_lens[s] - query_len + (token - meta.query_start_loc[s]);
+      const int64_t token = item / items_per_token;
+      const int64_t first_head = (item % items_per_token) * per_item;
+      const int64_t kv_head = first_head / group;
+      const int64_t s = sequence_of[token];
+      const int64_t query_len = meta.query_start_loc[s + 1] - meta.query_start_loc[s];
+      const int64_t position = meta.seq_lens[s] - query_len + (token - meta.query_start_loc[s]);
       const int32_t* blocks = meta.block_tables.data() + s * meta.max_blocks_per_seq;
-      const T* q_row = query + token * heads * head_size + head * head_size;
-      for (int64_t d = 0; d < head_size; ++d) q[d] = static_cast<float>(q_row[d]);
+      const T* q_rows = query + (token * heads + first_head) * head_size;
+      for (int64_t d = 0; d < per_item * head_size; ++d) q[d] = static_cast<float>(q_rows[d]);
       const int64_t first =
           shape.sliding_window > 0 ? std::max<int64_t>(0, position - shape.sliding_window + 1) : 0;
-      scores.resize(static_cast<size_t>(position + 1 - first));
-      float max_score = -INFINITY;
+      const int64_t length = position + 1 - first;
+      scores.resize(static_cast<size_t>(per_item * length));  // [head][position]
+      auto slot_of = [&](int64_t p) {
+        return static_cast<int64_t>(blocks[p / shape.block_size]) * shape.block_size +
+               p % shape.block_size;
+      };
       for (int64_t p = first; p <= position; ++p) {
-        int64_t slot = static_cast<int64_t>(blocks[p / shape.block_size]) * shape.block_size +
-                       p % shape.block_size;
-        const T* k = key_cache + slot * kv_row + kv_head * head_size;
-        float score = head_dot(q.data(), k, head_size) * shape.scale;
-        if (shape.logit_softcap > 0)
-          score = std::tanh(score / shape.logit_softcap) * shape.logit_softcap;
-        scores[p - first] = score;
-        max_score = std::max(max_score, score);
+        const T* k = key_cache + slot_of(p) * kv_row + kv_head * head_size;
+        for (int64_t h = 0; h < per_item; ++h) {
+          float score = head_dot(q.data() + h * head_size, k, head_size) * shape.scale;
+          if (shape.logit_softcap > 0)
+            score = std::tanh(score / shape.logit_softcap) * shape.logit_softcap;
+          scores[h * length + p - first] = score;
+        }
       }
-      float total = 0;
-      for (float& score : scores) total += (score = std::exp(score - max_score));
+      for (int64_t h = 0; h < per_item; ++h) {
+        float* row = scores.data() + h * length;
+        const float max_score = *std::max_element(row, row + length);
+        float total = 0;
+        for (int64_t i = 0; i < length; ++i) total += (row[i] = std::exp(row[i] - max_score));
+        totals[h] = total;
+      }
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t p = first; p <= position; ++p) {
-        int64_t slot = static_cast<int64_t>(blocks[p / shape.block_size]) * shape.block_size +
-                       p % shape.block_size;
-        const T* v = value_cache + slot * kv_row + kv_head * head_size;
-        float weight = scores[p - first] / total;
-        for (int64_t d = 0; d < head_size; ++d) acc[d] += weight * static_cast<float>(v[d]);
+        const T* v = value_cache + slot_of(p) * kv_row + kv_head * head_size;
+        for (int64_t h = 0; h < per_item; ++h) {
+          const float weight = scores[h * length + p - first] / totals[h];
+          float* head_acc = acc.data() + h * head_size;
+          for (int64_t d = 0; d < head_size; ++d) head_acc[d] += weight * static_cast<float>(v[d]);
+        }
       }
-      T* out_row = out + token * heads * head_size + head * head_size;
-      for (int64_t d = 0; d < head_size; ++d) out_row[d] = T(acc[d]);
+      T* out_rows = out + (token * heads + first_head) * head_size;
+      for (int64_t d = 0; d < per_item * head_size; ++d) out_rows[d] = T(acc[d]);
     }
   });
 }
