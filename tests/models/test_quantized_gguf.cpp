@@ -25,10 +25,10 @@ using testing::runner_config;
 
 const std::string kModels = std::string(TESSERA_SOURCE_DIR) + "/tests/data/quant/models/";
 
-// The two engines read the same blocks but round activations to 8 bits differently (llama.cpp per
-// 256 values, Tessera per 32): with a step of max|x| / 127 over 256 values of weight 0.1 (the
-// synthetic LM head), each engine moves a logit by about 0.02 (one standard deviation), so a
-// lead under 0.1 (3 of the difference's) may go either way.
+// The two engines read the same blocks but do not round the 8-bit activations to the same integers
+// everywhere, nor sum in the same order: with a step of max|x| / 127 against weights of 0.1 (the
+// synthetic LM head), a rounding moves a logit by about 0.02 (one standard deviation), so a lead
+// under 0.1 (3 of the difference's) may go either way.
 constexpr double kNearTie = 0.1;
 
 struct GreedyReference {

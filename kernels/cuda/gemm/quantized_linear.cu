@@ -1,0 +1,229 @@
+#include "kernels/cuda/gemm/quantized_linear.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/gemm/cold_timer.h"
+#include "kernels/cuda/gemm/quantized_blocks.cuh"
+#include "kernels/cuda/gpu_runtime.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
+
+namespace tessera::gpu {
+namespace {
+
+constexpr int kWarpSize = 32;
+constexpr int kGemvWarps = 4;                       // weight rows per block of the gemv
+constexpr int kGemvRowTile = 8;                     // rows of x per pass over a weight row
+constexpr int64_t kTileBytes = int64_t{256} << 20;  // the dequantized tile's size at most
+
+// One warp per weight row; lane l takes the row's chunks of 32 l, l + 32, ...; x's rows in passes
+// of kGemvRowTile (the weight row is read once per pass, from L1/L2 after the first).
+template <DType D, typename T>
+__global__ void quantized_gemv_kernel(int64_t m, int64_t n, int64_t k, const uint8_t* weight,
+                                      const T* x, const T* bias, T* out) {
+  using Layout = BlockLayout<D>;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / kWarpSize;
+  if (row >= n) return;
+  const int64_t chunks = k / 32;
+  const uint8_t* weight_row = weight + row * (k / Layout::elements) * Layout::bytes;
+  for (int64_t first = 0; first < m; first += kGemvRowTile) {
+    float sums[kGemvRowTile] = {};
+    for (int64_t c = lane; c < chunks; c += kWarpSize) {
+      float values[32];
+      const int64_t element = c * 32;
+      dequantize_chunk<D>(weight_row + (element / Layout::elements) * Layout::bytes,
+                          static_cast<int>((element % Layout::elements) / 32), values);
+#pragma unroll
+      for (int r = 0; r < kGemvRowTile; ++r) {
+        if (first + r >= m) break;
+        const T* x_chunk = x + (first + r) * k + element;
+        float sum = 0;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) sum = fmaf(values[i], to_float(x_chunk[i]), sum);
+        sums[r] += sum;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kGemvRowTile; ++r) {
+      float sum = sums[r];
+#pragma unroll
+      for (int mask = kWarpSize / 2; mask > 0; mask /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, mask);
+      if (lane == 0 && first + r < m) {
+        if (bias != nullptr) sum += to_float(bias[row]);
+        out[(first + r) * n + row] = from_compute<T>(sum);
+      }
+    }
+  }
+}
+
+// tile[r, :] = weight row first + r, dequantized to T: one warp-wide chunk loop per row.
+template <DType D, typename T>
+__global__ void dequantize_rows_kernel(int64_t rows, int64_t k, const uint8_t* weight, T* tile) {
+  using Layout = BlockLayout<D>;
+  const int64_t chunks = k / 32;
+  const int64_t row_bytes = (k / Layout::elements) * Layout::bytes;
+  for (int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       index < rows * chunks; index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = index / chunks, element = (index % chunks) * 32;
+    float values[32];
+    dequantize_chunk<D>(weight + row * row_bytes + (element / Layout::elements) * Layout::bytes,
+                        static_cast<int>((element % Layout::elements) / 32), values);
+    T* destination = tile + row * k + element;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) destination[i] = from_compute<T>(values[i]);
+  }
+}
+
+template <DType D, typename Id>
+__global__ void quantized_embedding_kernel(int64_t count, int64_t vocab, int64_t vocab_start,
+                                           int64_t width, const Id* ids, const uint8_t* weight,
+                                           float* out) {
+  using Layout = BlockLayout<D>;
+  const int64_t row_bytes = (width / Layout::elements) * Layout::bytes;
+  for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
+    const int64_t id = static_cast<int64_t>(ids[i]) - vocab_start;
+    float* destination = out + i * width;
+    for (int64_t element = 32 * threadIdx.x; element < width; element += 32 * blockDim.x) {
+      float values[32] = {};
+      if (id >= 0 && id < vocab)
+        dequantize_chunk<D>(weight + id * row_bytes + (element / Layout::elements) * Layout::bytes,
+                            static_cast<int>((element % Layout::elements) / 32), values);
+#pragma unroll
+      for (int j = 0; j < 32; ++j) destination[element + j] = values[j];
+    }
+  }
+}
+
+const uint8_t* blocks_of(const Tensor& weight) {
+  return static_cast<const uint8_t*>(weight.data_ptr());
+}
+
+enum class QuantizedPath { gemv, tiles };
+
+// The measured path per problem: (format, x dtype, rows, n, k).
+using PathKey = std::tuple<DType, DType, int64_t, int64_t, int64_t, int>;
+std::mutex& paths_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::map<PathKey, QuantizedPath>& measured_paths() {
+  static std::map<PathKey, QuantizedPath> paths;
+  return paths;
+}
+
+QuantizedPath choose_path(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                          const Tensor& out, int64_t m) {
+  const QuantizedPath by_rows =
+      m <= kQuantizedGemvMaxRows ? QuantizedPath::gemv : QuantizedPath::tiles;
+  if (m > kQuantizedGemvMaxRows) return by_rows;  // the gemv cannot run it
+  const PathKey key{weight.dtype(), x.dtype(),      m,
+                    weight.size(0), weight.size(1), out.device().index};
+  {
+    std::lock_guard<std::mutex> lock(paths_mutex());
+    auto it = measured_paths().find(key);
+    if (it != measured_paths().end()) return it->second;
+  }
+  LaunchScope scope(out.device());
+  gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
+  GPU_CHECK(gpuStreamIsCapturing(scope.stream(), &capture));
+  if (capture != gpuStreamCaptureStatusNone) return by_rows;  // timing cannot run in a capture
+  std::lock_guard<std::recursive_mutex> measuring(ColdTimer::measuring_mutex(out.device().index));
+  ColdTimer timer(out.device());
+  const float gemv_ms = timer.median_graph_ms([&] { quantized_linear_gemv(x, weight, bias, out); },
+                                              TimedAfter::nothing);
+  const float tiles_ms = timer.median_graph_ms(
+      [&] { quantized_linear_tiles(x, weight, bias, out); }, TimedAfter::nothing);
+  const QuantizedPath chosen = gemv_ms <= tiles_ms ? QuantizedPath::gemv : QuantizedPath::tiles;
+  std::lock_guard<std::mutex> lock(paths_mutex());
+  measured_paths()[key] = chosen;
+  return chosen;
+}
+
+}  // namespace
+
+void quantized_linear_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                           const Tensor& out) {
+  const int64_t n = weight.size(0), k = weight.size(1), m = x.numel() / k;
+  TESSERA_CHECK(m <= kQuantizedGemvMaxRows, "quantized gemv of {} rows", m);
+  LaunchScope scope(out.device());
+  visit_quantized_dtype(weight.dtype(), [&]<DType D>() {
+    visit_device_float_dtype("linear", x.dtype(), [&]<typename T>() {
+      quantized_gemv_kernel<D, T>
+          <<<grid_size(n, kGemvWarps), kGemvWarps * kWarpSize, 0, scope.stream()>>>(
+              m, n, k, blocks_of(weight), static_cast<const T*>(x.data_ptr()),
+              bias != nullptr ? static_cast<const T*>(bias->data_ptr()) : nullptr,
+              static_cast<T*>(out.data_ptr()));
+    });
+  });
+  GPU_CHECK_LAUNCH("quantized linear (gemv)");
+}
+
+void quantized_linear_tiles(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                            const Tensor& out) {
+  const int64_t n = weight.size(0), k = weight.size(1), m = x.numel() / k;
+  const int64_t row_bytes = k * static_cast<int64_t>(element_size(x.dtype()));
+  const int64_t tile_rows = std::clamp<int64_t>(kTileBytes / row_bytes, 1, n);
+  const Tensor x_rows = x.view({m, k});
+  Tensor out_rows = out.view({m, n});
+  const size_t weight_row_bytes = static_cast<size_t>(storage_bytes(weight.dtype(), k));
+  Tensor tile = Tensor::empty({tile_rows, k}, x.dtype(), out.device());
+  for (int64_t first = 0; first < n; first += tile_rows) {
+    const int64_t rows = std::min(tile_rows, n - first);
+    {
+      LaunchScope scope(out.device());
+      visit_quantized_dtype(weight.dtype(), [&]<DType D>() {
+        visit_device_float_dtype("linear", x.dtype(), [&]<typename T>() {
+          dequantize_rows_kernel<D, T><<<grid_size(rows * (k / 32), 256), 256, 0, scope.stream()>>>(
+              rows, k, blocks_of(weight) + first * weight_row_bytes,
+              static_cast<T*>(tile.data_ptr()));
+        });
+      });
+      GPU_CHECK_LAUNCH("quantized linear (dequantize a tile)");
+    }
+    const Tensor weight_tile = tile.slice(0, 0, rows);
+    std::vector<Tensor> inputs{x_rows, weight_tile};
+    if (bias != nullptr) inputs.push_back(bias->slice(0, first, first + rows));
+    if (rows == n) {
+      run_kernel("linear", out.device().type,
+                 KernelArgs{inputs, Attributes{}, std::span(&out_rows, 1)});
+      continue;
+    }
+    Tensor partial = Tensor::empty({m, rows}, x.dtype(), out.device());
+    run_kernel("linear", out.device().type,
+               KernelArgs{inputs, Attributes{}, std::span(&partial, 1)});
+    out_rows.slice(1, first, first + rows).copy_from(partial);
+  }
+}
+
+void quantized_linear(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                      const Tensor& out) {
+  const int64_t m = x.numel() / weight.size(1);
+  if (choose_path(x, weight, bias, out, m) == QuantizedPath::gemv)
+    return quantized_linear_gemv(x, weight, bias, out);
+  quantized_linear_tiles(x, weight, bias, out);
+}
+
+void quantized_embedding(const Tensor& weight, const Tensor& ids, int64_t vocab_start,
+                         const Tensor& out) {
+  const int64_t count = ids.numel(), vocab = weight.size(0), width = weight.size(1);
+  if (count == 0) return;
+  LaunchScope scope(out.device());
+  visit_quantized_dtype(weight.dtype(), [&]<DType D>() {
+    visit_device_dtype(ids.dtype(), [&]<typename Id>() {
+      if constexpr (std::is_integral_v<Id>) {
+        quantized_embedding_kernel<D, Id><<<grid_size(count, 1), 64, 0, scope.stream()>>>(
+            count, vocab, vocab_start, width, static_cast<const Id*>(ids.data_ptr()),
+            blocks_of(weight), static_cast<float*>(out.data_ptr()));
+      }
+    });
+  });
+  GPU_CHECK_LAUNCH("quantized embedding");
+}
+
+}  // namespace tessera::gpu
