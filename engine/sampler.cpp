@@ -15,7 +15,28 @@ namespace tessera {
 namespace {
 
 bool plain_greedy(const SamplingParams& params) {
-  return params.greedy() && !params.has_penalties() && !params.logprobs;
+  return params.greedy() && !params.has_penalties() && !params.logprobs && !params.grammar;
+}
+
+// The grammars' masks, on the logits' device, applied in place.
+void apply_token_masks(const Tensor& logits, const TokenMasks& masks) {
+  const auto count = static_cast<int64_t>(masks.rows.size());
+  TESSERA_CHECK(masks.words.size() == static_cast<size_t>(count * masks.words_per_row),
+                "{} mask words for {} rows of {}", masks.words.size(), count, masks.words_per_row);
+  Tensor words = Tensor::empty({count, masks.words_per_row}, DType::i32);
+  std::copy(masks.words.begin(), masks.words.end(),
+            reinterpret_cast<uint32_t*>(words.data<int32_t>()));
+  std::vector<int64_t> rows(masks.rows.begin(), masks.rows.end());
+  const Device device = logits.device();
+  const Tensor inputs[] = {words.to(device),
+                           Tensor::from_ints(rows, {count}, DType::i32).to(device)};
+  Tensor outputs[] = {logits};
+  Attributes no_attributes;
+  ProfiledLaunch profiled("apply_token_mask", KernelClass::sampling, [&] {
+    return LaunchDetail{static_cast<double>(words.nbytes() + count * logits.size(1) * 4), 0,
+                        fmt::format("{} of {} rows", count, logits.size(0))};
+  });
+  run_kernel("apply_token_mask", device.type, KernelArgs{inputs, no_attributes, outputs});
 }
 
 // The "sample_tokens" kernel's inputs (kernels/sampling.h), built on the host.
@@ -67,7 +88,8 @@ std::unique_ptr<HostReadback> start_readback(const Tensor& tensor) {
 
 SampledBatch::~SampledBatch() = default;
 
-SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows) {
+SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows,
+                             const TokenMasks* masks) {
   TESSERA_CHECK(logits.dim() == 2 && logits.size(0) == static_cast<int64_t>(rows.size()),
                 "{} sampling rows for logits {}", rows.size(), logits.str());
   SampledBatch batch;
@@ -75,6 +97,7 @@ SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> 
   for (const SamplingRow& row : rows)
     batch.asked_logprobs_.push_back(row.params->logprobs ? *row.params->logprobs : -1);
   if (rows.empty()) return batch;
+  if (masks && !masks->empty()) apply_token_masks(logits, *masks);
   if (all_plain_greedy(rows)) return greedy_draws(greedy_ids(logits));  // the common case
   const Device device = logits.device();
   const int64_t count = static_cast<int64_t>(rows.size());

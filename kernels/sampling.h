@@ -36,6 +36,12 @@
 //            outside the buffer either way). A decode graph writes it straight into the forward's
 //            input, so the hand-over costs no copy of its own.
 //
+// The "apply_token_mask" kernel (structured output, engine/structured_output/): in place, the
+// logits of the tokens a row's grammar forbids become -inf, before "sample_tokens" draws.
+// inputs:  0 masks [C, W] i32: bit t % 32 of word t / 32 is set when token t is allowed
+//          1 rows [C] i32: the logits row each mask applies to (rows not listed are left alone)
+// outputs: 0 logits [R, V] f32, contiguous, V <= 32 * W (changed in place)
+//
 // The "greedy_pick" kernel (GPU only) is argmax's for a decode graph's greedy step
 // (engine/runner/decode_graphs.h): the first maximum of each row, NaN counting as the maximum, as
 // the argmax op gives it. Outside a capture argmax splits few long rows over the SMs with scratch
