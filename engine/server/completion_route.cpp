@@ -94,6 +94,8 @@ void CompletionRoute::handle(const std::string& body, HttpResponseWriter& writer
   HttpHeaders headers;
   try {
     const CompletionRequest request = parser_.parse(body, chat);
+    if (request.grammar_compile_seconds > 0)
+      engine_.observe_grammar_compile(request.grammar_compile_seconds);
     ResponseContext context = response_context(request);
     const std::vector<ChoiceRequest> choices =
         fan_out_choices(request, context.id, parser_.limits().max_model_len);

@@ -1,5 +1,7 @@
 #include "engine/server/openai_protocol.h"
 
+#include "engine/server/output_constraint_fields.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -182,13 +184,18 @@ const std::set<std::string>& allowed_fields(bool chat) {
       // vLLM's extensions
       "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids", "skip_special_tokens",
       "priority"};
-  static const std::set<std::string> completion = [] {
+  static const std::set<std::string> with_constraints = [] {
     std::set<std::string> s = common;
+    for (const char* field : kOutputConstraintFields) s.insert(field);
+    return s;
+  }();
+  static const std::set<std::string> completion = [] {
+    std::set<std::string> s = with_constraints;
     s.insert({"prompt", "logprobs", "echo", "best_of", "suffix"});
     return s;
   }();
   static const std::set<std::string> chat_fields = [] {
-    std::set<std::string> s = common;
+    std::set<std::string> s = with_constraints;
     s.insert({"messages", "logprobs", "top_logprobs", "max_completion_tokens"});
     return s;
   }();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "engine/request.h"
 #include "engine/sampling_params.h"
 #include "engine/server/chat_template.h"
+#include "engine/structured_output/grammar_compiler.h"
 #include "models/tokenizer.h"
 
 namespace tessera {
@@ -41,10 +43,15 @@ struct CompletionRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool max_tokens_given = false;
   int64_t priority = 0;  // vLLM's: lower runs first under --scheduling-policy priority
+  // Structured output: what the output must match (compiled into params.grammar by
+  // CompletionParser), and how long its compile took (0 when cached).
+  std::optional<OutputConstraint> constraint;
+  double grammar_compile_seconds = 0;
 };
 
 struct PromptLimits {
   int64_t vocab_size = 0;
+  int64_t logits_width = 0;  // the model's vocabulary: the width of structured output's masks
   int64_t max_model_len = 0;
   size_t max_prompts = 64;  // prompts in one /v1/completions call
   // A prompt text longer than this cannot fit max_model_len tokens: refused before tokenizing.

@@ -64,7 +64,9 @@ std::shared_ptr<const TokenVocabulary> GrammarCompiler::vocabulary() {
   return vocabulary_;
 }
 
-std::shared_ptr<CompiledGrammar> GrammarCompiler::compile(const OutputConstraint& constraint) {
+std::shared_ptr<CompiledGrammar> GrammarCompiler::compile(const OutputConstraint& constraint,
+                                                          double* compile_seconds) {
+  if (compile_seconds) *compile_seconds = 0;
   std::string key = std::to_string(static_cast<int>(constraint.kind)) + '\n' + constraint.text;
   for (const std::string& choice : constraint.choices)
     key += '\n' + std::to_string(choice.size()) + ':' + choice;
@@ -82,6 +84,7 @@ std::shared_ptr<CompiledGrammar> GrammarCompiler::compile(const OutputConstraint
   auto compiled = std::make_shared<CompiledGrammar>(constraint_grammar(constraint), tokens);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (compile_seconds) *compile_seconds = seconds;
   std::lock_guard lock(mutex_);
   ++statistics_.compiled;
   statistics_.compile_seconds += seconds;

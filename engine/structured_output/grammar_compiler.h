@@ -39,7 +39,9 @@ class GrammarCompiler {
   GrammarCompiler(const Tokenizer& tokenizer, int64_t logits_width,
                   size_t capacity = kDefaultCapacity);
   // Throws Error naming constraint.field when the constraint is malformed or unsupported.
-  std::shared_ptr<CompiledGrammar> compile(const OutputConstraint& constraint);
+  // `compile_seconds`, when given, gets the time a compile took (0 when the cache had it).
+  std::shared_ptr<CompiledGrammar> compile(const OutputConstraint& constraint,
+                                           double* compile_seconds = nullptr);
   GrammarCompilerStatistics statistics() const;
 
  private:

@@ -10,9 +10,10 @@ namespace tessera {
 
 TokenVocabulary::TokenVocabulary(const Tokenizer& tokenizer, int64_t logits_width)
     : logits_width_(logits_width) {
-  const int64_t vocab = tokenizer.vocab_size();
-  TESSERA_CHECK(vocab > 0 && vocab <= logits_width && logits_width < (int64_t{1} << 31),
-                "tokenizer vocabulary {} for {} logits", vocab, logits_width);
+  // Ids past the logits (a tokenizer larger than the model's vocabulary) are never drawn.
+  const int64_t vocab = std::min(tokenizer.vocab_size(), logits_width);
+  TESSERA_CHECK(vocab > 0 && logits_width < (int64_t{1} << 31),
+                "tokenizer vocabulary {} for {} logits", tokenizer.vocab_size(), logits_width);
   token_bytes_.resize(static_cast<size_t>(vocab));
   std::vector<int32_t> order;
   for (int32_t id = 0; id < vocab; ++id) {

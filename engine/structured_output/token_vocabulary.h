@@ -16,7 +16,7 @@ namespace tessera {
 
 class TokenVocabulary {
  public:
-  // `logits_width`: the model's vocabulary (logits per row), at least the tokenizer's.
+  // `logits_width`: the model's vocabulary (logits per row).
   TokenVocabulary(const Tokenizer& tokenizer, int64_t logits_width);
 
   int64_t logits_width() const { return logits_width_; }
