@@ -24,6 +24,7 @@ class CompletionParser {
   CompletionRequest parse(const std::string& body, bool chat) const;
 
   const PromptLimits& limits() const { return limits_; }
+  ChatTemplate::Kind template_kind() const { return chat_template_.kind(); }
   const Tokenizer& tokenizer() const { return tokenizer_; }
 
  private:

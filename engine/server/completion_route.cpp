@@ -85,6 +85,8 @@ ResponseContext CompletionRoute::response_context(const CompletionRequest& reque
   context.model = served_model_name_;
   context.logprobs = request.params.logprobs;
   context.tokenizer = &parser_.tokenizer();
+  if (request.tools.active()) context.tools = std::make_shared<const ChatTools>(request.tools);
+  context.template_kind = parser_.template_kind();
   return context;
 }
 
