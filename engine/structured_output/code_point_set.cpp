@@ -100,6 +100,11 @@ CodePointSet CodePointSet::all() {
 void CodePointSet::add(uint32_t first, uint32_t last) {
   TESSERA_CHECK(first <= last && last <= kMaxCodePoint, "bad code point range {}..{}", first, last);
   ranges_.push_back({first, last});
+  normalized_ = false;
+}
+
+void CodePointSet::normalize() const {
+  if (normalized_) return;
   std::sort(ranges_.begin(), ranges_.end(),
             [](const Range& a, const Range& b) { return a.first < b.first; });
   std::vector<Range> merged;
@@ -110,16 +115,17 @@ void CodePointSet::add(uint32_t first, uint32_t last) {
       merged.push_back(range);
   }
   ranges_ = std::move(merged);
+  normalized_ = true;
 }
 
 void CodePointSet::add(const CodePointSet& other) {
-  for (const Range& range : other.ranges_) add(range.first, range.last);
+  for (const Range& range : other.ranges()) add(range.first, range.last);
 }
 
 CodePointSet CodePointSet::complement() const {
   CodePointSet result;
   uint32_t next = 0;
-  for (const Range& range : ranges_) {
+  for (const Range& range : ranges()) {
     if (range.first > next) result.add(next, range.first - 1);
     next = range.last + 1;
   }
@@ -128,25 +134,32 @@ CodePointSet CodePointSet::complement() const {
 }
 
 CodePointSet CodePointSet::intersect(const CodePointSet& other) const {
+  // Both sorted and disjoint: one pass over each.
   CodePointSet result;
-  for (const Range& a : ranges_)
-    for (const Range& b : other.ranges_) {
-      const uint32_t first = std::max(a.first, b.first), last = std::min(a.last, b.last);
-      if (first <= last) result.add(first, last);
-    }
+  const std::vector<Range>& a = ranges();
+  const std::vector<Range>& b = other.ranges();
+  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    const uint32_t first = std::max(a[i].first, b[j].first), last = std::min(a[i].last, b[j].last);
+    if (first <= last) result.add(first, last);
+    if (a[i].last < b[j].last)
+      ++i;
+    else
+      ++j;
+  }
   return result;
 }
 
 bool CodePointSet::contains(uint32_t code_point) const {
-  return std::any_of(ranges_.begin(), ranges_.end(), [&](const Range& range) {
-    return range.first <= code_point && code_point <= range.last;
-  });
+  const std::vector<Range>& sorted = ranges();
+  auto after = std::upper_bound(sorted.begin(), sorted.end(), code_point,
+                                [](uint32_t c, const Range& range) { return c < range.first; });
+  return after != sorted.begin() && std::prev(after)->last >= code_point;
 }
 
 std::vector<GrammarSequence> CodePointSet::utf8_sequences(Grammar& grammar) const {
   std::vector<GrammarSequence> sequences;
   const uint32_t length_ends[] = {0x7F, 0x7FF, 0xFFFF, kMaxCodePoint};
-  for (const Range& range : ranges_) {
+  for (const Range& range : ranges()) {
     uint32_t first = range.first;
     for (uint32_t end : length_ends) {
       if (first > range.last) break;
@@ -160,9 +173,10 @@ std::vector<GrammarSequence> CodePointSet::utf8_sequences(Grammar& grammar) cons
 }
 
 GrammarElement CodePointSet::element(Grammar& grammar, std::string_view name) const {
-  if (!ranges_.empty() && ranges_.back().last < 0x80) {
+  const std::vector<Range>& sorted = ranges();
+  if (!sorted.empty() && sorted.back().last < 0x80) {
     ByteSet bytes;
-    for (const Range& range : ranges_)
+    for (const Range& range : sorted)
       for (uint32_t c = range.first; c <= range.last; ++c) bytes.set(c);
     return grammar.byte_set(bytes);
   }

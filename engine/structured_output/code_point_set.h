@@ -26,7 +26,10 @@ class CodePointSet {
   CodePointSet intersect(const CodePointSet& other) const;
   bool contains(uint32_t code_point) const;
   bool empty() const { return ranges_.empty(); }
-  const std::vector<Range>& ranges() const { return ranges_; }
+  const std::vector<Range>& ranges() const {
+    normalize();
+    return ranges_;
+  }
 
   // The set as grammar alternatives: one sequence of byte sets per run of UTF-8 encodings whose
   // bytes vary independently.
@@ -36,7 +39,11 @@ class CodePointSet {
   GrammarElement element(Grammar& grammar, std::string_view name) const;
 
  private:
-  std::vector<Range> ranges_;
+  // Sorts and merges what add() appended (once, however many ranges a class lists).
+  void normalize() const;
+
+  mutable std::vector<Range> ranges_;
+  mutable bool normalized_ = true;
 };
 
 // UTF-8 bytes of one code point (which must be at most kMaxCodePoint).

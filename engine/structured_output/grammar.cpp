@@ -10,18 +10,24 @@ namespace tessera {
 
 int32_t Grammar::add_rule(std::string_view name) {
   TESSERA_REQUIRE(rules_.size() < kMaxRules,
-                  "grammar: more than {} rules; simplify the schema or grammar", kMaxRules);
+                  "structured output: the grammar has more than {} rules; simplify the schema or "
+                  "grammar",
+                  kMaxRules);
   std::string unique(name);
-  for (int suffix = 1; find_rule(unique); ++suffix) unique = fmt::format("{}-{}", name, suffix);
+  if (rule_ids_.count(unique)) {
+    int64_t& suffix = name_suffixes_[unique];
+    do unique = fmt::format("{}-{}", name, ++suffix);
+    while (rule_ids_.count(unique));
+  }
+  rule_ids_.emplace(unique, static_cast<int32_t>(rules_.size()));
   rules_.push_back(GrammarRule{std::move(unique), {}, false});
   return static_cast<int32_t>(rules_.size() - 1);
 }
 
 std::optional<int32_t> Grammar::find_rule(std::string_view name) const {
-  // Linear: names are looked up while parsing a grammar's text, never while matching.
-  for (size_t i = 0; i < rules_.size(); ++i)
-    if (rules_[i].name == name) return static_cast<int32_t>(i);
-  return std::nullopt;
+  auto found = rule_ids_.find(std::string(name));
+  if (found == rule_ids_.end()) return std::nullopt;
+  return found->second;
 }
 
 int32_t Grammar::rule_named(std::string_view name) {
@@ -31,20 +37,19 @@ int32_t Grammar::rule_named(std::string_view name) {
 
 void Grammar::add_alternative(int32_t rule, GrammarSequence sequence) {
   num_elements_ += sequence.size() + 1;
-  TESSERA_REQUIRE(num_elements_ <= kMaxElements,
-                  "grammar: more than {} elements; simplify the schema or grammar", kMaxElements);
+  TESSERA_REQUIRE(
+      num_elements_ <= kMaxElements,
+      "structured output: the grammar has more than {} elements; simplify the schema or grammar",
+      kMaxElements);
   GrammarRule& target = rules_.at(static_cast<size_t>(rule));
   target.alternatives.push_back(std::move(sequence));
   target.defined = true;
 }
 
 GrammarElement Grammar::byte_set(const ByteSet& bytes) {
-  auto found = std::find(byte_sets_.begin(), byte_sets_.end(), bytes);
-  if (found == byte_sets_.end()) {
-    byte_sets_.push_back(bytes);
-    found = byte_sets_.end() - 1;
-  }
-  return {GrammarElement::Kind::byte_set, static_cast<int32_t>(found - byte_sets_.begin())};
+  auto [found, added] = byte_set_ids_.emplace(bytes, static_cast<int32_t>(byte_sets_.size()));
+  if (added) byte_sets_.push_back(bytes);
+  return {GrammarElement::Kind::byte_set, found->second};
 }
 
 void Grammar::append_literal(GrammarSequence& sequence, std::string_view bytes) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace tessera {
@@ -76,7 +77,10 @@ class Grammar {
 
  private:
   std::vector<GrammarRule> rules_;
+  std::unordered_map<std::string, int32_t> rule_ids_;       // by name
+  std::unordered_map<std::string, int64_t> name_suffixes_;  // the next suffix to try per name
   std::vector<ByteSet> byte_sets_;
+  std::unordered_map<ByteSet, int32_t> byte_set_ids_;
   size_t num_elements_ = 0;
   int32_t root_ = 0;
 };

@@ -161,6 +161,16 @@ class SchemaCompiler {
 
   // --- Schemas. ---
   GrammarElement value(const Json& schema, const std::string& where) {
+    // A chain of references can nest deeper than the JSON text does.
+    if (depth_ >= kMaxDepth)
+      fail(where, fmt::format("the schema nests deeper than {} levels (through $ref)", kMaxDepth));
+    ++depth_;
+    GrammarElement element = value_at_depth(schema, where);
+    --depth_;
+    return element;
+  }
+
+  GrammarElement value_at_depth(const Json& schema, const std::string& where) {
     if (schema.is_boolean())
       return schema.get<bool>() ? any_value() : grammar_.choice("nothing", {});
     if (!schema.is_object()) fail(where, "a schema must be an object or a boolean");
@@ -511,6 +521,8 @@ class SchemaCompiler {
     return grammar_.choice("array", {std::move(sequence)});
   }
 
+  static constexpr int kMaxDepth = 128;
+  int depth_ = 0;
   const Json* root_;
   std::string field_;
   Grammar grammar_;
