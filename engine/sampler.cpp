@@ -18,27 +18,6 @@ bool plain_greedy(const SamplingParams& params) {
   return params.greedy() && !params.has_penalties() && !params.logprobs && !params.grammar;
 }
 
-// The grammars' masks, on the logits' device, applied in place.
-void apply_token_masks(const Tensor& logits, const TokenMasks& masks) {
-  const auto count = static_cast<int64_t>(masks.rows.size());
-  TESSERA_CHECK(masks.words.size() == static_cast<size_t>(count * masks.words_per_row),
-                "{} mask words for {} rows of {}", masks.words.size(), count, masks.words_per_row);
-  Tensor words = Tensor::empty({count, masks.words_per_row}, DType::i32);
-  std::copy(masks.words.begin(), masks.words.end(),
-            reinterpret_cast<uint32_t*>(words.data<int32_t>()));
-  std::vector<int64_t> rows(masks.rows.begin(), masks.rows.end());
-  const Device device = logits.device();
-  const Tensor inputs[] = {words.to(device),
-                           Tensor::from_ints(rows, {count}, DType::i32).to(device)};
-  Tensor outputs[] = {logits};
-  Attributes no_attributes;
-  ProfiledLaunch profiled("apply_token_mask", KernelClass::sampling, [&] {
-    return LaunchDetail{static_cast<double>(words.nbytes() + count * logits.size(1) * 4), 0,
-                        fmt::format("{} of {} rows", count, logits.size(0))};
-  });
-  run_kernel("apply_token_mask", device.type, KernelArgs{inputs, no_attributes, outputs});
-}
-
 // The "sample_tokens" kernel's inputs (kernels/sampling.h), built on the host.
 struct KernelInputs {
   std::vector<float> params;
@@ -78,6 +57,37 @@ KernelInputs kernel_inputs(std::span<const SamplingRow> rows, int64_t vocab) {
   return in;
 }
 
+// A host tensor's copy on `device`, queued without waiting for the device (DeviceBackend::upload):
+// the draws' inputs go up while the forward before them still runs.
+Tensor upload(const Tensor& host, Device device) {
+  if (device.is_cpu()) return host;
+  TESSERA_CHECK(host.device().is_cpu() && host.is_contiguous(), "upload of {}", host.str());
+  Tensor out = Tensor::empty(host.sizes(), host.dtype(), device);
+  backend(device).upload(out.data_ptr(), device, host.data_ptr(), host.nbytes());
+  return out;
+}
+
+// The grammars' masks, on the logits' device, applied in place.
+void apply_token_masks(const Tensor& logits, const TokenMasks& masks) {
+  const auto count = static_cast<int64_t>(masks.rows.size());
+  TESSERA_CHECK(masks.words.size() == static_cast<size_t>(count * masks.words_per_row),
+                "{} mask words for {} rows of {}", masks.words.size(), count, masks.words_per_row);
+  Tensor words = Tensor::empty({count, masks.words_per_row}, DType::i32);
+  std::copy(masks.words.begin(), masks.words.end(),
+            reinterpret_cast<uint32_t*>(words.data<int32_t>()));
+  std::vector<int64_t> rows(masks.rows.begin(), masks.rows.end());
+  const Device device = logits.device();
+  const Tensor inputs[] = {words.to(device),
+                           Tensor::from_ints(rows, {count}, DType::i32).to(device)};
+  Tensor outputs[] = {logits};
+  Attributes no_attributes;
+  ProfiledLaunch profiled("apply_token_mask", KernelClass::sampling, [&] {
+    return LaunchDetail{static_cast<double>(words.nbytes() + count * logits.size(1) * 4), 0,
+                        fmt::format("{} of {} rows", count, logits.size(0))};
+  });
+  run_kernel("apply_token_mask", device.type, KernelArgs{inputs, no_attributes, outputs});
+}
+
 std::unique_ptr<HostReadback> start_readback(const Tensor& tensor) {
   TESSERA_CHECK(tensor.is_contiguous(), "a readback of a strided tensor");
   return backend(tensor.device())
@@ -105,10 +115,10 @@ SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> 
   KernelInputs in = kernel_inputs(rows, vocab);
   const int64_t entries = static_cast<int64_t>(in.entries.size() / 3);
   const Tensor inputs[] = {logits.contiguous(),
-                           Tensor::from_floats(in.params, {count, kNumSamplingParams}).to(device),
-                           Tensor::from_ints(in.seeds, {count, 2}).to(device),
-                           Tensor::from_ints(in.offsets, {count + 1}, DType::i32).to(device),
-                           Tensor::from_ints(in.entries, {entries, 3}, DType::i32).to(device)};
+                           upload(Tensor::from_floats(in.params, {count, kNumSamplingParams}), device),
+                           upload(Tensor::from_ints(in.seeds, {count, 2}), device),
+                           upload(Tensor::from_ints(in.offsets, {count + 1}, DType::i32), device),
+                           upload(Tensor::from_ints(in.entries, {entries, 3}, DType::i32), device)};
   Tensor outputs[] = {Tensor::empty({count}, DType::i32, device),
                       Tensor::empty({count, in.width + 1}, DType::f32, device),
                       Tensor::empty({count, in.width}, DType::i32, device),
