@@ -14,9 +14,13 @@
 namespace tessera {
 namespace {
 
-bool plain_greedy(const SamplingParams& params) {
-  return params.greedy() && !params.has_penalties() && !params.logprobs && !params.grammar;
+// A row whose draw is its logits' first maximum (after its grammar's mask, if any).
+bool argmax_row(const SamplingParams& params) {
+  return params.greedy() && !params.has_penalties() && !params.logprobs;
 }
+
+// An argmax row with nothing to apply first: a runner may take its pick with the forward.
+bool plain_greedy(const SamplingParams& params) { return argmax_row(params) && !params.grammar; }
 
 // The "sample_tokens" kernel's inputs (kernels/sampling.h), built on the host.
 struct KernelInputs {
@@ -108,7 +112,9 @@ SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> 
     batch.asked_logprobs_.push_back(row.params->logprobs ? *row.params->logprobs : -1);
   if (rows.empty()) return batch;
   if (masks && !masks->empty()) apply_token_masks(logits, *masks);
-  if (all_plain_greedy(rows)) return greedy_draws(greedy_ids(logits));  // the common case
+  if (std::all_of(rows.begin(), rows.end(),
+                  [](const SamplingRow& row) { return argmax_row(*row.params); }))
+    return greedy_draws(greedy_ids(logits));  // the common case
   const Device device = logits.device();
   const int64_t count = static_cast<int64_t>(rows.size());
   const int64_t vocab = logits.size(1);
