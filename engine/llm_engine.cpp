@@ -369,9 +369,22 @@ void LLMEngine::launch(const SchedulerOutput& scheduled, std::optional<InFlightS
 TokenMasks LLMEngine::grammar_masks(std::vector<Request*>& requests, const std::vector<bool>& draws,
                                     std::vector<RequestOutput>& outputs) {
   TokenMasks masks;
+  // The requests whose mask was made, one per distinct mask: another in the same grammar state
+  // (and with the same end tokens) shares it.
+  std::vector<const Request*> made;
   for (size_t i = 0; i < requests.size(); ++i) {
     Request* r = requests[i];
     if (!r || !draws[i] || !r->matcher) continue;
+    const GrammarMatcher& matcher = *r->matcher;
+    auto same = std::find_if(made.begin(), made.end(), [&](const Request* other) {
+      return other->matcher->grammar() == matcher.grammar() &&
+             other->matcher->state() == matcher.state() && other->stop_ids == r->stop_ids;
+    });
+    if (same != made.end()) {
+      masks.rows.push_back(static_cast<int32_t>(i));
+      masks.mask_of_row.push_back(static_cast<int32_t>(same - made.begin()));
+      continue;
+    }
     const int64_t width = r->params.grammar->vocabulary().mask_words();
     TESSERA_CHECK(masks.words_per_row == 0 || masks.words_per_row == width,
                   "token masks of {} and {} words", masks.words_per_row, width);
@@ -380,7 +393,7 @@ TokenMasks LLMEngine::grammar_masks(std::vector<Request*>& requests, const std::
     masks.words.resize(offset + static_cast<size_t>(width));
     try {
       const auto start = Clock::now();
-      r->matcher->fill_mask(std::span(masks.words).subspan(offset), r->stop_ids);
+      matcher.fill_mask(std::span(masks.words).subspan(offset), r->stop_ids);
       const double seconds = seconds_between(start, Clock::now());
       metrics_.update([&](EngineMetrics& m) { m.grammar_mask_time.observe(seconds); });
     } catch (const Error& error) {
@@ -394,6 +407,8 @@ TokenMasks LLMEngine::grammar_masks(std::vector<Request*>& requests, const std::
       continue;
     }
     masks.rows.push_back(static_cast<int32_t>(i));
+    masks.mask_of_row.push_back(static_cast<int32_t>(made.size()));
+    made.push_back(r);
   }
   return masks;
 }

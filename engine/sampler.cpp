@@ -20,7 +20,9 @@ bool argmax_row(const SamplingParams& params) {
 }
 
 // An argmax row with nothing to apply first: a runner may take its pick with the forward.
-bool plain_greedy(const SamplingParams& params) { return argmax_row(params) && !params.grammar; }
+bool plain_greedy(const SamplingParams& params) {
+  return argmax_row(params) && !params.grammar;
+}
 
 // The "sample_tokens" kernel's inputs (kernels/sampling.h), built on the host.
 struct KernelInputs {
@@ -74,20 +76,23 @@ Tensor upload(const Tensor& host, Device device) {
 // The grammars' masks, on the logits' device, applied in place.
 void apply_token_masks(const Tensor& logits, const TokenMasks& masks) {
   const auto count = static_cast<int64_t>(masks.rows.size());
-  TESSERA_CHECK(masks.words.size() == static_cast<size_t>(count * masks.words_per_row),
+  const int64_t distinct = masks.num_masks();
+  TESSERA_CHECK(masks.mask_of_row.size() == masks.rows.size() &&
+                    masks.words.size() == static_cast<size_t>(distinct * masks.words_per_row),
                 "{} mask words for {} rows of {}", masks.words.size(), count, masks.words_per_row);
-  Tensor words = Tensor::empty({count, masks.words_per_row}, DType::i32);
+  Tensor words = Tensor::empty({distinct, masks.words_per_row}, DType::i32);
   std::copy(masks.words.begin(), masks.words.end(),
             reinterpret_cast<uint32_t*>(words.data<int32_t>()));
   std::vector<int64_t> rows(masks.rows.begin(), masks.rows.end());
+  rows.insert(rows.end(), masks.mask_of_row.begin(), masks.mask_of_row.end());
   const Device device = logits.device();
-  const Tensor inputs[] = {words.to(device),
-                           Tensor::from_ints(rows, {count}, DType::i32).to(device)};
+  const Tensor inputs[] = {upload(words, device),
+                           upload(Tensor::from_ints(rows, {2, count}, DType::i32), device)};
   Tensor outputs[] = {logits};
   Attributes no_attributes;
   ProfiledLaunch profiled("apply_token_mask", KernelClass::sampling, [&] {
     return LaunchDetail{static_cast<double>(words.nbytes() + count * logits.size(1) * 4), 0,
-                        fmt::format("{} of {} rows", count, logits.size(0))};
+                        fmt::format("{} of {} rows, {} masks", count, logits.size(0), distinct)};
   });
   run_kernel("apply_token_mask", device.type, KernelArgs{inputs, no_attributes, outputs});
 }
@@ -120,11 +125,12 @@ SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> 
   const int64_t vocab = logits.size(1);
   KernelInputs in = kernel_inputs(rows, vocab);
   const int64_t entries = static_cast<int64_t>(in.entries.size() / 3);
-  const Tensor inputs[] = {logits.contiguous(),
-                           upload(Tensor::from_floats(in.params, {count, kNumSamplingParams}), device),
-                           upload(Tensor::from_ints(in.seeds, {count, 2}), device),
-                           upload(Tensor::from_ints(in.offsets, {count + 1}, DType::i32), device),
-                           upload(Tensor::from_ints(in.entries, {entries, 3}, DType::i32), device)};
+  const Tensor inputs[] = {
+      logits.contiguous(),
+      upload(Tensor::from_floats(in.params, {count, kNumSamplingParams}), device),
+      upload(Tensor::from_ints(in.seeds, {count, 2}), device),
+      upload(Tensor::from_ints(in.offsets, {count + 1}, DType::i32), device),
+      upload(Tensor::from_ints(in.entries, {entries, 3}, DType::i32), device)};
   Tensor outputs[] = {Tensor::empty({count}, DType::i32, device),
                       Tensor::empty({count, in.width + 1}, DType::f32, device),
                       Tensor::empty({count, in.width}, DType::i32, device),

@@ -41,12 +41,17 @@ struct SampledToken {
 };
 
 // The rows of a batch whose tokens a grammar constrains (structured output): for each, its logits
-// row and the mask of the tokens allowed there (bit t % 32 of word t / 32).
+// row and which of the step's distinct masks applies there (rows in the same grammar state share
+// one: a mask is bit t % 32 of word t / 32 for each token t allowed).
 struct TokenMasks {
   std::vector<int32_t> rows;
-  std::vector<uint32_t> words;  // rows.size() x words_per_row
+  std::vector<int32_t> mask_of_row;  // per entry of rows: an index into the masks
+  std::vector<uint32_t> words;       // the distinct masks, words_per_row words each
   int64_t words_per_row = 0;
   bool empty() const { return rows.empty(); }
+  int64_t num_masks() const {
+    return words_per_row == 0 ? 0 : static_cast<int64_t>(words.size()) / words_per_row;
+  }
 };
 
 // A step's draws on their way to the host. The ids stay on the device, where the next step may

@@ -189,8 +189,8 @@ void check_apply_token_mask(const Tensor& masks, const Tensor& rows, const Tenso
   require_contiguous("apply_token_mask", "rows", rows);
   require_dtype("apply_token_mask", "logits", logits, DType::f32);
   require_contiguous("apply_token_mask", "logits", logits);
-  TESSERA_REQUIRE(masks.dim() == 2 && logits.dim() == 2 && rows.dim() == 1 &&
-                      rows.size(0) == masks.size(0) && logits.size(1) <= 32 * masks.size(1),
+  TESSERA_REQUIRE(masks.dim() == 2 && logits.dim() == 2 && rows.dim() == 2 && rows.size(0) == 2 &&
+                      logits.size(1) <= 32 * masks.size(1),
                   "apply_token_mask: masks {} for rows {} do not fit logits {}", masks.str(),
                   rows.str(), logits.str());
 }

@@ -38,8 +38,9 @@
 //
 // The "apply_token_mask" kernel (structured output, engine/structured_output/): in place, the
 // logits of the tokens a row's grammar forbids become -inf, before "sample_tokens" draws.
-// inputs:  0 masks [C, W] i32: bit t % 32 of word t / 32 is set when token t is allowed
-//          1 rows [C] i32: the logits row each mask applies to (rows not listed are left alone)
+// inputs:  0 masks [U, W] i32: bit t % 32 of word t / 32 is set when token t is allowed
+//          1 rows [2, C] i32: row 0 the logits rows masked (others are left alone), row 1 the mask
+//            (0..U-1) each takes: rows in the same grammar state share one
 // outputs: 0 logits [R, V] f32, contiguous, V <= 32 * W (changed in place)
 //
 // The "greedy_pick" kernel (GPU only) is argmax's for a decode graph's greedy step

@@ -67,6 +67,9 @@ class GrammarMatcher {
   bool terminated() const { return accepts() && !grammar_->can_continue(state_); }
   // Sets `words` to the tokens allowed next: the grammar's, and `end_ids` where it may end.
   void fill_mask(std::span<uint32_t> words, std::span<const int32_t> end_ids) const;
+  // Where it is: matchers of one grammar in one state have the same mask (for the same end_ids).
+  const CompiledGrammar* grammar() const { return grammar_.get(); }
+  GrammarStateId state() const { return state_; }
 
  private:
   std::shared_ptr<CompiledGrammar> grammar_;

@@ -308,14 +308,16 @@ TokenMasks example_masks(int64_t vocab) {
   TokenMasks masks;
   masks.words_per_row = (vocab + 31) / 32;
   masks.rows = {0, 2};
+  masks.mask_of_row = {1, 0};  // the masks listed in the other order than their rows
   masks.words.assign(static_cast<size_t>(2 * masks.words_per_row), 0u);
   auto allow = [&](size_t mask, int64_t token) {
-    masks.words[mask * static_cast<size_t>(masks.words_per_row) + static_cast<size_t>(token / 32)] |=
+    masks
+        .words[mask * static_cast<size_t>(masks.words_per_row) + static_cast<size_t>(token / 32)] |=
         1u << (token % 32);
   };
-  for (int64_t token = 0; token < vocab; token += 7) allow(0, token);
-  allow(1, 3);
-  allow(1, vocab - 1);
+  for (int64_t token = 0; token < vocab; token += 7) allow(1, token);
+  allow(0, 3);
+  allow(0, vocab - 1);
   return masks;
 }
 
