@@ -4,8 +4,9 @@
 # vocabulary cost) on the GPU, and measures structured output's serving cost: output tokens/s at
 # 1, 16 and 64 streaming clients (random 256-token prompts, 128 generated, ignore_eos) without a
 # constraint, with guided_regex "[a-z ]+" (one grammar state: the steady cost of masks) and with
-# a JSON schema (an object with one string of lowercase words, which the random-weight model
-# rarely closes, so that its outputs are as long as the others'). Outputs under $OUT (else
+# a JSON schema (an object with one string of 400 lowercase letters and spaces, longer than 128
+# tokens write, so that every output is as long as the others': the random-weight model would
+# otherwise close a free string early and end its request). Outputs under $OUT (else
 # build/gpu-structured): serve.err, bench_*.txt/.json, structured_summary.txt.
 # Settings: TESSERA_STRUCTURED_PROMPTS (64 per level), TESSERA_SERVE_ARGS.
 set -uo pipefail
@@ -47,7 +48,7 @@ run() {  # NAME [--extra-body JSON]
 }
 run unconstrained
 run regex --extra-body '{"guided_regex": "[a-z ]+"}'
-run json_schema --extra-body '{"response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object", "properties": {"story": {"type": "string", "pattern": "[a-z ]*"}}, "required": ["story"], "additionalProperties": false}}}}'
+run json_schema --extra-body '{"response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object", "properties": {"story": {"type": "string", "pattern": "[a-z ]{400}"}}, "required": ["story"], "additionalProperties": false}}}}'
 curl -s "$url/metrics" | grep -E "^tessera:grammar_(mask|compile)_seconds_(sum|count)" | tee -a "$summary"
 python3 - "$out" <<'PY' | tee -a "$summary"
 import json, sys
