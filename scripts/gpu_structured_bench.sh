@@ -15,9 +15,9 @@ out=${OUT:-build/gpu-structured}
 mkdir -p "$out"
 say() { echo "gpu_structured_bench: $*"; }
 source scripts/gpu_env.sh
-if [[ ! -x build/tessera ]]; then
+if [[ ! -x build/tessera || ! -f build/libtessera-cuda.so ]]; then
   configure_cuda_build build "$out/configure.log" -DTESSERA_HIP=OFF >/dev/null || exit 1
-  cmake --build build -j"${TESSERA_JOBS:-16}" --target tessera >"$out/build.log" 2>&1 ||
+  cmake --build build -j"${TESSERA_JOBS:-16}" --target tessera tessera-cuda >"$out/build.log" 2>&1 ||
     { say "build failed"; grep -E "error" "$out/build.log" | head; exit 1; }
 fi
 prompts=${TESSERA_STRUCTURED_PROMPTS:-64}
