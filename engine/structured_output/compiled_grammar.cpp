@@ -18,11 +18,7 @@ GrammarStateId CompiledGrammar::advance(GrammarStateId state, int32_t token) {
     return GrammarAutomaton::kDead;
   const std::string& bytes = vocabulary_->token_bytes(token);
   if (bytes.empty()) return GrammarAutomaton::kDead;
-  for (char byte : bytes) {
-    state = automaton_.advance(state, static_cast<uint8_t>(byte));
-    if (state == GrammarAutomaton::kDead) break;
-  }
-  return state;
+  return automaton_.advance(state, bytes);
 }
 
 bool CompiledGrammar::accepts(GrammarStateId state) {

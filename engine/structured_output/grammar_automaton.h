@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -40,6 +41,16 @@ class GrammarAutomaton {
     }
     return compute_advance(state, byte);
   }
+  // The state after all of `bytes`; kDead as soon as one is refused.
+  GrammarStateId advance(GrammarStateId state, std::string_view bytes) {
+    for (char byte : bytes) {
+      state = advance(state, static_cast<uint8_t>(byte));
+      if (state == kDead) break;
+    }
+    return state;
+  }
+  // Whether `text` is a whole match of the grammar.
+  bool matches(std::string_view text) { return accepts(advance(initial(), text)); }
   // The text so far is a whole match of the grammar.
   bool accepts(GrammarStateId state) const { return states_[static_cast<size_t>(state)].accepts; }
   // Some byte may still follow.

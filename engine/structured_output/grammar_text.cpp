@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "engine/structured_output/code_point_set.h"
+#include "engine/structured_output/syntax_reader.h"
 #include "runtime/check.h"
 
 namespace tessera {
@@ -13,9 +14,9 @@ bool is_name_char(char c) {
          c == '_';
 }
 
-class GrammarTextParser {
+class GrammarTextParser : SyntaxReader {
  public:
-  GrammarTextParser(std::string_view text, std::string_view field) : text_(text), field_(field) {}
+  GrammarTextParser(std::string_view text, std::string_view field) : SyntaxReader(text, field) {}
 
   Grammar parse() {
     skip_space();
@@ -42,14 +43,12 @@ class GrammarTextParser {
   }
 
  private:
-  bool at_end() const { return position_ >= text_.size(); }
-  char peek() const { return at_end() ? '\0' : text_[position_]; }
   size_t line() const {
     size_t count = 1;
     for (size_t i = 0; i < position_ && i < text_.size(); ++i) count += text_[i] == '\n';
     return count;
   }
-  [[noreturn]] void fail(std::string_view what) const {
+  [[noreturn]] void fail(std::string_view what) const override {
     throw Error(fmt::format("{}: {} at line {} of the grammar", field_, what, line()));
   }
   void expect(std::string_view token) {
@@ -205,67 +204,16 @@ class GrammarTextParser {
         fail(fmt::format("unknown escape '\\{}'", escape));
     }
   }
-  uint32_t parse_hex(int digits) {
-    uint32_t value = 0;
-    for (int i = 0; i < digits; ++i) {
-      const char c = peek();
-      const int digit = c >= '0' && c <= '9'   ? c - '0'
-                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                        : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                               : -1;
-      if (digit < 0) fail(fmt::format("expected {} hex digits", digits));
-      value = value * 16 + static_cast<uint32_t>(digit);
-      ++position_;
-    }
-    if (value > kMaxCodePoint || (value >= 0xD800 && value <= 0xDFFF))
-      fail(fmt::format("escape names U+{:X}, not a character", value));
-    return value;
-  }
-
   void parse_postfix(GrammarElement item, GrammarSequence& sequence) {
-    const char c = peek();
-    std::optional<std::pair<int64_t, std::optional<int64_t>>> bounds;
-    if (c == '*') bounds = {{0, std::nullopt}};
-    if (c == '+') bounds = {{1, std::nullopt}};
-    if (c == '?') bounds = {{0, 1}};
-    if (bounds) {
-      ++position_;
-    } else if (c == '{') {
-      ++position_;
-      const int64_t min = parse_count();
-      int64_t max = min;  // -1: unbounded
-      if (peek() == ',') {
-        ++position_;
-        max = peek() == '}' ? -1 : parse_count();
-      }
-      expect("}");
-      bounds = {{min, max < 0 ? std::nullopt : std::optional<int64_t>(max)}};
-    }
-    if (!bounds) {
-      sequence.push_back(item);
-      return;
-    }
-    sequence.push_back(grammar_.repeat(item, bounds->first, bounds->second,
-                                       fmt::format("{} (line {})", field_, line())));
-  }
-  int64_t parse_count() {
-    int64_t value = 0;
-    const size_t start = position_;
-    while (peek() >= '0' && peek() <= '9') {
-      value = value * 10 + (peek() - '0');
-      if (value > Grammar::kMaxRepetition) fail("a repetition count is too large");
-      ++position_;
-    }
-    if (position_ == start) fail("expected a repetition count");
-    return value;
+    const std::optional<Repetition> repetition = parse_repetition();
+    sequence.push_back(repetition ? grammar_.repeat(item, repetition->min, repetition->max,
+                                                    fmt::format("{} (line {})", field_, line()))
+                                  : item);
   }
 
   static constexpr size_t kMaxItems = 1 << 20;
   static constexpr int kMaxNesting = 256;
   int nesting_ = 0;
-  std::string_view text_;
-  std::string_view field_;
-  size_t position_ = 0;
   size_t depth_guard_ = 0;
   Grammar grammar_;
 };

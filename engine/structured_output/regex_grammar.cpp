@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "engine/structured_output/code_point_set.h"
+#include "engine/structured_output/syntax_reader.h"
 #include "runtime/check.h"
 
 namespace tessera {
@@ -26,10 +27,10 @@ const CodePointSet& space_chars() {
   return set;
 }
 
-class RegexParser {
+class RegexParser : SyntaxReader {
  public:
   RegexParser(Grammar& grammar, std::string_view pattern, RegexText text, std::string_view field)
-      : grammar_(grammar), pattern_(pattern), text_(text), field_(field) {}
+      : SyntaxReader(pattern, field), grammar_(grammar), pattern_(pattern), mode_(text) {}
 
   GrammarElement parse() {
     if (peek() == '^') ++position_;
@@ -39,9 +40,7 @@ class RegexParser {
   }
 
  private:
-  bool at_end() const { return position_ >= pattern_.size(); }
-  char peek() const { return at_end() ? '\0' : pattern_[position_]; }
-  [[noreturn]] void fail(std::string_view what) const {
+  [[noreturn]] void fail(std::string_view what) const override {
     throw Error(fmt::format("{}: {} at character {} of the regular expression \"{}\"", field_, what,
                             position_, pattern_));
   }
@@ -157,22 +156,6 @@ class RegexParser {
     }
   }
 
-  uint32_t parse_hex(int digits) {
-    uint32_t value = 0;
-    for (int i = 0; i < digits; ++i) {
-      const char c = peek();
-      const int digit = c >= '0' && c <= '9'   ? c - '0'
-                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                        : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                               : -1;
-      if (digit < 0) fail(fmt::format("expected {} hex digits", digits));
-      value = value * 16 + static_cast<uint32_t>(digit);
-      ++position_;
-    }
-    if (value >= 0xD800 && value <= 0xDFFF) fail("a surrogate escape");
-    return value;
-  }
-
   CodePointSet parse_class() {
     ++position_;  // [
     bool negated = false;
@@ -210,7 +193,7 @@ class RegexParser {
 
   // One character of `set` as the text writes it.
   GrammarElement characters(const CodePointSet& set) {
-    if (text_ == RegexText::raw) return set.element(grammar_, "chars");
+    if (mode_ == RegexText::raw) return set.element(grammar_, "chars");
     // Inside a JSON string: what may stand for itself, and the rest escaped.
     CodePointSet plain =
         set.intersect(class_of({{0x20, '"' - 1}, {'"' + 1, '\\' - 1}, {'\\' + 1, kMaxCodePoint}}));
@@ -233,53 +216,20 @@ class RegexParser {
   }
 
   void parse_quantifier(GrammarElement atom, GrammarSequence& sequence) {
-    std::optional<std::pair<int64_t, std::optional<int64_t>>> bounds;
-    const char c = peek();
-    if (c == '*') bounds = {{0, std::nullopt}};
-    if (c == '+') bounds = {{1, std::nullopt}};
-    if (c == '?') bounds = {{0, 1}};
-    if (bounds) {
-      ++position_;
-    } else if (c == '{') {
-      ++position_;
-      const int64_t min = parse_count();
-      int64_t max = min;  // -1: unbounded
-      if (peek() == ',') {
-        ++position_;
-        max = peek() == '}' ? -1 : parse_count();
-      }
-      if (peek() != '}') fail("an unclosed '{'");
-      ++position_;
-      bounds = {{min, max < 0 ? std::nullopt : std::optional<int64_t>(max)}};
-    }
-    if (!bounds) {
+    const std::optional<Repetition> repetition = parse_repetition();
+    if (!repetition) {
       sequence.push_back(atom);
       return;
     }
     if (peek() == '?') ++position_;  // lazy: the same language
     if (peek() == '*' || peek() == '+' || peek() == '{') fail("a quantifier after a quantifier");
-    sequence.push_back(grammar_.repeat(atom, bounds->first, bounds->second, field_));
-  }
-
-  int64_t parse_count() {
-    int64_t value = 0;
-    const size_t start = position_;
-    while (peek() >= '0' && peek() <= '9') {
-      value = value * 10 + (peek() - '0');
-      if (value > Grammar::kMaxRepetition)
-        fail(fmt::format("a repetition count above {}", Grammar::kMaxRepetition));
-      ++position_;
-    }
-    if (position_ == start) fail("expected a repetition count");
-    return value;
+    sequence.push_back(grammar_.repeat(atom, repetition->min, repetition->max, field_));
   }
 
   static constexpr int kMaxNesting = 256;
   Grammar& grammar_;
   std::string_view pattern_;
-  RegexText text_;
-  std::string_view field_;
-  size_t position_ = 0;
+  RegexText mode_;
   int nesting_ = 0;
 };
 

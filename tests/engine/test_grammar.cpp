@@ -16,24 +16,13 @@ namespace tessera {
 namespace {
 
 bool matches(const Grammar& grammar, std::string_view text) {
-  GrammarAutomaton automaton(grammar);
-  GrammarStateId state = automaton.initial();
-  for (char byte : text) {
-    state = automaton.advance(state, static_cast<uint8_t>(byte));
-    if (state == GrammarAutomaton::kDead) return false;
-  }
-  return automaton.accepts(state);
+  return GrammarAutomaton(grammar).matches(text);
 }
 
 // Whether `text` is a prefix of some match (the automaton never dies on it).
 bool viable(const Grammar& grammar, std::string_view text) {
   GrammarAutomaton automaton(grammar);
-  GrammarStateId state = automaton.initial();
-  for (char byte : text) {
-    state = automaton.advance(state, static_cast<uint8_t>(byte));
-    if (state == GrammarAutomaton::kDead) return false;
-  }
-  return true;
+  return automaton.advance(automaton.initial(), text) != GrammarAutomaton::kDead;
 }
 
 std::string error_of(const std::function<void()>& action) {

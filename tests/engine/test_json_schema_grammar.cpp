@@ -14,15 +14,6 @@
 namespace tessera {
 namespace {
 
-bool matches(GrammarAutomaton& automaton, std::string_view text) {
-  GrammarStateId state = automaton.initial();
-  for (char byte : text) {
-    state = automaton.advance(state, static_cast<uint8_t>(byte));
-    if (state == GrammarAutomaton::kDead) return false;
-  }
-  return automaton.accepts(state);
-}
-
 std::string schema_error(const std::string& schema_text) {
   try {
     json_schema_grammar(nlohmann::ordered_json::parse(schema_text), "response_format.json_schema");
@@ -44,7 +35,7 @@ TEST(JsonSchemaGrammar, AcceptsExactlyWhatTheValidatorAccepts) {
     GrammarAutomaton automaton(grammar);
     for (const auto& candidate : test["candidates"]) {
       const std::string text = candidate["text"];
-      EXPECT_EQ(matches(automaton, text), candidate["valid"].get<bool>())
+      EXPECT_EQ(automaton.matches(text), candidate["valid"].get<bool>())
           << "schema " << test["schema"].dump() << "\ntext " << text;
       ++checked;
     }
@@ -59,23 +50,23 @@ TEST(JsonSchemaGrammar, KeepsThePropertiesInTheSchemasOrder) {
               "required":["zeta","alpha"],"additionalProperties":false})"),
       "schema");
   GrammarAutomaton automaton(grammar);
-  EXPECT_TRUE(matches(automaton, R"({"zeta":1,"alpha":2})"));
-  EXPECT_FALSE(matches(automaton, R"({"alpha":2,"zeta":1})"));
+  EXPECT_TRUE(automaton.matches(R"({"zeta":1,"alpha":2})"));
+  EXPECT_FALSE(automaton.matches(R"({"alpha":2,"zeta":1})"));
 }
 
 TEST(JsonSchemaGrammar, JsonObjectIsAnyObject) {
   GrammarAutomaton automaton(json_object_grammar());
-  EXPECT_TRUE(matches(automaton, R"({"a": [1, 2.5e3, {"b": null}], "c": "d\u00e9"})"));
-  EXPECT_TRUE(matches(automaton, "{}"));
-  EXPECT_FALSE(matches(automaton, "[1]"));
-  EXPECT_FALSE(matches(automaton, R"({"a": 01})"));
+  EXPECT_TRUE(automaton.matches(R"({"a": [1, 2.5e3, {"b": null}], "c": "d\u00e9"})"));
+  EXPECT_TRUE(automaton.matches("{}"));
+  EXPECT_FALSE(automaton.matches("[1]"));
+  EXPECT_FALSE(automaton.matches(R"({"a": 01})"));
 }
 
 TEST(JsonSchemaGrammar, WhitespaceIsBounded) {
   GrammarAutomaton automaton(json_object_grammar());
-  EXPECT_TRUE(matches(automaton, "{\n" + std::string(kMaxJsonIndent, ' ') + "\"a\": 1}"));
-  EXPECT_FALSE(matches(automaton, "{\n" + std::string(kMaxJsonIndent + 1, ' ') + "\"a\": 1}"));
-  EXPECT_FALSE(matches(automaton, "{  \"a\": 1}"));
+  EXPECT_TRUE(automaton.matches("{\n" + std::string(kMaxJsonIndent, ' ') + "\"a\": 1}"));
+  EXPECT_FALSE(automaton.matches("{\n" + std::string(kMaxJsonIndent + 1, ' ') + "\"a\": 1}"));
+  EXPECT_FALSE(automaton.matches("{  \"a\": 1}"));
 }
 
 TEST(JsonSchemaGrammar, RefusesWhatItDoesNotSupportByName) {

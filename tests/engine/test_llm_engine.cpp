@@ -614,21 +614,6 @@ TEST(LLMEngine, LogprobsListExactlyTheTokensWhoseTextIsInTheOutput) {
   EXPECT_NE(text.find("friend.\"Once upon"), std::string::npos) << "the <s> this test is about";
 }
 
-namespace {
-
-// Whether `text` is a whole match of the constraint's grammar.
-bool matches_constraint(const OutputConstraint& constraint, const std::string& text) {
-  GrammarAutomaton automaton(constraint_grammar(constraint));
-  GrammarStateId state = automaton.initial();
-  for (char byte : text) {
-    state = automaton.advance(state, static_cast<uint8_t>(byte));
-    if (state == GrammarAutomaton::kDead) return false;
-  }
-  return automaton.accepts(state);
-}
-
-}  // namespace
-
 // Constrained requests beside free ones, greedy and sampled, with and without asynchronous
 // scheduling, under preemption: every constrained output matches its grammar whole and ends with
 // "stop" when the grammar is complete; the free requests get what they get alone; both modes
@@ -685,7 +670,8 @@ TEST(LLMEngine, StructuredOutputsMatchTheirGrammarsInEveryMode) {
                                                         {"regex", &digits},
                                                         {"choice", &answer}}) {
       EXPECT_EQ(got[id].reason, FinishReason::stop) << id << ": " << got[id].text;
-      EXPECT_TRUE(matches_constraint(*constraint, got[id].text)) << id << ": " << got[id].text;
+      EXPECT_TRUE(GrammarAutomaton(constraint_grammar(*constraint)).matches(got[id].text))
+          << id << ": " << got[id].text;
     }
     const auto parsed = nlohmann::json::parse(got["json-greedy"].text);
     EXPECT_TRUE(parsed["age"].is_number_integer() && parsed["happy"].is_boolean());

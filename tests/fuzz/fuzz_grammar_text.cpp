@@ -12,13 +12,7 @@ using namespace tessera;
 namespace {
 
 void walk(const Grammar& grammar, std::string_view text) {
-  GrammarAutomaton automaton(grammar);
-  GrammarStateId state = automaton.initial();
-  for (char byte : text) {
-    state = automaton.advance(state, static_cast<uint8_t>(byte));
-    if (state == GrammarAutomaton::kDead) return;
-  }
-  automaton.accepts(state);
+  GrammarAutomaton(grammar).matches(text);
 }
 
 }  // namespace

@@ -126,13 +126,7 @@ TEST(ToolCallExtractor, RequiredAndNamedReadTheGrammarsOutput) {
 }
 
 bool matches(const OutputConstraint& constraint, std::string_view text) {
-  GrammarAutomaton automaton(constraint_grammar(constraint));
-  GrammarStateId state = automaton.initial();
-  for (char byte : text) {
-    state = automaton.advance(state, static_cast<uint8_t>(byte));
-    if (state == GrammarAutomaton::kDead) return false;
-  }
-  return automaton.accepts(state);
+  return GrammarAutomaton(constraint_grammar(constraint)).matches(text);
 }
 
 TEST(ToolCallConstraint, RequiredIsAListOfCallsOfTheOfferedTools) {
