@@ -5,32 +5,11 @@
 // the model (the test model writes stories). Usage:
 //   node structured_output.mjs BASE_URL MODEL API_KEY
 // Prints one line per check; exits 1 at the first failure, naming it.
-import OpenAI from "openai";
+import { check, clientFromArguments, expectError } from "./checks.mjs";
 import { zodResponseFormat } from "openai/helpers/zod";
 import { z } from "zod";
 
-const [baseURL, model, apiKey] = process.argv.slice(2);
-const client = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey, maxRetries: 0, timeout: 60000 });
-
-function check(condition, what) {
-  if (!condition) {
-    console.error(`FAILED: ${what}`);
-    process.exit(1);
-  }
-  console.log(`ok: ${what}`);
-}
-
-async function expectError(promise, status, what, param, text) {
-  try {
-    await promise;
-  } catch (error) {
-    check(error.status === status, `${what}: status ${error.status} is ${status}`);
-    if (param) check(error.param === param, `${what}: param '${error.param}' is '${param}'`);
-    if (text) check(error.message.includes(text), `${what}: message '${error.message}' names ${text}`);
-    return;
-  }
-  check(false, `${what}: should have failed with ${status}`);
-}
+const { client, model } = clientFromArguments();
 
 const messages = [{ role: "user", content: "Once upon a time there was a girl." }];
 const Person = z.object({

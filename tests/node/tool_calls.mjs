@@ -3,31 +3,11 @@
 // parallel_tool_calls false, streamed calls assembled from deltas, zodFunction's parsed
 // arguments, tool_choice auto and none, a conversation that returns a tool's result, and the
 // errors for bad tools. Usage: node tool_calls.mjs BASE_URL MODEL API_KEY
-import OpenAI from "openai";
+import { check, clientFromArguments, expectError } from "./checks.mjs";
 import { zodFunction } from "openai/helpers/zod";
 import { z } from "zod";
 
-const [baseURL, model, apiKey] = process.argv.slice(2);
-const client = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey, maxRetries: 0, timeout: 60000 });
-
-function check(condition, what) {
-  if (!condition) {
-    console.error(`FAILED: ${what}`);
-    process.exit(1);
-  }
-  console.log(`ok: ${what}`);
-}
-
-async function expectError(promise, status, what, param) {
-  try {
-    await promise;
-  } catch (error) {
-    check(error.status === status && (!param || error.param === param),
-          `${what}: ${error.status} ${error.param} ${error.message}`);
-    return;
-  }
-  check(false, `${what}: should have failed with ${status}`);
-}
+const { client, model } = clientFromArguments();
 
 // Small tools: the test model reads 512 positions, and the tools prompt takes most of them.
 const Weather = z.object({ city: z.string().max(8), unit: z.enum(["c", "f"]) });
