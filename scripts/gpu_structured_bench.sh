@@ -24,19 +24,11 @@ fi
 prompts=${TESSERA_STRUCTURED_PROMPTS:-64}
 summary="$out/structured_summary.txt"
 : >"$summary"
+source scripts/start_server.sh
 # shellcheck disable=SC2086
-build/tessera serve --model synthetic:llama-1b --tokenizer ../shared/models/tokenizers/qwen3 \
-  --served-model-name served --port 0 -O engine.device=cuda -O engine.max_model_len=4096 \
-  ${TESSERA_SERVE_ARGS:-} >"$out/serve.out" 2>"$out/serve.err" &
-server=$!
-url=""
-for _ in $(seq 1 600); do
-  url=$(sed -n 's/^listening on //p' "$out/serve.out")
-  [[ -n $url ]] && break
-  kill -0 $server 2>/dev/null || break
-  sleep 0.2
-done
-[[ -n $url ]] || { say "the server did not start:"; tail -20 "$out/serve.err"; exit 1; }
+start_server "$out" --model synthetic:llama-1b --tokenizer ../shared/models/tokenizers/qwen3 \
+  --served-model-name served -O engine.device=cuda -O engine.max_model_len=4096 \
+  ${TESSERA_SERVE_ARGS:-} || exit 1
 say "serving synthetic:llama-1b with the qwen3 tokenizer at $url" | tee -a "$summary"
 
 run() {  # NAME [--extra-body JSON]
