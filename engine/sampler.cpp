@@ -65,12 +65,16 @@ KernelInputs kernel_inputs(std::span<const SamplingRow> rows, int64_t vocab) {
 
 // A host tensor's copy on `device`, queued without waiting for the device (DeviceBackend::upload):
 // the draws' inputs go up while the forward before them still runs.
+Tensor upload(const void* data, Shape sizes, DType dtype, Device device) {
+  Tensor out = Tensor::empty(std::move(sizes), dtype, device);
+  backend(device).upload(out.data_ptr(), device, data, out.nbytes());
+  return out;
+}
+
 Tensor upload(const Tensor& host, Device device) {
   if (device.is_cpu()) return host;
   TESSERA_CHECK(host.device().is_cpu() && host.is_contiguous(), "upload of {}", host.str());
-  Tensor out = Tensor::empty(host.sizes(), host.dtype(), device);
-  backend(device).upload(out.data_ptr(), device, host.data_ptr(), host.nbytes());
-  return out;
+  return upload(host.data_ptr(), host.sizes(), host.dtype(), device);
 }
 
 // The grammars' masks, on the logits' device, applied in place.
@@ -80,14 +84,13 @@ void apply_token_masks(const Tensor& logits, const TokenMasks& masks) {
   TESSERA_CHECK(masks.mask_of_row.size() == masks.rows.size() &&
                     masks.words.size() == static_cast<size_t>(distinct * masks.words_per_row),
                 "{} mask words for {} rows of {}", masks.words.size(), count, masks.words_per_row);
-  Tensor words = Tensor::empty({distinct, masks.words_per_row}, DType::i32);
-  std::copy(masks.words.begin(), masks.words.end(),
-            reinterpret_cast<uint32_t*>(words.data<int32_t>()));
+  // The words go up from the masks' own buffer (the CPU backend's upload copies them too).
+  const Tensor words =
+      upload(masks.words.data(), {distinct, masks.words_per_row}, DType::i32, logits.device());
   std::vector<int64_t> rows(masks.rows.begin(), masks.rows.end());
   rows.insert(rows.end(), masks.mask_of_row.begin(), masks.mask_of_row.end());
   const Device device = logits.device();
-  const Tensor inputs[] = {upload(words, device),
-                           upload(Tensor::from_ints(rows, {2, count}, DType::i32), device)};
+  const Tensor inputs[] = {words, upload(Tensor::from_ints(rows, {2, count}, DType::i32), device)};
   Tensor outputs[] = {logits};
   Attributes no_attributes;
   ProfiledLaunch profiled("apply_token_mask", KernelClass::sampling, [&] {
