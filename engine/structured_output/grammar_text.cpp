@@ -150,12 +150,7 @@ class GrammarTextParser : SyntaxReader {
   GrammarElement pending_empty() { return grammar_.choice("empty", {GrammarSequence{}}); }
 
   GrammarElement parse_class() {
-    ++position_;  // [
-    bool negated = false;
-    if (peek() == '^') {
-      negated = true;
-      ++position_;
-    }
+    const bool negated = parse_class_opening();
     CodePointSet set;
     while (peek() != ']') {
       if (at_end()) fail("unterminated character class");

@@ -157,12 +157,7 @@ class RegexParser : SyntaxReader {
   }
 
   CodePointSet parse_class() {
-    ++position_;  // [
-    bool negated = false;
-    if (peek() == '^') {
-      negated = true;
-      ++position_;
-    }
+    const bool negated = parse_class_opening();
     CodePointSet set;
     bool first_item = true;
     while (first_item || peek() != ']') {

@@ -6,6 +6,13 @@
 
 namespace tessera {
 
+bool SyntaxReader::parse_class_opening() {
+  ++position_;  // [
+  if (peek() != '^') return false;
+  ++position_;
+  return true;
+}
+
 uint32_t SyntaxReader::parse_hex(int digits) {
   uint32_t value = 0;
   for (int i = 0; i < digits; ++i) {

@@ -23,6 +23,8 @@ class SyntaxReader {
   // Throws Error naming the field, `what` and where in the text.
   [[noreturn]] virtual void fail(std::string_view what) const = 0;
 
+  // The opening of a character class, '[' and an optional '^' (consumed): whether it negates.
+  bool parse_class_opening();
   // `digits` hex digits, a code point (a surrogate or a value past U+10FFFF is refused).
   uint32_t parse_hex(int digits);
   // A repetition postfix at the position (consumed), or none (nothing consumed). Bounds are
