@@ -52,6 +52,10 @@ class AsyncEngine {
   void shutdown(std::chrono::milliseconds grace);
 
   EngineMetrics metrics() const { return engine_->metrics().snapshot(); }
+  // A grammar compile on a handler thread, for the metrics (they take their own lock).
+  void observe_grammar_compile(double seconds) {
+    engine_->metrics().update([&](EngineMetrics& m) { m.grammar_compile_time.observe(seconds); });
+  }
   const LLMEngine& engine() const { return *engine_; }  // its constant parts only
 
  private:

@@ -50,6 +50,9 @@ void LLMEngine::validate_request(const std::vector<int32_t>& prompt_ids,
                                  const SamplingParams& params, int64_t priority) const {
   const int64_t vocab = runner_.model().config().vocab_size;
   params.validate(vocab);
+  TESSERA_REQUIRE(!params.grammar || params.grammar->vocabulary().logits_width() == vocab,
+                  "structured output: the grammar was compiled for {} logits, this model has {}",
+                  params.grammar ? params.grammar->vocabulary().logits_width() : 0, vocab);
   TESSERA_REQUIRE(priority == 0 || scheduler_.config().policy == SchedulingPolicy::priority,
                   "priority: got priority {}, but this server schedules first come, first served; "
                   "start it with --scheduling-policy priority to use request priorities",
@@ -93,6 +96,7 @@ std::shared_ptr<OutputStream> LLMEngine::add_request(const std::string& id,
   request->max_total_tokens = prompt_length + params.max_tokens;
   request->text = std::make_unique<TextStream>(tokenizer_, request->prompt_ids, params.stop,
                                                params.skip_special_tokens);
+  if (params.grammar) request->matcher.emplace(params.grammar);
   request->stream = stream ? std::move(stream) : std::make_shared<OutputStream>();
   Request* raw = request.get();
   requests_[id] = std::move(request);
@@ -197,10 +201,18 @@ void LLMEngine::append_token(Request& request, const SampledToken& token, Reques
     output.finish_reason = FinishReason::stop;
     return;
   }
+  // The mask allowed only tokens the grammar takes; one it does not is an engine fault.
+  TESSERA_CHECK(!request.matcher || request.matcher->accept(token.id),
+                "request {}: token {} does not fit its grammar", request.id, token.id);
   if (p.logprobs) request.unshown_logprobs.emplace_back(request.text->pushes(), token);
   const TextStream::Piece piece = request.text->push(token.id);
   output.text += piece.text;
   release_logprobs(request, piece, output);
+  if (request.matcher && request.matcher->terminated()) {  // nothing more may follow
+    finish_text(request, output);
+    output.finish_reason = FinishReason::stop;
+    return;
+  }
   if (piece.stopped) {
     request.unshown_logprobs.clear();
     output.stop_reason = piece.stop_string;
@@ -229,7 +241,7 @@ std::vector<RequestOutput> LLMEngine::step() {
   std::optional<InFlightStep> previous = std::move(in_flight_);
   in_flight_.reset();
   if (!scheduled.empty()) launch(scheduled, previous, outputs);
-  if (previous) collect(*previous, outputs);
+  if (previous && !previous->collected) collect(*previous, outputs);
   if (in_flight_ && !scheduler_.config().async_scheduling) {
     collect(*in_flight_, outputs);
     in_flight_.reset();
@@ -238,14 +250,15 @@ std::vector<RequestOutput> LLMEngine::step() {
   return outputs;
 }
 
-void LLMEngine::launch(const SchedulerOutput& scheduled,
-                       const std::optional<InFlightStep>& previous,
+void LLMEngine::launch(const SchedulerOutput& scheduled, std::optional<InFlightStep>& previous,
                        std::vector<RequestOutput>& outputs) {
   static const int32_t placeholder = 0;  // a token the runner takes from the draws instead
+  std::vector<Request*> requests;
   std::vector<SequenceInput> batch;
   batch.reserve(scheduled.scheduled.size());
   for (const ScheduledRequest& item : scheduled.scheduled) {
     Request& r = *item.request;
+    requests.push_back(&r);
     if (r.num_pending_tokens > 0) {
       // Its one new token is the draw of the step in flight.
       TESSERA_CHECK(previous && item.num_new_tokens == 1 && r.num_pending_tokens == 1 &&
@@ -262,43 +275,78 @@ void LLMEngine::launch(const SchedulerOutput& scheduled,
                                                     static_cast<size_t>(item.num_new_tokens)),
         r.num_computed_tokens, blocks_.block_table(r.sequence)});
   }
+  // Who draws a token this step: a request whose scheduled tokens reach its end.
+  std::vector<bool> draws;
+  bool constrained = false;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = *requests[i];
+    draws.push_back(r.num_computed_tokens + scheduled.scheduled[i].num_new_tokens ==
+                    r.num_tokens_with_pending());
+    constrained |= draws.back() && r.matcher.has_value();
+  }
   // Rows of prefill chunks that do not end their prompt: drawn greedily on the device, ignored.
   static const SamplingParams plain_greedy = [] {
     SamplingParams p;
     p.temperature = 0;
     return p;
   }();
-  // Who draws a token this step: a request whose scheduled tokens reach its end.
-  std::vector<bool> draws;
-  std::vector<SamplingRow> rows;
-  for (const ScheduledRequest& item : scheduled.scheduled) {
-    const Request& r = *item.request;
-    draws.push_back(r.num_computed_tokens + item.num_new_tokens == r.num_tokens_with_pending());
-    const int64_t output_index =
-        r.num_tokens_with_pending() - static_cast<int64_t>(r.prompt_ids.size());
-    rows.push_back(draws.back()
-                       ? SamplingRow{&r.params, r.seed, output_index, r.prompt_ids, r.output_ids}
-                       : SamplingRow{&plain_greedy, 0, 0, {}, {}});
-  }
+  auto sampling_rows = [&] {
+    std::vector<SamplingRow> rows;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const Request* r = requests[i];
+      if (!r || !draws[i]) {
+        rows.push_back(SamplingRow{&plain_greedy, 0, 0, {}, {}});
+        continue;
+      }
+      const int64_t output_index =
+          r->num_tokens_with_pending() - static_cast<int64_t>(r->prompt_ids.size());
+      rows.push_back(SamplingRow{&r->params, r->seed, output_index, r->prompt_ids, r->output_ids});
+    }
+    return rows;
+  };
   InFlightStep step;
   try {
-    step.draws = execute_and_sample(runner_, batch,
-                                    previous ? previous->draws.device_ids() : Tensor(), rows);
+    const Tensor previous_ids = previous ? previous->draws.device_ids() : Tensor();
+    if (!constrained) {
+      step.draws = execute_and_sample(runner_, batch, previous_ids, sampling_rows());
+    } else {
+      const Tensor logits = runner_.execute(batch, previous_ids);
+      // While the device computes the forward, the step before hands its tokens over (the
+      // grammars advance) and the masks are made. `previous` stays alive: its ids are inputs of
+      // the forward in flight.
+      if (previous) {
+        std::vector<SequenceId> sequences;
+        for (const Request* r : requests) sequences.push_back(r->sequence);
+        collect(*previous, outputs);
+        for (size_t i = 0; i < requests.size(); ++i) {
+          auto found = by_sequence_.find(sequences[i]);  // it may have finished meanwhile
+          requests[i] = found == by_sequence_.end() ? nullptr : found->second;
+          if (!requests[i]) draws[i] = false;
+        }
+      }
+      const TokenMasks masks = grammar_masks(requests, draws, outputs);
+      step.draws = launch_sampling(logits, sampling_rows(), &masks);
+    }
   } catch (const std::exception& error) {
     // The batch's requests fail; the engine and every other request go on.
     spdlog::error("a step of {} request(s) failed: {}", batch.size(), error.what());
-    for (const ScheduledRequest& item : scheduled.scheduled) {
+    for (Request* r : requests) {
+      if (!r || !by_sequence_.count(r->sequence)) continue;
       RequestOutput output;
       output.error = error.what();
-      finish(*item.request, output, FinishReason::error);
+      finish(*r, output, FinishReason::error);
       outputs.push_back(std::move(output));
     }
     return;
   }
   int64_t prompt_tokens = 0;
-  for (size_t i = 0; i < scheduled.scheduled.size(); ++i) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!requests[i]) {
+      step.rows.emplace_back(std::nullopt);
+      continue;
+    }
     const ScheduledRequest& item = scheduled.scheduled[i];
-    Request& r = *item.request;
+    Request& r = *requests[i];
     const int64_t prompt_length = static_cast<int64_t>(r.prompt_ids.size());
     prompt_tokens +=
         std::max<int64_t>(0, std::min(prompt_length, r.num_computed_tokens + item.num_new_tokens) -
@@ -318,7 +366,55 @@ void LLMEngine::launch(const SchedulerOutput& scheduled,
   in_flight_ = std::move(step);
 }
 
+TokenMasks LLMEngine::grammar_masks(std::vector<Request*>& requests, const std::vector<bool>& draws,
+                                    std::vector<RequestOutput>& outputs) {
+  TokenMasks masks;
+  // The requests whose mask was made, one per distinct mask: another in the same grammar state
+  // (and with the same end tokens) shares it.
+  std::vector<const Request*> made;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Request* r = requests[i];
+    if (!r || !draws[i] || !r->matcher) continue;
+    const GrammarMatcher& matcher = *r->matcher;
+    auto same = std::find_if(made.begin(), made.end(), [&](const Request* other) {
+      return other->matcher->grammar() == matcher.grammar() &&
+             other->matcher->state() == matcher.state() && other->stop_ids == r->stop_ids;
+    });
+    if (same != made.end()) {
+      masks.rows.push_back(static_cast<int32_t>(i));
+      masks.mask_of_row.push_back(static_cast<int32_t>(same - made.begin()));
+      continue;
+    }
+    const int64_t width = r->params.grammar->vocabulary().mask_words();
+    TESSERA_CHECK(masks.words_per_row == 0 || masks.words_per_row == width,
+                  "token masks of {} and {} words", masks.words_per_row, width);
+    masks.words_per_row = width;
+    const size_t offset = masks.words.size();
+    masks.words.resize(offset + static_cast<size_t>(width));
+    try {
+      const auto start = Clock::now();
+      matcher.fill_mask(std::span(masks.words).subspan(offset), r->stop_ids);
+      const double seconds = seconds_between(start, Clock::now());
+      metrics_.update([&](EngineMetrics& m) { m.grammar_mask_time.observe(seconds); });
+    } catch (const Error& error) {
+      // This request's grammar passed a limit: it ends with the error; the batch goes on.
+      masks.words.resize(offset);
+      RequestOutput output;
+      output.error = error.what();
+      finish(*r, output, FinishReason::error);
+      outputs.push_back(std::move(output));
+      requests[i] = nullptr;
+      continue;
+    }
+    masks.rows.push_back(static_cast<int32_t>(i));
+    masks.mask_of_row.push_back(static_cast<int32_t>(made.size()));
+    made.push_back(r);
+  }
+  return masks;
+}
+
 void LLMEngine::collect(InFlightStep& step, std::vector<RequestOutput>& outputs) {
+  step.collected = true;
   std::vector<SampledToken> tokens = step.draws.wait();
   for (size_t i = 0; i < step.rows.size(); ++i) {
     if (!step.rows[i]) continue;

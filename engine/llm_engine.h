@@ -11,7 +11,10 @@
 // tokens while the device computes. What is learned one step late costs one wasted row: a
 // request that stopped (end token, stop string) was computed once more, and that row is dropped.
 // A request that samples with penalties needs its tokens on the host, so a step holding one is
-// collected before the next is scheduled.
+// collected before the next is scheduled. A request with a grammar (structured output) needs them
+// for its token mask: a step holding one launches its forward first, then collects the step
+// before, advances the grammars and computes the masks on the host while the device computes,
+// then launches the draws.
 #pragma once
 
 #include <memory>
@@ -71,11 +74,17 @@ class LLMEngine {
     SampledBatch draws;
     std::vector<std::optional<SequenceId>> rows;
     bool needs_host_tokens = false;  // a row samples with penalties
+    bool collected = false;          // its tokens went to their requests
   };
   // Runs the scheduled requests' forward and launches their draws: the new in_flight_. A token
-  // still in flight is taken from `previous`'s draws on the device.
-  void launch(const SchedulerOutput& scheduled, const std::optional<InFlightStep>& previous,
+  // still in flight is taken from `previous`'s draws on the device; when a grammar needs it on
+  // the host, `previous` is collected between the forward and the draws.
+  void launch(const SchedulerOutput& scheduled, std::optional<InFlightStep>& previous,
               std::vector<RequestOutput>& outputs);
+  // The token masks of the rows that draw under a grammar; a request whose grammar fails (it
+  // passed a limit) is finished with the error and its row dropped.
+  TokenMasks grammar_masks(std::vector<Request*>& requests, const std::vector<bool>& draws,
+                           std::vector<RequestOutput>& outputs);
   // Waits for the step's tokens and hands them to their requests (those still unfinished).
   void collect(InFlightStep& step, std::vector<RequestOutput>& outputs);
   void finish(Request& request, RequestOutput& output, FinishReason reason);

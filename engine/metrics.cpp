@@ -36,12 +36,18 @@ std::vector<double> latency_buckets() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,  0.25, 0.5,
           0.75,  1.0,    2.5,   5.0,  7.5,   10.0, 20.0,  40.0, 80.0};
 }
+std::vector<double> grammar_buckets() {
+  return {1e-6,   2.5e-6, 5e-6, 1e-5,  2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3,
+          2.5e-3, 5e-3,   0.01, 0.025, 0.05,   0.1,  0.25, 0.5,    1.0};
+}
 }  // namespace
 
 EngineMetrics::EngineMetrics()
     : time_to_first_token(latency_buckets()),
       inter_token_latency(latency_buckets()),
-      end_to_end_latency(latency_buckets()) {}
+      end_to_end_latency(latency_buckets()),
+      grammar_compile_time(grammar_buckets()),
+      grammar_mask_time(grammar_buckets()) {}
 
 double EngineMetrics::prefix_cache_hit_rate() const {
   return prefix_cache_queries == 0
@@ -87,6 +93,11 @@ std::string EngineMetrics::render_prometheus(const std::string& model_name) cons
                              "Time between a request's consecutive tokens.", labels);
   end_to_end_latency.render(out, "tessera:e2e_request_latency_seconds",
                             "Time from arrival to the last token.", labels);
+  grammar_compile_time.render(out, "tessera:grammar_compile_seconds",
+                              "Time to compile a request's output constraint (not cached).",
+                              labels);
+  grammar_mask_time.render(out, "tessera:grammar_mask_seconds",
+                           "Time to compute one sequence's token mask for one step.", labels);
   return out;
 }
 

@@ -1,6 +1,7 @@
 // What a server operator watches, in Prometheus' text format: requests running and waiting,
 // prompt and generated tokens, KV-cache usage, the prefix cache's hit rate, and histograms of
-// time to first token, inter-token latency and end-to-end latency. The engine thread writes;
+// time to first token, inter-token latency, end-to-end latency and structured output's grammar
+// compiles and token masks. The engine thread writes;
 // the HTTP thread renders; one mutex guards both.
 #pragma once
 
@@ -45,6 +46,10 @@ struct EngineMetrics {
   Histogram time_to_first_token;     // seconds
   Histogram inter_token_latency;     // seconds
   Histogram end_to_end_latency;      // seconds
+  // Structured output: a grammar's compile (on a request's arrival, when not cached) and one
+  // sequence's token mask in one step.
+  Histogram grammar_compile_time;  // seconds
+  Histogram grammar_mask_time;     // seconds
 
   double prefix_cache_hit_rate() const;
   std::string render_prometheus(const std::string& model_name) const;

@@ -84,6 +84,7 @@ struct Request {
   int64_t num_pending_tokens = 0;
   int32_t pending_row = -1;
   std::unique_ptr<TextStream> text;
+  std::optional<GrammarMatcher> matcher;  // where the output is in params.grammar
   // Logprobs of tokens pushed into `text` whose text is not shown yet, by push number.
   std::deque<std::pair<int64_t, SampledToken>> unshown_logprobs;
   std::shared_ptr<OutputStream> stream;

@@ -14,8 +14,14 @@
 namespace tessera {
 namespace {
 
-bool plain_greedy(const SamplingParams& params) {
+// A row whose draw is its logits' first maximum (after its grammar's mask, if any).
+bool argmax_row(const SamplingParams& params) {
   return params.greedy() && !params.has_penalties() && !params.logprobs;
+}
+
+// An argmax row with nothing to apply first: a runner may take its pick with the forward.
+bool plain_greedy(const SamplingParams& params) {
+  return argmax_row(params) && !params.grammar;
 }
 
 // The "sample_tokens" kernel's inputs (kernels/sampling.h), built on the host.
@@ -57,6 +63,43 @@ KernelInputs kernel_inputs(std::span<const SamplingRow> rows, int64_t vocab) {
   return in;
 }
 
+// A host tensor's copy on `device`, queued without waiting for the device (DeviceBackend::upload):
+// the draws' inputs go up while the forward before them still runs.
+Tensor upload(const void* data, Shape sizes, DType dtype, Device device) {
+  Tensor out = Tensor::empty(std::move(sizes), dtype, device);
+  backend(device).upload(out.data_ptr(), device, data, out.nbytes());
+  return out;
+}
+
+Tensor upload(const Tensor& host, Device device) {
+  if (device.is_cpu()) return host;
+  TESSERA_CHECK(host.device().is_cpu() && host.is_contiguous(), "upload of {}", host.str());
+  return upload(host.data_ptr(), host.sizes(), host.dtype(), device);
+}
+
+// The grammars' masks, on the logits' device, applied in place.
+void apply_token_masks(const Tensor& logits, const TokenMasks& masks) {
+  const auto count = static_cast<int64_t>(masks.rows.size());
+  const int64_t distinct = masks.num_masks();
+  TESSERA_CHECK(masks.mask_of_row.size() == masks.rows.size() &&
+                    masks.words.size() == static_cast<size_t>(distinct * masks.words_per_row),
+                "{} mask words for {} rows of {}", masks.words.size(), count, masks.words_per_row);
+  // The words go up from the masks' own buffer (the CPU backend's upload copies them too).
+  const Tensor words =
+      upload(masks.words.data(), {distinct, masks.words_per_row}, DType::i32, logits.device());
+  std::vector<int64_t> rows(masks.rows.begin(), masks.rows.end());
+  rows.insert(rows.end(), masks.mask_of_row.begin(), masks.mask_of_row.end());
+  const Device device = logits.device();
+  const Tensor inputs[] = {words, upload(Tensor::from_ints(rows, {2, count}, DType::i32), device)};
+  Tensor outputs[] = {logits};
+  Attributes no_attributes;
+  ProfiledLaunch profiled("apply_token_mask", KernelClass::sampling, [&] {
+    return LaunchDetail{static_cast<double>(words.nbytes() + count * logits.size(1) * 4), 0,
+                        fmt::format("{} of {} rows, {} masks", count, logits.size(0), distinct)};
+  });
+  run_kernel("apply_token_mask", device.type, KernelArgs{inputs, no_attributes, outputs});
+}
+
 std::unique_ptr<HostReadback> start_readback(const Tensor& tensor) {
   TESSERA_CHECK(tensor.is_contiguous(), "a readback of a strided tensor");
   return backend(tensor.device())
@@ -67,7 +110,8 @@ std::unique_ptr<HostReadback> start_readback(const Tensor& tensor) {
 
 SampledBatch::~SampledBatch() = default;
 
-SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows) {
+SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows,
+                             const TokenMasks* masks) {
   TESSERA_CHECK(logits.dim() == 2 && logits.size(0) == static_cast<int64_t>(rows.size()),
                 "{} sampling rows for logits {}", rows.size(), logits.str());
   SampledBatch batch;
@@ -75,17 +119,21 @@ SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> 
   for (const SamplingRow& row : rows)
     batch.asked_logprobs_.push_back(row.params->logprobs ? *row.params->logprobs : -1);
   if (rows.empty()) return batch;
-  if (all_plain_greedy(rows)) return greedy_draws(greedy_ids(logits));  // the common case
+  if (masks && !masks->empty()) apply_token_masks(logits, *masks);
+  if (std::all_of(rows.begin(), rows.end(),
+                  [](const SamplingRow& row) { return argmax_row(*row.params); }))
+    return greedy_draws(greedy_ids(logits));  // the common case
   const Device device = logits.device();
   const int64_t count = static_cast<int64_t>(rows.size());
   const int64_t vocab = logits.size(1);
   KernelInputs in = kernel_inputs(rows, vocab);
   const int64_t entries = static_cast<int64_t>(in.entries.size() / 3);
-  const Tensor inputs[] = {logits.contiguous(),
-                           Tensor::from_floats(in.params, {count, kNumSamplingParams}).to(device),
-                           Tensor::from_ints(in.seeds, {count, 2}).to(device),
-                           Tensor::from_ints(in.offsets, {count + 1}, DType::i32).to(device),
-                           Tensor::from_ints(in.entries, {entries, 3}, DType::i32).to(device)};
+  const Tensor inputs[] = {
+      logits.contiguous(),
+      upload(Tensor::from_floats(in.params, {count, kNumSamplingParams}), device),
+      upload(Tensor::from_ints(in.seeds, {count, 2}), device),
+      upload(Tensor::from_ints(in.offsets, {count + 1}, DType::i32), device),
+      upload(Tensor::from_ints(in.entries, {entries, 3}, DType::i32), device)};
   Tensor outputs[] = {Tensor::empty({count}, DType::i32, device),
                       Tensor::empty({count, in.width + 1}, DType::f32, device),
                       Tensor::empty({count, in.width}, DType::i32, device),

@@ -40,6 +40,20 @@ struct SampledToken {
   std::vector<TokenLogprob> top;  // the params' logprobs count of most likely tokens
 };
 
+// The rows of a batch whose tokens a grammar constrains (structured output): for each, its logits
+// row and which of the step's distinct masks applies there (rows in the same grammar state share
+// one: a mask is bit t % 32 of word t / 32 for each token t allowed).
+struct TokenMasks {
+  std::vector<int32_t> rows;
+  std::vector<int32_t> mask_of_row;  // per entry of rows: an index into the masks
+  std::vector<uint32_t> words;       // the distinct masks, words_per_row words each
+  int64_t words_per_row = 0;
+  bool empty() const { return rows.empty(); }
+  int64_t num_masks() const {
+    return words_per_row == 0 ? 0 : static_cast<int64_t>(words.size()) / words_per_row;
+  }
+};
+
 // A step's draws on their way to the host. The ids stay on the device, where the next step may
 // take them as its input before the host has them (the engine's asynchronous scheduling), while
 // their copy to the host (and the asked-for logprobs') is in flight.
@@ -57,7 +71,8 @@ class SampledBatch {
   std::vector<SampledToken> wait();
 
  private:
-  friend SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows);
+  friend SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows,
+                                      const TokenMasks* masks);
   friend SampledBatch greedy_draws(const Tensor& ids);
   Tensor ids_, logprobs_, top_ids_;  // on the device until their copies land
   std::unique_ptr<HostReadback> ids_copy_, logprobs_copy_, top_ids_copy_;
@@ -68,13 +83,16 @@ class SampledBatch {
 
 // Draws one token per row of logits [rows.size(), vocab] (f32, any device) on that device and
 // starts their copy to the host; returns without waiting for it. When every row is plain greedy
-// (no penalties, no logprobs) one argmax launch does it. `rows` is read before it returns.
-SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows);
+// (no penalties, no logprobs, no grammar) one argmax launch does it. `masks`, when given, first
+// sets the logits of tokens their grammars forbid to -inf, in place ("apply_token_mask"). `rows`
+// and `masks` are read before it returns.
+SampledBatch launch_sampling(const Tensor& logits, std::span<const SamplingRow> rows,
+                             const TokenMasks* masks = nullptr);
 // Each row's first maximum [rows] (i64) on the logits' device: what a plain-greedy row draws. One
 // argmax launch, named "sampling" in a profile.
 Tensor greedy_ids(const Tensor& logits);
-// Whether every row is plain greedy (no penalties, no logprobs): each draw is then its row's
-// argmax, which a runner may take with its forward (ModelExecutor::execute_greedy).
+// Whether every row is plain greedy (no penalties, no logprobs, no grammar): each draw is then its
+// row's argmax, which a runner may take with its forward (ModelExecutor::execute_greedy).
 bool all_plain_greedy(std::span<const SamplingRow> rows);
 // The draws of plain-greedy rows whose ids [rows] (i32 or i64) the device already holds:
 // starts their copy to the host.

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "engine/structured_output/compiled_grammar.h"
 
 namespace tessera {
 
@@ -25,6 +28,9 @@ struct SamplingParams {
   bool ignore_eos = false;              // keep going past the end tokens
   std::optional<int64_t> logprobs;      // return the chosen token's logprob plus this many top
   bool skip_special_tokens = true;
+  // Structured output: the output must match this grammar (GrammarCompiler made it for the
+  // served model's vocabulary); the request ends when the grammar is complete.
+  std::shared_ptr<CompiledGrammar> grammar;
 
   static constexpr int64_t max_logprobs = 20;
   static constexpr size_t max_stop_strings = 16;

@@ -182,4 +182,17 @@ void check_take_sampled_ids(const Tensor& sampled, const Tensor& tokens, const T
   require_sizes("take_sampled_ids", "output", out, tokens.sizes());
 }
 
+void check_apply_token_mask(const Tensor& masks, const Tensor& rows, const Tensor& logits) {
+  require_dtype("apply_token_mask", "masks", masks, DType::i32);
+  require_contiguous("apply_token_mask", "masks", masks);
+  require_dtype("apply_token_mask", "rows", rows, DType::i32);
+  require_contiguous("apply_token_mask", "rows", rows);
+  require_dtype("apply_token_mask", "logits", logits, DType::f32);
+  require_contiguous("apply_token_mask", "logits", logits);
+  TESSERA_REQUIRE(masks.dim() == 2 && logits.dim() == 2 && rows.dim() == 2 && rows.size(0) == 2 &&
+                      logits.size(1) <= 32 * masks.size(1),
+                  "apply_token_mask: masks {} for rows {} do not fit logits {}", masks.str(),
+                  rows.str(), logits.str());
+}
+
 }  // namespace tessera

@@ -68,5 +68,6 @@ RotaryShape check_rotary_embedding(const KernelArgs& args, bool strided_rows);
 // take_sampled_ids (kernels/sampling.h): contiguous sampled ids, and i32 token ids and output of
 // one size.
 void check_take_sampled_ids(const Tensor& sampled, const Tensor& tokens, const Tensor& out);
+void check_apply_token_mask(const Tensor& masks, const Tensor& rows, const Tensor& logits);
 
 }  // namespace tessera

@@ -36,6 +36,13 @@
 //            outside the buffer either way). A decode graph writes it straight into the forward's
 //            input, so the hand-over costs no copy of its own.
 //
+// The "apply_token_mask" kernel (structured output, engine/structured_output/): in place, the
+// logits of the tokens a row's grammar forbids become -inf, before "sample_tokens" draws.
+// inputs:  0 masks [U, W] i32: bit t % 32 of word t / 32 is set when token t is allowed
+//          1 rows [2, C] i32: row 0 the logits rows masked (others are left alone), row 1 the mask
+//            (0..U-1) each takes: rows in the same grammar state share one
+// outputs: 0 logits [R, V] f32, contiguous, V <= 32 * W (changed in place)
+//
 // The "greedy_pick" kernel (GPU only) is argmax's for a decode graph's greedy step
 // (engine/runner/decode_graphs.h): the first maximum of each row, NaN counting as the maximum, as
 // the argmax op gives it. Outside a capture argmax splits few long rows over the SMs with scratch

@@ -24,23 +24,10 @@ say() { echo "gpu_serve_bench: $*"; }
 summary="$out/serve_summary.txt"
 : >"$summary"
 
+source scripts/start_server.sh
 # shellcheck disable=SC2086
-build/tessera serve --model "$model" --served-model-name served --api-key gpu-key --port 0 \
-  -O engine.device=cuda \
-  -O engine.max_model_len=4096 ${TESSERA_SERVE_ARGS:-} >"$out/serve.out" 2>"$out/serve.err" &
-server=$!
-url=""
-for _ in $(seq 1 600); do
-  url=$(sed -n 's/^listening on //p' "$out/serve.out")
-  [[ -n $url ]] && break
-  kill -0 $server 2>/dev/null || break
-  sleep 0.2
-done
-if [[ -z $url ]]; then
-  say "the server did not start:"
-  tail -20 "$out/serve.err"
-  exit 1
-fi
+start_server "$out" --model "$model" --served-model-name served --api-key gpu-key \
+  -O engine.device=cuda -O engine.max_model_len=4096 ${TESSERA_SERVE_ARGS:-} || exit 1
 say "serving $model at $url"
 grep -E "memory|KV cache|captured|engine:" "$out/serve.err" | sed 's/^/  /' | tee -a "$summary"
 

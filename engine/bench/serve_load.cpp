@@ -102,6 +102,10 @@ RequestResult send_request(httplib::Client& client, const ServeOptions& options,
     body["prompt"] = prompt.text;
   }
   if (options.ignore_eos) body["ignore_eos"] = true;
+  if (!options.extra_body.empty()) {
+    const json extra = json::parse(options.extra_body);
+    for (auto it = extra.begin(); it != extra.end(); ++it) body[it.key()] = it.value();
+  }
 
   RequestResult result;
   int status = 0;

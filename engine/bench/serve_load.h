@@ -34,6 +34,9 @@ struct ServeOptions {
   double timeout_seconds = 600;        // per request
   std::vector<ServePrompt> prompts;    // num_prompts of them
   std::string prompt_source;           // "random: input 128, output 128" or the dataset's path
+  // Fields added to every request's body (a JSON object's text, e.g. a response_format or
+  // guided_json to measure structured output); empty: none.
+  std::string extra_body;
 };
 
 // Random token-id prompts of input_len ids drawn uniformly from [0, vocab_size), each asking for

@@ -50,6 +50,7 @@ std::string serve_json(const ServeReport& report) {
         {"prompts", options.prompt_source},
         {"request_rate", options.request_rate ? json(*options.request_rate) : json("inf")},
         {"ignore_eos", options.ignore_eos},
+        {"extra_body", options.extra_body.empty() ? json() : json::parse(options.extra_body)},
         {"seed", options.seed}}},
       {"levels", levels},
   };

@@ -11,7 +11,10 @@
 #include <fstream>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/bench/progress_bar.h"
+
 #include "engine/bench/serve_load.h"
 #include "engine/bench/serve_report.h"
 #include "engine/bench/sweep.h"
@@ -182,6 +185,9 @@ FlagSet serve_flags(ServeCommandOptions& options) {
       .integer({"--seed", "", "S", "of the arrivals and random prompts"}, &serve.seed, uint64_t{0},
                static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
       .positive_number({"--timeout", "", "SECONDS", "per read"}, &serve.timeout_seconds)
+      .text({"--extra-body", "", "JSON",
+             "fields added to every request (an object, e.g. {\"guided_json\": {...}})"},
+            &serve.extra_body)
       .text({"--json", "", "FILE", "write the report as JSON"}, &options.json_path);
   return flags;
 }
@@ -194,6 +200,16 @@ int run_serve_command(const std::vector<std::string>& args) {
   const std::string& dataset = command.dataset;
   if (options.api_key.empty())
     if (const char* key = std::getenv("TESSERA_API_KEY"); key != nullptr) options.api_key = key;
+  if (!options.extra_body.empty()) {
+    const auto extra = nlohmann::json::parse(options.extra_body, nullptr, false);
+    if (!extra.is_object()) throw UsageError("bench serve: --extra-body must be a JSON object");
+    for (const char* owned : {"model", "prompt", "max_tokens", "stream", "stream_options"})
+      if (extra.contains(owned))
+        throw UsageError(
+            fmt::format("bench serve: --extra-body may not set '{}'; the "
+                        "benchmark sets it",
+                        owned));
+  }
   const int64_t count = options.num_prompts;
   if (!dataset.empty()) {
     if (flags.given("--input-len"))

@@ -7,12 +7,26 @@ CompletionAssembler::CompletionAssembler(ResponseContext context,
                                          int64_t prompt_tokens)
     : context_(std::move(context)), choices_(request_ids.size()), prompt_tokens_(prompt_tokens) {
   for (size_t i = 0; i < request_ids.size(); ++i) index_of_[request_ids[i]] = i;
+  extractors_.resize(request_ids.size());
+  if (context_.tools)
+    for (size_t i = 0; i < request_ids.size(); ++i)
+      extractors_[i].emplace(*context_.tools, context_.template_kind, request_ids[i]);
 }
 
 size_t CompletionAssembler::record(const RequestOutput& output) {
   const size_t index = index_of_.at(output.request_id);
   ChoiceState& choice = choices_[index];
-  choice.text += output.text;
+  last_shown_ = Shown{output.text, {}};
+  if (extractors_[index]) {
+    last_shown_.text = extractors_[index]->push(output.text);
+    if (output.finished()) {
+      ToolCallExtractor::Result result = extractors_[index]->finish();
+      last_shown_.text += result.content;
+      last_shown_.tool_calls = std::move(result.calls);
+      choice.tool_calls = last_shown_.tool_calls;
+    }
+  }
+  choice.text += last_shown_.text;
   choice.token_ids.insert(choice.token_ids.end(), output.token_ids.begin(), output.token_ids.end());
   choice.logprobs.insert(choice.logprobs.end(), output.logprobs.begin(), output.logprobs.end());
   if (output.finished()) {

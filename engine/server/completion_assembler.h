@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -14,6 +15,7 @@
 
 #include "engine/request.h"
 #include "engine/server/openai_protocol.h"
+#include "engine/server/tool_call_extractor.h"
 
 namespace tessera {
 
@@ -23,8 +25,15 @@ class CompletionAssembler {
   CompletionAssembler(ResponseContext context, const std::vector<std::string>& request_ids,
                       int64_t prompt_tokens);
 
-  // Adds one output to its choice; returns the choice's index.
+  // Adds one output to its choice; returns the choice's index. With tools, the output's text
+  // goes through the choice's ToolCallExtractor: last_shown() is what of it may be shown now and
+  // the calls it completed.
   size_t record(const RequestOutput& output);
+  struct Shown {
+    std::string text;
+    std::vector<ToolCall> tool_calls;
+  };
+  const Shown& last_shown() const { return last_shown_; }
   bool finished() const { return finished_ == choices_.size(); }  // every choice has ended
   bool failed() const { return !error_.empty(); }  // a request ended in an engine error
   nlohmann::json usage() const;
@@ -44,7 +53,9 @@ class CompletionAssembler {
   int64_t prompt_tokens_ = 0;
   int64_t completion_tokens_ = 0;
   int64_t cached_tokens_ = 0;
-  std::string error_;  // the first engine error
+  std::string error_;                                         // the first engine error
+  std::vector<std::optional<ToolCallExtractor>> extractors_;  // per choice, with tools
+  Shown last_shown_;
 };
 
 // The error a request that failed reports, in a body or a stream.

@@ -3,10 +3,12 @@
 // rules are openai_protocol.h's).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "engine/server/chat_template.h"
 #include "engine/server/openai_protocol.h"
+#include "engine/structured_output/grammar_compiler.h"
 #include "models/tokenizer.h"
 
 namespace tessera {
@@ -17,10 +19,12 @@ class CompletionParser {
                    std::string served_model_name);
 
   // /v1/completions (chat = false) or /v1/chat/completions (chat = true). Throws ApiError: 400 for
-  // a bad body or field, 404 when the request names another model than the served one.
+  // a bad body or field, 404 when the request names another model than the served one. An
+  // output constraint is compiled here (params.grammar), on the handler's thread.
   CompletionRequest parse(const std::string& body, bool chat) const;
 
   const PromptLimits& limits() const { return limits_; }
+  ChatTemplate::Kind template_kind() const { return chat_template_.kind(); }
   const Tokenizer& tokenizer() const { return tokenizer_; }
 
  private:
@@ -28,6 +32,7 @@ class CompletionParser {
   ChatTemplate chat_template_;
   PromptLimits limits_;
   std::string served_model_name_;
+  std::shared_ptr<GrammarCompiler> grammars_;  // shared by the copies of this parser
 };
 
 }  // namespace tessera

@@ -85,6 +85,8 @@ ResponseContext CompletionRoute::response_context(const CompletionRequest& reque
   context.model = served_model_name_;
   context.logprobs = request.params.logprobs;
   context.tokenizer = &parser_.tokenizer();
+  if (request.tools.active()) context.tools = std::make_shared<const ChatTools>(request.tools);
+  context.template_kind = parser_.template_kind();
   return context;
 }
 
@@ -94,6 +96,8 @@ void CompletionRoute::handle(const std::string& body, HttpResponseWriter& writer
   HttpHeaders headers;
   try {
     const CompletionRequest request = parser_.parse(body, chat);
+    if (request.grammar_compile_seconds > 0)
+      engine_.observe_grammar_compile(request.grammar_compile_seconds);
     ResponseContext context = response_context(request);
     const std::vector<ChoiceRequest> choices =
         fan_out_choices(request, context.id, parser_.limits().max_model_len);

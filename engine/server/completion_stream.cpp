@@ -18,7 +18,15 @@ std::string CompletionStream::event(const RequestOutput& output, size_t index,
     return data_event(failed_request_error(output.error).body());
   const bool first = !started_.at(index);
   started_[index] = true;
-  nlohmann::json chunk = completion_chunk(assembler.context(), index, output, first);
+  const CompletionAssembler::Shown& shown = assembler.last_shown();
+  nlohmann::json chunk;
+  if (shown.text == output.text && shown.tool_calls.empty()) {
+    chunk = completion_chunk(assembler.context(), index, output, first);
+  } else {
+    RequestOutput visible = output;  // the text that is content, not a tool call
+    visible.text = shown.text;
+    chunk = completion_chunk(assembler.context(), index, visible, first, shown.tool_calls);
+  }
   // With include_usage every chunk carries "usage": null, as OpenAI sends it.
   if (include_usage_) chunk["usage"] = nullptr;
   return data_event(chunk);

@@ -21,6 +21,7 @@ using nlohmann::json;
 PromptLimits prompt_limits(const LLMEngine& engine) {
   PromptLimits limits;
   limits.vocab_size = std::min<int64_t>(engine.tokenizer().vocab_size(), engine.vocab_size());
+  limits.logits_width = engine.vocab_size();
   limits.max_model_len = engine.max_model_len();
   limits.max_prompt_bytes = max_prompt_bytes(limits.max_model_len, engine.tokenizer());
   return limits;

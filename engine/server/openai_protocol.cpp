@@ -1,5 +1,8 @@
 #include "engine/server/openai_protocol.h"
 
+#include "engine/server/chat_tools.h"
+#include "engine/server/output_constraint_fields.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -147,6 +150,29 @@ std::string message_content(const json& content, const std::string& where) {
   return text;
 }
 
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name",
+// "arguments"}}], arguments a JSON text.
+std::vector<ToolCall> parse_tool_calls(const json& calls, const std::string& where) {
+  if (!calls.is_array()) throw bad("messages", fmt::format("'{}' must be a list", where));
+  std::vector<ToolCall> result;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const json& call = calls[i];
+    const std::string at = fmt::format("{}[{}]", where, i);
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
+        !call["function"].contains("name") || !call["function"]["name"].is_string())
+      throw bad("messages", fmt::format("'{}' must be {{\"id\", \"type\": \"function\", "
+                                        "\"function\": {{\"name\", \"arguments\"}}}}",
+                                        at));
+    ToolCall parsed;
+    parsed.name = call["function"]["name"].get<std::string>();
+    if (call.contains("id")) parsed.id = string_field(call["id"], at + ".id");
+    const json& arguments = call["function"].value("arguments", json("{}"));
+    parsed.arguments = arguments.is_string() ? arguments.get<std::string>() : arguments.dump();
+    result.push_back(std::move(parsed));
+  }
+  return result;
+}
+
 std::vector<ChatMessage> parse_messages(const json& body) {
   if (!body.contains("messages")) throw bad("messages", "'messages' is required");
   const json& messages = body["messages"];
@@ -158,19 +184,37 @@ std::vector<ChatMessage> parse_messages(const json& body) {
     std::string where = fmt::format("messages[{}]", i);
     if (!m.is_object()) throw bad("messages", fmt::format("'{}' must be an object", where));
     for (const auto& [key, value] : m.items())
-      if (key != "role" && key != "content" && key != "name")
+      if (key != "role" && key != "content" && key != "name" && key != "tool_calls" &&
+          key != "tool_call_id")
         throw bad("messages", fmt::format("'{}.{}' is not a supported message field", where, key));
     if (!m.contains("role") || !m["role"].is_string())
       throw bad("messages", fmt::format("'{}.role' must be a string", where));
-    std::string role = m["role"].get<std::string>();
-    if (role == "developer") role = "system";  // OpenAI's newer name for the system role
-    if (role != "system" && role != "user" && role != "assistant")
+    ChatMessage message;
+    message.role = m["role"].get<std::string>();
+    if (message.role == "developer") message.role = "system";  // OpenAI's newer name
+    if (message.role != "system" && message.role != "user" && message.role != "assistant" &&
+        message.role != "tool")
       throw bad("messages", fmt::format("'{}.role' = '{}' is not one of system, developer, user, "
-                                        "assistant",
-                                        where, role));
-    if (!m.contains("content") || m["content"].is_null())
+                                        "assistant, tool",
+                                        where, message.role));
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+      if (message.role != "assistant")
+        throw bad("messages", fmt::format("'{}.tool_calls' is only for assistant messages", where));
+      message.tool_calls = parse_tool_calls(m["tool_calls"], where + ".tool_calls");
+    }
+    if (message.role == "tool") {
+      if (!m.contains("tool_call_id") || !m["tool_call_id"].is_string())
+        throw bad("messages",
+                  fmt::format("'{}.tool_call_id' is required for a tool message", where));
+      message.tool_call_id = m["tool_call_id"].get<std::string>();
+    } else if (m.contains("tool_call_id")) {
+      throw bad("messages", fmt::format("'{}.tool_call_id' is only for tool messages", where));
+    }
+    const bool has_content = m.contains("content") && !m["content"].is_null();
+    if (!has_content && message.tool_calls.empty())
       throw bad("messages", fmt::format("'{}.content' is required", where));
-    result.push_back({role, message_content(m["content"], where + ".content")});
+    if (has_content) message.content = message_content(m["content"], where + ".content");
+    result.push_back(std::move(message));
   }
   return result;
 }
@@ -182,14 +226,20 @@ const std::set<std::string>& allowed_fields(bool chat) {
       // vLLM's extensions
       "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids", "skip_special_tokens",
       "priority"};
-  static const std::set<std::string> completion = [] {
+  static const std::set<std::string> with_constraints = [] {
     std::set<std::string> s = common;
+    for (const char* field : kOutputConstraintFields) s.insert(field);
+    return s;
+  }();
+  static const std::set<std::string> completion = [] {
+    std::set<std::string> s = with_constraints;
     s.insert({"prompt", "logprobs", "echo", "best_of", "suffix"});
     return s;
   }();
   static const std::set<std::string> chat_fields = [] {
-    std::set<std::string> s = common;
+    std::set<std::string> s = with_constraints;
     s.insert({"messages", "logprobs", "top_logprobs", "max_completion_tokens"});
+    for (const char* field : kChatToolFields) s.insert(field);
     return s;
   }();
   return chat ? chat_fields : completion;
@@ -249,7 +299,8 @@ json parse_request_body(const std::string& body) {
 
 CompletionRequest parse_completion_request(const json& body, bool chat, const Tokenizer& tokenizer,
                                            const ChatTemplate& chat_template,
-                                           const PromptLimits& limits) {
+                                           const PromptLimits& limits,
+                                           const std::vector<ToolDefinition>& tools) {
   CompletionRequest request;
   request.chat = chat;
   for (const auto& [key, value] : body.items())
@@ -347,7 +398,7 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
     size_t content_bytes = 0;
     for (const ChatMessage& message : messages) content_bytes += message.content.size();
     check_prompt_bytes(content_bytes, "messages' content", "messages", limits);
-    request.prompts.push_back(chat_template.render(tokenizer, messages));
+    request.prompts.push_back(chat_template.render(tokenizer, messages, tools));
     std::vector<int32_t> end_of_turn = chat_template.end_of_turn_ids(tokenizer);
     p.stop_token_ids.insert(p.stop_token_ids.end(), end_of_turn.begin(), end_of_turn.end());
   } else {
@@ -442,6 +493,19 @@ json stop_reason_json(const std::string& stop_reason) {
   return digits ? json(std::stoll(stop_reason)) : json(stop_reason);
 }
 
+// OpenAI's tool_calls list; in a stream each entry carries its index.
+json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
+  json list = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = {{"id", calls[i].id},
+                 {"type", "function"},
+                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (with_index) call["index"] = i;
+    list.push_back(std::move(call));
+  }
+  return list;
+}
+
 }  // namespace
 
 json completion_envelope(const ResponseContext& context, const json& usage) {
@@ -457,15 +521,21 @@ json completion_choice(const ResponseContext& context, size_t index, const Choic
                 {"logprobs", logprobs_json(context, choice.logprobs)},
                 {"finish_reason", finish_reason_json(choice.finish_reason)},
                 {"stop_reason", stop_reason_json(choice.stop_reason)}};
-  if (context.chat)
+  if (context.chat) {
     entry["message"] = {{"role", "assistant"}, {"content", choice.text}};
-  else
+    if (!choice.tool_calls.empty()) {
+      if (choice.text.empty()) entry["message"]["content"] = nullptr;
+      entry["message"]["tool_calls"] = tool_calls_json(choice.tool_calls, false);
+      if (choice.finish_reason == FinishReason::stop) entry["finish_reason"] = "tool_calls";
+    }
+  } else {
     entry["text"] = choice.text;
+  }
   return entry;
 }
 
 json completion_chunk(const ResponseContext& context, size_t index, const RequestOutput& output,
-                      bool first_for_choice) {
+                      bool first_for_choice, const std::vector<ToolCall>& tool_calls) {
   json choice = {{"index", index},
                  {"logprobs", logprobs_json(context, output.logprobs)},
                  {"finish_reason", finish_reason_json(output.finish_reason)}};
@@ -474,6 +544,10 @@ json completion_chunk(const ResponseContext& context, size_t index, const Reques
     json delta = json::object();
     if (first_for_choice) delta["role"] = "assistant";
     if (!output.text.empty() || first_for_choice) delta["content"] = output.text;
+    if (!tool_calls.empty()) {
+      delta["tool_calls"] = tool_calls_json(tool_calls, true);
+      if (output.finish_reason == FinishReason::stop) choice["finish_reason"] = "tool_calls";
+    }
     choice["delta"] = delta;
   } else {
     choice["text"] = output.text;

@@ -129,5 +129,26 @@ void take_sampled_ids_kernel(const KernelArgs& args) {
 
 TESSERA_REGISTER_KERNEL("take_sampled_ids", DeviceType::cpu, take_sampled_ids_kernel);
 
+void apply_token_mask_kernel(const KernelArgs& args) {
+  const Tensor& masks = args.inputs[0];
+  const Tensor& rows = args.inputs[1];
+  Tensor& logits = args.outputs[0];
+  check_apply_token_mask(masks, rows, logits);
+  const int64_t vocab = logits.size(1), words = masks.size(1), count = rows.size(1);
+  for (int64_t i = 0; i < count; ++i) {
+    const int32_t row = rows.data<int32_t>()[i], which = rows.data<int32_t>()[count + i];
+    TESSERA_CHECK(row >= 0 && row < logits.size(0) && which >= 0 && which < masks.size(0),
+                  "apply_token_mask: row {} of {}, mask {} of {}", row, logits.size(0), which,
+                  masks.size(0));
+    const auto* mask = reinterpret_cast<const uint32_t*>(masks.data<int32_t>() + which * words);
+    float* z = logits.data<float>() + row * vocab;
+    for (int64_t token = 0; token < vocab; ++token)
+      if (!((mask[token / 32] >> (token % 32)) & 1u))
+        z[token] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+TESSERA_REGISTER_KERNEL("apply_token_mask", DeviceType::cpu, apply_token_mask_kernel);
+
 }  // namespace
 }  // namespace tessera::cpu

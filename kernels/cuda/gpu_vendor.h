@@ -68,6 +68,8 @@
 #define gpuEventRecord hipEventRecord
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
+#define gpuEventQuery hipEventQuery
+#define gpuErrorNotReady hipErrorNotReady
 #define gpuGraph_t hipGraph_t
 #define gpuGraphExec_t hipGraphExec_t
 #define gpuStreamBeginCapture hipStreamBeginCapture
@@ -184,6 +186,8 @@ inline constexpr DeviceType kGpuDeviceType = DeviceType::hip;
 #define gpuEventRecord cudaEventRecord
 #define gpuEventSynchronize cudaEventSynchronize
 #define gpuEventElapsedTime cudaEventElapsedTime
+#define gpuEventQuery cudaEventQuery
+#define gpuErrorNotReady cudaErrorNotReady
 #define gpuGraph_t cudaGraph_t
 #define gpuGraphExec_t cudaGraphExec_t
 #define gpuStreamBeginCapture cudaStreamBeginCapture

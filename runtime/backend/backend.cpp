@@ -82,6 +82,10 @@ std::unique_ptr<HostReadback> DeviceBackend::start_readback(const void* src, Dev
   return readback;
 }
 
+void DeviceBackend::upload(void* dst, Device dst_device, const void* src, size_t bytes) {
+  copy(dst, dst_device, src, kCPU, bytes);
+}
+
 bool DeviceBackend::hold_stream(Stream&) {
   return false;
 }

@@ -69,6 +69,13 @@ class DeviceBackend {
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
                     size_t bytes) = 0;
 
+  // Copies `bytes` of host memory at `src` to `dst` on `dst_device` (this backend's), ordered on
+  // the current stream like copy(), but never waiting for the device: the bytes go through pinned
+  // memory that is reused once the copy has landed, so a step's inputs can go up while the work
+  // queued before them still runs (a pageable copy of a megabyte may wait for the stream). The
+  // default is copy() (right for synchronous devices).
+  virtual void upload(void* dst, Device dst_device, const void* src, size_t bytes);
+
   // Queues a copy of `bytes` from `src` (on `src_device`, this backend's) to host memory the
   // readback owns, ordered after the work queued on the current stream; returns at once where
   // the device runs asynchronously. The default copies now (right for synchronous devices).

@@ -299,3 +299,66 @@ TEST(GpuSampler, TheDeviceDrawsWhatTheCpuDraws) {
     }
   }
 }
+
+namespace {
+
+// Masks for rows 0 and 2 of a [3, vocab] batch: row 0 allows the tokens divisible by 7, row 2
+// only tokens 3 and vocab - 1.
+TokenMasks example_masks(int64_t vocab) {
+  TokenMasks masks;
+  masks.words_per_row = (vocab + 31) / 32;
+  masks.rows = {0, 2};
+  masks.mask_of_row = {1, 0};  // the masks listed in the other order than their rows
+  masks.words.assign(static_cast<size_t>(2 * masks.words_per_row), 0u);
+  auto allow = [&](size_t mask, int64_t token) {
+    masks
+        .words[mask * static_cast<size_t>(masks.words_per_row) + static_cast<size_t>(token / 32)] |=
+        1u << (token % 32);
+  };
+  for (int64_t token = 0; token < vocab; token += 7) allow(1, token);
+  allow(0, 3);
+  allow(0, vocab - 1);
+  return masks;
+}
+
+}  // namespace
+
+TEST(Sampler, TokenMasksLeaveOnlyTheAllowedTokens) {
+  const int64_t vocab = 100;
+  const TokenMasks masks = example_masks(vocab);
+  for (double temperature : {0.0, 1.0, 3.0}) {
+    SamplingParams params = with_temperature(temperature);
+    params.logprobs = 2;
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      Tensor logits = random_tensor({3, vocab}, 5);
+      const std::vector<float> raw = logits.to_floats();
+      std::vector<SamplingRow> rows(3, SamplingRow{&params, seed, 0, {}, {}});
+      std::vector<SampledToken> tokens = launch_sampling(logits, rows, &masks).wait();
+      EXPECT_EQ(tokens[0].id % 7, 0) << temperature << " " << seed;
+      EXPECT_TRUE(tokens[2].id == 3 || tokens[2].id == vocab - 1) << tokens[2].id;
+      // The row without a mask is untouched: its draw is that of the raw logits.
+      Tensor unmasked = Tensor::from_floats(raw, {3, vocab});
+      EXPECT_EQ(tokens[1].id, sample_tokens(unmasked, rows)[1].id);
+      if (temperature == 0) {
+        EXPECT_EQ(tokens[2].id, raw[2 * vocab + 3] >= raw[2 * vocab + vocab - 1] ? 3 : vocab - 1);
+      }
+    }
+  }
+}
+
+TEST(GpuSampler, TokenMasksDrawWhatTheCpuDraws) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU device is available";
+  const int64_t vocab = 70001;  // not a multiple of 32
+  const TokenMasks masks = example_masks(vocab);
+  SamplingParams params = with_temperature(0.8);
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    std::vector<SamplingRow> rows(3, SamplingRow{&params, seed, 0, {}, {}});
+    std::vector<SampledToken> cpu =
+        launch_sampling(random_tensor({3, vocab}, 9), rows, &masks).wait();
+    std::vector<SampledToken> device =
+        launch_sampling(random_tensor({3, vocab}, 9).to(gpu), rows, &masks).wait();
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(device[i].id, cpu[i].id) << seed << " row " << i;
+    EXPECT_EQ(device[0].id % 7, 0);
+  }
+}

@@ -2,30 +2,9 @@
 // streaming, usage, logprobs, n, errors and the API key. Usage:
 //   node openai_client.mjs BASE_URL MODEL API_KEY
 // Prints one line per check; exits 1 at the first failure, naming it.
-import OpenAI from "openai";
+import { check, clientFromArguments, clientOf, expectError } from "./checks.mjs";
 
-const [baseURL, model, apiKey] = process.argv.slice(2);
-const client = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey, maxRetries: 0, timeout: 60000 });
-
-function check(condition, what) {
-  if (!condition) {
-    console.error(`FAILED: ${what}`);
-    process.exit(1);
-  }
-  console.log(`ok: ${what}`);
-}
-
-async function expectError(promise, status, what, param) {
-  try {
-    await promise;
-  } catch (error) {
-    check(error.status === status, `${what}: status ${error.status} is ${status}`);
-    if (param) check(error.param === param, `${what}: param '${error.param}' is '${param}'`);
-    check(typeof error.message === "string" && error.message.length > 0, `${what}: has a message`);
-    return;
-  }
-  check(false, `${what}: should have failed with ${status}`);
-}
+const { client, model, baseURL } = clientFromArguments();
 
 const prompt = "Once upon a time";
 // ignore_eos (vLLM's extension) makes every length below exact whatever the model.
@@ -125,6 +104,6 @@ await expectError(client.completions.create({ model, prompt, temperature: "hot" 
                   "a string temperature", "temperature");
 await expectError(client.chat.completions.create({ model, messages: [] }), 400,
                   "empty messages", "messages");
-const stranger = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: "wrong", maxRetries: 0 });
+const stranger = clientOf(baseURL, "wrong");
 await expectError(stranger.completions.create({ model, prompt }), 401, "a wrong API key");
 console.log("all OpenAI client checks passed");

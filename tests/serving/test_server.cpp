@@ -243,6 +243,18 @@ TEST_F(Server, TheOpenAIClientForNodeWorks) {
   EXPECT_THAT(r.output, HasSubstr("all OpenAI client checks passed"));
 }
 
+TEST_F(Server, StructuredOutputsThroughTheOpenAIClientParseAndValidate) {
+  CommandResult r = run_node_script("structured_output.mjs", "");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("all structured output checks passed"));
+}
+
+TEST_F(Server, ToolCallsThroughTheOpenAIClientParseAndValidate) {
+  CommandResult r = run_node_script("tool_calls.mjs", "");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("all tool call checks passed"));
+}
+
 TEST_F(Server, SixtyFourConcurrentClientsGetExactAnswersAndFreeTheCache) {
   CommandResult r = run_node_script("load_test.mjs", "64");
   EXPECT_EQ(r.status, 0) << r.output;

@@ -289,6 +289,7 @@ struct DeviceState {
   std::mutex staging_mutex;
   void* staging = nullptr;
   PinnedReadbackPool readbacks;
+  PinnedUploads uploads{readbacks};  // after the pool it takes buffers from
 };
 
 constexpr size_t kStagingBytes = size_t{16} << 20;     // the pinned buffer, per device
@@ -416,6 +417,15 @@ class GpuBackend final : public DeviceBackend {
     Stream& stream = current_stream(src_device.index);
     return state(src_device.index)
         .readbacks.start(src_device.index, src, bytes, stream_handle(stream));
+  }
+
+  void upload(void* dst, Device dst_device, const void* src, size_t bytes) override {
+    TESSERA_CHECK(dst_device.type == kGpuDeviceType, "upload to {} through the {} backend",
+                  dst_device.str(), runtime_name());
+    stream_gates().open_all();  // a profiler's gate would hold the copy until its timeout
+    Stream& stream = current_stream(dst_device.index);
+    state(dst_device.index)
+        .uploads.upload(dst_device.index, dst, src, bytes, stream_handle(stream));
   }
 
   void copy(void* dst, Device dst_device, const void* src, Device src_device,

@@ -2,6 +2,7 @@
 #include "kernels/cuda/backend/host_readback.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/cuda/backend/stream_gates.h"
 #include "kernels/cuda/gpu_runtime.h"
@@ -77,6 +78,53 @@ void* PinnedReadbackPool::take(size_t capacity) {
 void PinnedReadbackPool::give_back(size_t capacity, void* buffer) {
   std::lock_guard lock(mutex_);
   free_buffers_.emplace(capacity, buffer);
+}
+
+void PinnedUploads::reap() {
+  std::erase_if(in_flight_, [&](const InFlight& upload) {
+    const gpuError_t status = gpuEventQuery(upload.landed);
+    if (status == gpuErrorNotReady) {
+      (void)gpuGetLastError();
+      return false;
+    }
+    if (status != gpuSuccess) (void)gpuGetLastError();  // a faulted device: reported elsewhere
+    if (gpuEventDestroy(upload.landed) != gpuSuccess) (void)gpuGetLastError();
+    pool_.give_back(upload.capacity, upload.buffer);
+    return true;
+  });
+}
+
+void PinnedUploads::upload(int device_index, void* dst, const void* src, size_t bytes,
+                           gpuStream_t stream) {
+  if (bytes == 0) return;
+  std::lock_guard lock(mutex_);
+  reap();
+  const size_t capacity = std::max<size_t>(4096, (bytes + 4095) / 4096 * 4096);
+  void* buffer = pool_.take(capacity);
+  gpuEvent_t landed = nullptr;
+  DeviceGuard device(device_index);
+  try {
+    if (buffer == nullptr) GPU_CHECK(gpuHostMalloc(&buffer, capacity));
+    std::memcpy(buffer, src, bytes);
+    GPU_CHECK(gpuEventCreate(&landed));
+    GPU_CHECK(gpuMemcpyAsync(dst, buffer, bytes, gpuMemcpyHostToDevice, stream));
+    GPU_CHECK(gpuEventRecord(landed, stream));
+  } catch (...) {
+    // The copy may have been queued: wait for the stream before the buffer is reused.
+    if (gpuStreamSynchronize(stream) != gpuSuccess) (void)gpuGetLastError();
+    if (landed != nullptr && gpuEventDestroy(landed) != gpuSuccess) (void)gpuGetLastError();
+    if (buffer != nullptr) pool_.give_back(capacity, buffer);
+    throw;
+  }
+  in_flight_.push_back({buffer, capacity, landed});
+}
+
+PinnedUploads::~PinnedUploads() {
+  for (const InFlight& upload : in_flight_) {
+    if (gpuEventSynchronize(upload.landed) != gpuSuccess) (void)gpuGetLastError();
+    if (gpuEventDestroy(upload.landed) != gpuSuccess) (void)gpuGetLastError();
+    pool_.give_back(upload.capacity, upload.buffer);
+  }
 }
 
 }  // namespace tessera::gpu

@@ -231,9 +231,38 @@ void take_sampled_ids_entry(const KernelArgs& args) {
   GPU_CHECK_LAUNCH("take_sampled_ids");
 }
 
+// One thread per (row, token): a forbidden token's logit becomes -inf.
+__global__ void apply_token_mask_kernel(const uint32_t* masks, const int32_t* rows, int64_t count,
+                                        int64_t words, float* logits, int64_t vocab) {
+  const int64_t token = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (token >= vocab) return;
+  const uint32_t word = masks[static_cast<int64_t>(rows[count + blockIdx.y]) * words + token / 32];
+  if (!((word >> (token % 32)) & 1u))
+    logits[static_cast<int64_t>(rows[blockIdx.y]) * vocab + token] = -INFINITY;
+}
+
+void apply_token_mask_entry(const KernelArgs& args) {
+  const Tensor& masks = args.inputs[0];
+  const Tensor& rows = args.inputs[1];
+  Tensor& logits = args.outputs[0];
+  check_apply_token_mask(masks, rows, logits);
+  const int64_t count = rows.size(1), vocab = logits.size(1);
+  if (count == 0 || vocab == 0) return;
+  TESSERA_REQUIRE(count < 65536, "apply_token_mask: {} masked rows, at most 65535", count);
+  constexpr int kBlock = 256;
+  const dim3 grid(static_cast<unsigned>((vocab + kBlock - 1) / kBlock),
+                  static_cast<unsigned>(count));
+  LaunchScope scope(logits.device());
+  apply_token_mask_kernel<<<grid, kBlock, 0, scope.stream()>>>(
+      static_cast<const uint32_t*>(masks.data_ptr()), static_cast<const int32_t*>(rows.data_ptr()),
+      count, masks.size(1), static_cast<float*>(logits.data_ptr()), vocab);
+  GPU_CHECK_LAUNCH("apply_token_mask");
+}
+
 }  // namespace
 
 TESSERA_REGISTER_KERNEL("sample_tokens", kGpuDeviceType, sample_tokens_entry);
 TESSERA_REGISTER_KERNEL("take_sampled_ids", kGpuDeviceType, take_sampled_ids_entry);
+TESSERA_REGISTER_KERNEL("apply_token_mask", kGpuDeviceType, apply_token_mask_entry);
 
 }  // namespace tessera::gpu

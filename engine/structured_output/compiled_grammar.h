@@ -1,0 +1,79 @@
+// A grammar ready to constrain decoding against one vocabulary: its automaton, and the token mask
+// of each automaton state met so far (kept up to a byte budget, then dropped and rebuilt as
+// needed). One is shared by every request with the same constraint (GrammarCache); its calls are
+// serialized by a mutex, and in the engine only the engine thread makes them. GrammarMatcher is
+// one sequence's place in it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/structured_output/grammar_automaton.h"
+#include "engine/structured_output/token_vocabulary.h"
+
+namespace tessera {
+
+struct GrammarStatistics {
+  int64_t masks_computed = 0;  // walks of the vocabulary (a state met for the first time)
+  int64_t masks_reused = 0;
+  int64_t automaton_states = 0;
+};
+
+class CompiledGrammar {
+ public:
+  static constexpr size_t kMaskCacheBytes = size_t{64} << 20;
+
+  CompiledGrammar(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocabulary);
+
+  const TokenVocabulary& vocabulary() const { return *vocabulary_; }
+  GrammarStateId initial_state() const { return initial_; }
+  // The state after `token`'s bytes; GrammarAutomaton::kDead when the grammar does not allow them
+  // (or the token stands for no text).
+  GrammarStateId advance(GrammarStateId state, int32_t token);
+  bool accepts(GrammarStateId state);
+  bool can_continue(GrammarStateId state);
+  // ORs into `words` (TokenVocabulary::mask_words() of them) bit t of every text token t the
+  // grammar allows next. End tokens are the caller's: they may end the text where accepts().
+  void fill_mask(GrammarStateId state, std::span<uint32_t> words);
+  GrammarStatistics statistics();
+
+ private:
+  const std::vector<uint32_t>& mask_of(GrammarStateId state);
+
+  std::mutex mutex_;
+  GrammarAutomaton automaton_;
+  std::shared_ptr<const TokenVocabulary> vocabulary_;
+  GrammarStateId initial_;
+  std::unordered_map<GrammarStateId, std::vector<uint32_t>> masks_;
+  std::vector<GrammarStateId> walk_states_;  // per trie depth, reused between walks
+  GrammarStatistics statistics_;
+};
+
+// One sequence's progress through a compiled grammar.
+class GrammarMatcher {
+ public:
+  explicit GrammarMatcher(std::shared_ptr<CompiledGrammar> grammar)
+      : grammar_(std::move(grammar)), state_(grammar_->initial_state()) {}
+  // Advances past `token`; false, leaving the state as it was, when the grammar forbids it.
+  bool accept(int32_t token);
+  // The output so far is a whole match: an end token may come now.
+  bool accepts() const { return grammar_->accepts(state_); }
+  // Nothing may follow: the output is complete.
+  bool terminated() const { return accepts() && !grammar_->can_continue(state_); }
+  // Sets `words` to the tokens allowed next: the grammar's, and `end_ids` where it may end.
+  void fill_mask(std::span<uint32_t> words, std::span<const int32_t> end_ids) const;
+  // Where it is: matchers of one grammar in one state have the same mask (for the same end_ids).
+  const CompiledGrammar* grammar() const { return grammar_.get(); }
+  GrammarStateId state() const { return state_; }
+
+ private:
+  std::shared_ptr<CompiledGrammar> grammar_;
+  GrammarStateId state_;
+};
+
+}  // namespace tessera

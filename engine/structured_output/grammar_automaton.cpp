@@ -1,0 +1,131 @@
+#include "engine/structured_output/grammar_automaton.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "runtime/check.h"
+
+namespace tessera {
+
+GrammarAutomaton::GrammarAutomaton(const Grammar& grammar) : byte_sets_(grammar.byte_sets()) {
+  for (const GrammarRule& rule : grammar.rules()) {
+    std::vector<int32_t> starts;
+    for (const GrammarSequence& alternative : rule.alternatives) {
+      starts.push_back(static_cast<int32_t>(elements_.size()));
+      for (const GrammarElement& element : alternative)
+        elements_.push_back(
+            {element.kind == GrammarElement::Kind::rule ? Kind::rule : Kind::byte_set,
+             element.index});
+      elements_.push_back({Kind::end, 0});
+    }
+    rule_starts_.push_back(std::move(starts));
+  }
+  states_.emplace_back();  // kDead
+  state_ids_.emplace(std::string(1, '\0'), kDead);
+  // The root rule as if referenced by a one-element alternative of its own.
+  const int32_t root_reference = static_cast<int32_t>(elements_.size());
+  elements_.push_back({Kind::rule, grammar.root()});
+  elements_.push_back({Kind::end, 0});
+  std::vector<int32_t> stacks;
+  bool accepts = false;
+  close(root_reference, -1, stacks, accepts);
+  initial_ = intern_state(std::move(stacks), accepts);
+}
+
+int32_t GrammarAutomaton::intern_frame(int32_t position, int32_t parent) {
+  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(position)) << 32) |
+                       static_cast<uint32_t>(parent);
+  auto [it, inserted] = frame_ids_.emplace(key, static_cast<int32_t>(frames_.size()));
+  if (inserted) {
+    TESSERA_REQUIRE(frames_.size() < kMaxFrames,
+                    "structured output: the grammar's parse stacks passed {} frames; the output "
+                    "nests too deeply for this grammar",
+                    kMaxFrames);
+    frames_.push_back({position, parent});
+  }
+  return it->second;
+}
+
+void GrammarAutomaton::close(int32_t position, int32_t parent, std::vector<int32_t>& stacks,
+                             bool& accepts) {
+  std::vector<std::pair<int32_t, int32_t>> work{{position, parent}};
+  std::unordered_set<uint64_t> seen;
+  while (!work.empty()) {
+    auto [at, continuation] = work.back();
+    work.pop_back();
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(at)) << 32) |
+                         static_cast<uint32_t>(continuation);
+    if (!seen.insert(key).second) continue;
+    const Element& element = elements_[static_cast<size_t>(at)];
+    switch (element.kind) {
+      case Kind::byte_set:
+        stacks.push_back(intern_frame(at, continuation));
+        break;
+      case Kind::end:
+        if (continuation < 0) {
+          accepts = true;
+        } else {
+          const Frame frame = frames_[static_cast<size_t>(continuation)];
+          work.push_back({frame.position, frame.parent});
+        }
+        break;
+      case Kind::rule: {
+        // A reference in last place continues with its caller's frame: a tail call.
+        const int32_t after = elements_[static_cast<size_t>(at) + 1].kind == Kind::end
+                                  ? continuation
+                                  : intern_frame(at + 1, continuation);
+        for (int32_t start : rule_starts_[static_cast<size_t>(element.index)])
+          work.push_back({start, after});
+        break;
+      }
+    }
+  }
+}
+
+GrammarStateId GrammarAutomaton::intern_state(std::vector<int32_t> stacks, bool accepts) {
+  std::sort(stacks.begin(), stacks.end());
+  stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
+  TESSERA_REQUIRE(stacks.size() <= kMaxStacksPerState,
+                  "structured output: the grammar is too ambiguous ({} parses of the output at "
+                  "once, at most {}); make its alternatives distinct",
+                  stacks.size(), kMaxStacksPerState);
+  std::string key(1, accepts ? '\1' : '\0');
+  key.append(reinterpret_cast<const char*>(stacks.data()), stacks.size() * sizeof(int32_t));
+  auto found = state_ids_.find(key);
+  if (found != state_ids_.end()) return found->second;
+  TESSERA_REQUIRE(states_.size() < kMaxStates,
+                  "structured output: the grammar's automaton passed {} states; simplify the "
+                  "schema or grammar",
+                  kMaxStates);
+  const auto id = static_cast<GrammarStateId>(states_.size());
+  State state;
+  state.stacks = std::move(stacks);
+  state.accepts = accepts;
+  states_.push_back(std::move(state));
+  state_ids_.emplace(std::move(key), id);
+  return id;
+}
+
+GrammarStateId GrammarAutomaton::compute_advance(GrammarStateId state, uint8_t byte) {
+  std::vector<int32_t> stacks;
+  bool accepts = false;
+  // Copied: close() may add frames, and intern_state() states, which moves the vectors.
+  const std::vector<int32_t> from = states_[static_cast<size_t>(state)].stacks;
+  for (int32_t frame_id : from) {
+    const Frame frame = frames_[static_cast<size_t>(frame_id)];
+    const Element& element = elements_[static_cast<size_t>(frame.position)];
+    if (byte_sets_[static_cast<size_t>(element.index)].test(byte))
+      close(frame.position + 1, frame.parent, stacks, accepts);
+  }
+  const GrammarStateId next =
+      stacks.empty() && !accepts ? kDead : intern_state(std::move(stacks), accepts);
+  State& source = states_[static_cast<size_t>(state)];
+  if (!source.next) {
+    source.next = std::make_unique<std::array<GrammarStateId, 256>>();
+    source.next->fill(-1);
+  }
+  (*source.next)[byte] = next;
+  return next;
+}
+
+}  // namespace tessera
