@@ -2,9 +2,10 @@
 // shapes of Llama-3.2-1B (qkv 3072x2048, o 2048x2048, gate_up 16384x2048, down 2048x8192) for
 // Q8_0, Q4_K and Q6_K, x in bf16, M in {1, 8, 32, 64, 256}. Each path (the gemv, the dequantized
 // tiles, and the measured choice) is first checked against the float64 product of the weight the
-// CPU dequantizes (kernels/quant, which matches llama.cpp bit for bit) with x as the GPU read it,
-// then timed over copies of the weight that overflow L2; the rate is the quantized bytes read per
-// second, against the device's copy bandwidth.
+// CPU dequantizes (kernels/quant, which matches llama.cpp bit for bit) with x as the GPU read it
+// (quantized to 8 bits per block where the gemv's integer dot products quantize it; check_path
+// states each path's bound), then timed over copies of the weight that overflow L2; the rate is the
+// quantized bytes read per second, against the device's copy bandwidth.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "bench/lab_harness.h"
 #include "kernels/cuda/gemm/quantized_linear.h"
+#include "kernels/quant/activation_blocks.h"
 #include "kernels/quant/block_format.h"
 #include "runtime/half.h"
 
@@ -52,27 +54,61 @@ const Path kPaths[] = {{"gemv", gpu::quantized_linear_gemv, gpu::kQuantizedGemvM
                        {"tiles", gpu::quantized_linear_tiles, 1 << 30},
                        {"measured", gpu::quantized_linear, 1 << 30}};
 
-// The worst |got - want| over the allowed error: bf16 output rounding plus f32 sums.
+// The worst |got - want| over the allowed error of `path`, want the float64 product of the
+// weight the CPU dequantizes with:
+//   x quantized to 8 bits per block as the CPU quantizes it, where the gemv does so: then only the
+//     f32 sums (1e-5 of the sum of magnitudes) and the output's rounding to x's dtype are allowed;
+//   x as it is otherwise; the tiles also round each weight to x's dtype (bf16: at most 2^-9 of it,
+//     so 2^-9 of the sum of magnitudes).
+// The measured choice is held to the bound of the path it took, i.e. the lesser of the two.
 double check_path(const Path& path, const Tensor& weight_host, const Tensor& weight,
                   const Tensor& x, int64_t m) {
   const int64_t n = weight.size(0), k = weight.size(1);
+  const DType dtype = weight.dtype();
   std::vector<float> dequantized(static_cast<size_t>(n * k));
-  quant::dequantize_blocks(weight.dtype(), static_cast<const std::byte*>(weight_host.data_ptr()),
-                           dequantized.data(), n * k / block_elements(weight.dtype()));
+  quant::dequantize_blocks(dtype, static_cast<const std::byte*>(weight_host.data_ptr()),
+                           dequantized.data(), n * k / block_elements(dtype));
   const std::vector<float> x_values = x.to_floats();
+  // x as the integer dot products see it: scale times quant.
+  std::vector<float> x_quantized(x_values.size());
+  {
+    std::vector<int8_t> quants(x_values.size());
+    std::vector<float> scales(x_values.size() / 32);
+    std::vector<int16_t> sums(x_values.size() / 16);
+    for (int64_t r = 0; r < m; ++r)
+      quant::quantize_activation(x_values.data() + r * k, k, block_elements(dtype),
+                                 quants.data() + r * k, scales.data() + r * k / 32,
+                                 sums.data() + r * k / 16);
+    for (size_t i = 0; i < x_values.size(); ++i)
+      x_quantized[i] = scales[i / 32] * static_cast<float>(quants[i]);
+  }
+  const bool gemv_quantizes = gpu::quantized_gemv_quantizes_activations(weight);
   Tensor out = Tensor::empty({m, n}, x.dtype(), x.device());
   path.run(x, weight, nullptr, out);
   const std::vector<float> got = out.to_floats();
+  const double tile_rounding = std::ldexp(1.0, -9);
   double worst = 0;
   for (int64_t r = 0; r < m; ++r)
     for (int64_t j = 0; j < n; ++j) {
-      double want = 0, magnitude = 0;
+      double plain = 0, quantized = 0, magnitude = 0;
       for (int64_t i = 0; i < k; ++i) {
-        want += double{x_values[r * k + i]} * dequantized[j * k + i];
-        magnitude += std::fabs(double{x_values[r * k + i]} * dequantized[j * k + i]);
+        const double w = dequantized[j * k + i];
+        plain += double{x_values[r * k + i]} * w;
+        quantized += double{x_quantized[r * k + i]} * w;
+        magnitude += std::fabs(double{x_values[r * k + i]} * w);
       }
-      const double allowed = relative_tolerance(x.dtype()) * std::fabs(want) + 1e-5 * magnitude;
-      worst = std::max(worst, std::fabs(got[r * n + j] - want) / allowed);
+      const auto error = [&](double want, double extra) {
+        const double allowed =
+            relative_tolerance(x.dtype()) * std::fabs(want) + (1e-5 + extra) * magnitude;
+        return std::fabs(got[r * n + j] - want) / allowed;
+      };
+      const double gemv_error = gemv_quantizes ? error(quantized, 0) : error(plain, 0);
+      const double tiles_error = error(plain, tile_rounding);
+      const double path_error = path.run == gpu::quantized_linear_gemv ? gemv_error
+                                : path.run == gpu::quantized_linear_tiles
+                                    ? tiles_error
+                                    : std::min(gemv_error, tiles_error);
+      worst = std::max(worst, path_error);
     }
   return worst;
 }

@@ -16,9 +16,8 @@ struct BlockLayout {
   static constexpr int bytes = static_cast<int>(quantized_block(D).bytes);
 };
 
-// f16 bits to f32, exactly (subnormals included); blocks are byte-aligned, so read by bytes.
-__device__ __forceinline__ float block_half(const uint8_t* at) {
-  const uint32_t h = at[0] | (uint32_t{at[1]} << 8);
+// f16 bits to f32, exactly (subnormals included).
+__device__ __forceinline__ float half_bits_to_float(uint32_t h) {
   const uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
   if (exponent == 0) {
     const float value = static_cast<float>(mantissa) * (1.0f / 16777216.0f);
@@ -26,6 +25,11 @@ __device__ __forceinline__ float block_half(const uint8_t* at) {
   }
   if (exponent == 31) return __uint_as_float(sign | 0x7f800000u | (mantissa << 13));
   return __uint_as_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+// An f16 field of a block; blocks are byte-aligned, so read by bytes.
+__device__ __forceinline__ float block_half(const uint8_t* at) {
+  return half_bits_to_float(at[0] | (uint32_t{at[1]} << 8));
 }
 
 __device__ __forceinline__ uint32_t block_word(const uint8_t* at) {

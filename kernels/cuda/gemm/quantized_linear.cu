@@ -8,6 +8,7 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gemm/cold_timer.h"
 #include "kernels/cuda/gemm/quantized_blocks.cuh"
+#include "kernels/cuda/gemm/quantized_dot.cuh"
 #include "kernels/cuda/gpu_runtime.h"
 #include "runtime/check.h"
 #include "runtime/kernel_registry.h"
@@ -62,6 +63,98 @@ __global__ void quantized_gemv_kernel(int64_t m, int64_t n, int64_t k, const uin
   }
 }
 
+// x [values / k, k] quantized as the CPU quantizes activations (quant::quantize_activation, the
+// same float operations): a lane takes 8 consecutive values, Group / 8 lanes share a scale (the
+// largest magnitude over 127), quants rounded to nearest even; sums of the quants per 16.
+template <int Group, typename T>
+__global__ void quantize_activation_kernel(int64_t values, const T* x, int8_t* quants,
+                                           float* scales, int16_t* group_sums) {
+  static_assert(Group % 32 == 0 && Group <= 256, "a scale group is whole blocks within a warp");
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
+  const bool active = first < values;  // whole groups are active or not: values % Group == 0
+  float value[8] = {};
+  if (active) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) value[i] = to_float(x[first + i]);
+  }
+  float largest = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) largest = fmaxf(largest, fabsf(value[i]));
+#pragma unroll
+  for (int mask = 1; mask < Group / 8; mask *= 2)
+    largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, mask));
+  const float scale = __fdiv_rn(largest, 127.0f);
+  const float inverse = largest > 0 ? __fdiv_rn(127.0f, largest) : 0.0f;
+  int sum = 0;
+  alignas(8) int8_t quant[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int rounded = __float2int_rn(__fmul_rn(value[i], inverse));
+    quant[i] = static_cast<int8_t>(min(max(rounded, -127), 127));
+    sum += quant[i];
+  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  if (!active) return;
+  *reinterpret_cast<int2*>(quants + first) = *reinterpret_cast<const int2*>(quant);
+  if (threadIdx.x % 4 == 0) scales[first / 32] = scale;
+  if (threadIdx.x % 2 == 0) group_sums[first / 16] = static_cast<int16_t>(sum);
+}
+
+// One warp per weight row as the float gemv, the integer dot products of Dp4aDot<D>: the row's
+// blocks go to the warp's lanes in groups of lanes_per_block, each part's weight bits read once
+// for Rows rows of x.
+template <DType D, typename T, int Rows>
+__global__ void __launch_bounds__(kGemvWarps* kWarpSize)
+    quantized_dp4a_gemv_kernel(int64_t m, int64_t n, int64_t k, const uint8_t* __restrict__ weight,
+                               const int8_t* __restrict__ quants, const float* __restrict__ scales,
+                               const int16_t* __restrict__ group_sums, const T* bias, T* out) {
+  using Layout = BlockLayout<D>;
+  using Dot = Dp4aDot<D>;
+  constexpr int kBlocksPerPass = kWarpSize / Dot::lanes_per_block;
+  const int lane = threadIdx.x % kWarpSize, part = lane % Dot::lanes_per_block;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / kWarpSize;
+  if (row >= n) return;
+  const int64_t blocks = k / Layout::elements;
+  const uint8_t* weight_row = weight + row * blocks * Layout::bytes;
+  for (int64_t first = 0; first < m; first += Rows) {
+    float sums[Rows] = {};
+    for (int64_t b = lane / Dot::lanes_per_block; b < blocks; b += kBlocksPerPass) {
+      const typename Dot::Part bits = Dot::load(weight_row + b * Layout::bytes, part);
+#pragma unroll
+      for (int r = 0; r < Rows; ++r) {
+        if (first + r >= m) break;
+        const int64_t at = (first + r) * k + b * Layout::elements;
+        sums[r] +=
+            Dot::dot(bits, part, ActivationAt{quants + at, scales + at / 32, group_sums + at / 16});
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < Rows; ++r) {
+      float sum = sums[r];
+#pragma unroll
+      for (int mask = kWarpSize / 2; mask > 0; mask /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, mask);
+      if (lane == 0 && first + r < m) {
+        if (bias != nullptr) sum += to_float(bias[row]);
+        out[(first + r) * n + row] = from_compute<T>(sum);
+      }
+    }
+  }
+}
+
+// Writes 32 values to 64-byte aligned T storage in 16-byte stores (a warp's stores then cover
+// whole sectors instead of one element each).
+template <typename T>
+__device__ __forceinline__ void store_chunk(const float* values, T* destination) {
+  alignas(16) T converted[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) converted[i] = from_compute<T>(values[i]);
+  constexpr int kStores = 32 * sizeof(T) / 16;
+#pragma unroll
+  for (int i = 0; i < kStores; ++i)
+    reinterpret_cast<uint4*>(destination)[i] = reinterpret_cast<const uint4*>(converted)[i];
+}
+
 // tile[r, :] = weight row first + r, dequantized to T: one warp-wide chunk loop per row.
 template <DType D, typename T>
 __global__ void dequantize_rows_kernel(int64_t rows, int64_t k, const uint8_t* weight, T* tile) {
@@ -74,9 +167,7 @@ __global__ void dequantize_rows_kernel(int64_t rows, int64_t k, const uint8_t* w
     float values[32];
     dequantize_chunk<D>(weight + row * row_bytes + (element / Layout::elements) * Layout::bytes,
                         static_cast<int>((element % Layout::elements) / 32), values);
-    T* destination = tile + row * k + element;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) destination[i] = from_compute<T>(values[i]);
+    store_chunk(values, tile + row * k + element);
   }
 }
 
@@ -147,13 +238,66 @@ QuantizedPath choose_path(const Tensor& x, const Tensor& weight, const Tensor* b
 
 }  // namespace
 
+bool quantized_gemv_quantizes_activations(const Tensor& weight) {
+  bool available = false;
+  visit_quantized_dtype(weight.dtype(), [&]<DType D>() {
+    // Its loads need the blocks as aligned as a whole tensor's are (a view may start anywhere).
+    const uintptr_t alignment = BlockLayout<D>::bytes % 16 == 0 ? 16 : 2;
+    available =
+        Dp4aDot<D>::available && reinterpret_cast<uintptr_t>(weight.data_ptr()) % alignment == 0;
+  });
+  return available;
+}
+
+namespace {
+
+template <DType D, typename T>
+void launch_dp4a_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
+                      gpuStream_t stream) {
+  if constexpr (Dp4aDot<D>::available) {
+    const int64_t n = weight.size(0), k = weight.size(1), m = x.numel() / k;
+    // Scratch for x's quants (m k bytes), its scales (one f32 per 32) and sums (one int16 per 16).
+    const int64_t values = m * k;
+    Tensor scratch =
+        Tensor::empty({(values + values / 8 + values / 8 + 3) / 4}, DType::i32, out.device());
+    auto* quants = static_cast<int8_t*>(scratch.data_ptr());
+    auto* scales = reinterpret_cast<float*>(quants + values);
+    auto* group_sums = reinterpret_cast<int16_t*>(quants + values + values / 8);
+    constexpr int kQuantizeThreads = 256;
+    quantize_activation_kernel<BlockLayout<D>::elements, T>
+        <<<grid_size(values / 8, kQuantizeThreads), kQuantizeThreads, 0, stream>>>(
+            values, static_cast<const T*>(x.data_ptr()), quants, scales, group_sums);
+    GPU_CHECK_LAUNCH("quantize the activations");
+    const auto launch = [&]<int Rows>() {
+      quantized_dp4a_gemv_kernel<D, T, Rows>
+          <<<grid_size(n, kGemvWarps), kGemvWarps * kWarpSize, 0, stream>>>(
+              m, n, k, blocks_of(weight), quants, scales, group_sums,
+              bias != nullptr ? static_cast<const T*>(bias->data_ptr()) : nullptr,
+              static_cast<T*>(out.data_ptr()));
+    };
+    if (m == 1)
+      launch.template operator()<1>();
+    else if (m == 2)
+      launch.template operator()<2>();
+    else if (m <= 4)
+      launch.template operator()<4>();
+    else
+      launch.template operator()<8>();
+    GPU_CHECK_LAUNCH("quantized linear (dp4a gemv)");
+  }
+}
+
+}  // namespace
+
 void quantized_linear_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias,
                            const Tensor& out) {
   const int64_t n = weight.size(0), k = weight.size(1), m = x.numel() / k;
   TESSERA_CHECK(m <= kQuantizedGemvMaxRows, "quantized gemv of {} rows", m);
   LaunchScope scope(out.device());
+  const bool dp4a = quantized_gemv_quantizes_activations(weight);
   visit_quantized_dtype(weight.dtype(), [&]<DType D>() {
     visit_device_float_dtype("linear", x.dtype(), [&]<typename T>() {
+      if (dp4a) return launch_dp4a_gemv<D, T>(x, weight, bias, out, scope.stream());
       quantized_gemv_kernel<D, T>
           <<<grid_size(n, kGemvWarps), kGemvWarps * kWarpSize, 0, scope.stream()>>>(
               m, n, k, blocks_of(weight), static_cast<const T*>(x.data_ptr()),

@@ -1,8 +1,10 @@
 // linear and embedding with a quantized weight (ggml block formats) on the GPU. Two paths for
 // linear, chosen per shape by measurement (ColdTimer, as the skinny GEMM choice) on its first call
 // outside a graph capture and kept for the process:
-//   gemv (x rows <= kQuantizedGemvMaxRows): each warp streams one weight row, dequantizing 32
-//     values at a time in registers against the rows of x (read through L1), f32 sums;
+//   gemv (x rows <= kQuantizedGemvMaxRows): each warp streams one weight row; for Q8_0, Q4_K and
+//     Q6_K x is first quantized to 8 bits per block as the CPU quantizes it and the row's blocks
+//     meet it in integer dot products (dp4a), for the other formats the values are dequantized in
+//     registers against the rows of x (read through L1), f32 sums;
 //   tiles: rows of the weight dequantized to x's dtype a tile at a time, each tile's product by
 //     the library GEMM (linear's own dense path), no copy of the whole weight.
 // A shape first seen while capturing takes the gemv up to its row limit, the tiles past it.
@@ -16,6 +18,10 @@ inline constexpr int64_t kQuantizedGemvMaxRows = 64;
 
 // out[..., N] = x[..., K] @ weight[N, K]^T (+ bias), weight quantized; arguments already checked.
 void quantized_linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out);
+// Whether the gemv takes `weight` through integer dot products with x quantized to 8 bits per
+// block as the CPU quantizes it (kernels/cuda/gemm/quantized_dot.cuh), or through float sums of
+// the dequantized weight with x as it is (the formats without integer dots, and misaligned views).
+bool quantized_gemv_quantizes_activations(const Tensor& weight);
 // The two paths, for tests and labs.
 void quantized_linear_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias,
                            const Tensor& out);
