@@ -6,7 +6,8 @@
 // the others take the float gemv.
 //
 // A weight block is read by lanes_per_block consecutive lanes, each taking one part of it (32
-// values); load() reads the part's weight bits once, dot() multiplies them with one activation row.
+// values); load() reads the part's weight bits once, dot() multiplies them with one activation row;
+// a lane keeps `depth` parts in flight.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,7 @@ template <>
 struct Dp4aDot<DType::q8_0> {
   static constexpr bool available = true;
   static constexpr int lanes_per_block = 4;
+  static constexpr int depth = 8;  // parts a lane loads ahead
   struct Part {
     int quants[2];
     float d;
@@ -77,6 +79,7 @@ template <>
 struct Dp4aDot<DType::q4_k> {
   static constexpr bool available = true;
   static constexpr int lanes_per_block = 8;
+  static constexpr int depth = 4;
   struct Part {
     int low[4], high[4];
     int scale_low, scale_high, min_low, min_high;
@@ -128,6 +131,7 @@ template <>
 struct Dp4aDot<DType::q6_k> {
   static constexpr bool available = true;
   static constexpr int lanes_per_block = 8;
+  static constexpr int depth = 4;
   struct Part {
     int quants[4][2];  // [quarter][word], each byte the signed quant
     int scales[4];
