@@ -3,7 +3,7 @@
 // the same across a weight block, the sums of the quants per 16), four products per dp4a: the
 // arithmetic of the CPU's dot products and of llama.cpp's mmvq, so the GPU's decode logits are
 // the CPU's up to the order of f32 sums. A format with a Dp4aDot specialization takes this path;
-// the others take the float gemv.
+// the others (Q2_K, Q3_K) take the float gemv.
 //
 // A weight block is read by lanes_per_block consecutive lanes, each taking one part of it (32
 // values); load() reads the part's weight bits once, dot() multiplies them with one activation row;
@@ -72,32 +72,129 @@ struct Dp4aDot<DType::q8_0> {
   }
 };
 
-// Q4_K: f16 d and dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles (sub-block s:
-// low (even s) or high (odd s) nibbles of bytes 32 * (s / 2) + i). Eight lanes per block; lane p
-// takes the 16 bytes 16 p: positions 16 (p % 2) .. + 15 of sub-blocks 2 (p / 2) and 2 (p / 2) + 1.
+// Each byte of `bytes` minus `offset` (each byte at most 127 + offset) without borrows between
+// bytes: (v + 128 - offset) - 128.
+__device__ __forceinline__ int minus_per_byte(uint32_t bytes, uint32_t offset) {
+  return static_cast<int>(((bytes | 0x80808080u) - offset * 0x01010101u) ^ 0x80808080u);
+}
+
+// Bit i of `bits` (i < 4) as bit 4 of byte i.
+__device__ __forceinline__ uint32_t bits_to_byte_fives(uint32_t bits) {
+  return ((bits & 1u) << 4) | ((bits & 2u) << 11) | ((bits & 4u) << 18) | ((bits & 8u) << 25);
+}
+
+__device__ __forceinline__ int sum_bytes(int x) {
+  return dot4_add(0x01010101, x, 0);
+}
+
+// The formats of 32 (q4_0, q4_1, q5_0, q5_1): f16 d (and f16 m where values carry an offset),
+// 4 bytes of high bits (the 5-bit ones), 16 bytes of nibbles: value j < 16 is the low nibble of
+// byte j (with bit j of the high bits on top), value j + 16 its high nibble (bit j + 16); minus 8
+// or 16, or times d plus m. Four lanes per block; lane p takes values 4 p .. + 3 and 16 + 4 p ..
+// + 3.
+template <bool FiveBits, bool WithMin>
+struct Dp4aDotOf32 {
+  static constexpr bool available = true;
+  static constexpr int lanes_per_block = 4;
+  static constexpr int depth = 8;
+  static constexpr int kHighBitsAt = WithMin ? 4 : 2;
+  static constexpr int kNibblesAt = kHighBitsAt + (FiveBits ? 4 : 0);
+  struct Part {
+    int low, high;  // the quants of values 4 p .. + 3 and 16 + 4 p .. + 3, signed unless WithMin
+    float d, m;
+  };
+  __device__ static Part load(const uint8_t* block, int part) {
+    const uint32_t nibbles = load_word_aligned2(block + kNibblesAt + 4 * part);
+    uint32_t low = nibbles & 0x0F0F0F0Fu, high = (nibbles >> 4) & 0x0F0F0F0Fu;
+    if constexpr (FiveBits) {
+      const uint32_t high_bits = load_word_aligned2(block + kHighBitsAt);
+      low |= bits_to_byte_fives((high_bits >> (4 * part)) & 0xFu);
+      high |= bits_to_byte_fives((high_bits >> (16 + 4 * part)) & 0xFu);
+    }
+    Part weight;
+    if constexpr (WithMin) {
+      weight.low = static_cast<int>(low);
+      weight.high = static_cast<int>(high);
+      weight.m = load_half_aligned2(block + 2);
+    } else {
+      constexpr uint32_t kOffset = FiveBits ? 16 : 8;
+      weight.low = minus_per_byte(low, kOffset);
+      weight.high = minus_per_byte(high, kOffset);
+      weight.m = 0.0f;
+    }
+    weight.d = load_half_aligned2(block);
+    return weight;
+  }
+  __device__ static float dot(const Part& weight, int part, const ActivationAt& x) {
+    const int low = *reinterpret_cast<const int*>(x.quants + 4 * part);
+    const int high = *reinterpret_cast<const int*>(x.quants + 16 + 4 * part);
+    const int products = dot4_add(weight.high, high, dot4_add(weight.low, low, 0));
+    const float scale = x.scales[0];
+    if constexpr (WithMin)
+      return scale * (weight.d * static_cast<float>(products) +
+                      weight.m * static_cast<float>(sum_bytes(low) + sum_bytes(high)));
+    return weight.d * scale * static_cast<float>(products);
+  }
+};
+
 template <>
-struct Dp4aDot<DType::q4_k> {
+struct Dp4aDot<DType::q4_0> : Dp4aDotOf32<false, false> {};
+template <>
+struct Dp4aDot<DType::q4_1> : Dp4aDotOf32<false, true> {};
+template <>
+struct Dp4aDot<DType::q5_0> : Dp4aDotOf32<true, false> {};
+template <>
+struct Dp4aDot<DType::q5_1> : Dp4aDotOf32<true, true> {};
+
+// Q4_K and Q5_K: f16 d and dmin, 12 bytes of 6-bit scales and mins, (Q5_K: 32 bytes of high bits,
+// bit s of byte i for value i of sub-block s), 128 bytes of nibbles (sub-block s: low (even s)
+// or high (odd s) nibbles of bytes 32 (s / 2) + i). Eight lanes per block; lane p takes the 16
+// nibble bytes 16 p: positions 16 (p % 2) .. + 15 of sub-blocks 2 (p / 2) and 2 (p / 2) + 1.
+template <bool FiveBits>
+struct Dp4aDotOfK {
   static constexpr bool available = true;
   static constexpr int lanes_per_block = 8;
   static constexpr int depth = 4;
+  static constexpr int kNibblesAt = FiveBits ? 48 : 16;
   struct Part {
     int low[4], high[4];
     int scale_low, scale_high, min_low, min_high;
     float d, dmin;
   };
+  // The 6-bit scale and min of sub-block s from the three words of the packed 12 bytes.
+  __device__ static void scale_and_min(const uint32_t* words, int s, int& scale, int& min) {
+    if (s < 4) {
+      scale = (words[0] >> (8 * s)) & 63;
+      min = (words[1] >> (8 * s)) & 63;
+    } else {
+      const int j = 8 * (s - 4);
+      scale = ((words[2] >> j) & 0x0F) | (((words[0] >> (j + 6)) & 3) << 4);
+      min = ((words[2] >> (j + 4)) & 0x0F) | (((words[1] >> (j + 6)) & 3) << 4);
+    }
+  }
   __device__ static Part load(const uint8_t* block, int part) {
     Part weight;
-    const uint4 packed = *reinterpret_cast<const uint4*>(block + 16 + 16 * part);
+    const int pair = part / 2;
+    const uint4 packed = *reinterpret_cast<const uint4*>(block + kNibblesAt + 16 * part);
     const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+    uint4 high_bits = {0, 0, 0, 0};
+    if constexpr (FiveBits)
+      high_bits = *reinterpret_cast<const uint4*>(block + 16 + 16 * (part % 2));
+    const uint32_t tops[4] = {high_bits.x, high_bits.y, high_bits.z, high_bits.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       weight.low[i] = static_cast<int>(words[i] & 0x0F0F0F0Fu);
       weight.high[i] = static_cast<int>((words[i] >> 4) & 0x0F0F0F0Fu);
+      if constexpr (FiveBits) {
+        weight.low[i] |= static_cast<int>(((tops[i] >> (2 * pair)) & 0x01010101u) << 4);
+        weight.high[i] |= static_cast<int>(((tops[i] >> (2 * pair + 1)) & 0x01010101u) << 4);
+      }
     }
-    const int pair = part / 2;
-    k_scale_and_min(block + 4, 2 * pair, weight.scale_low, weight.min_low);
-    k_scale_and_min(block + 4, 2 * pair + 1, weight.scale_high, weight.min_high);
-    const uint32_t halves = *reinterpret_cast<const uint32_t*>(block);
+    const uint32_t* head = reinterpret_cast<const uint32_t*>(block);
+    const uint32_t halves = head[0];
+    const uint32_t scale_words[3] = {head[1], head[2], head[3]};
+    scale_and_min(scale_words, 2 * pair, weight.scale_low, weight.min_low);
+    scale_and_min(scale_words, 2 * pair + 1, weight.scale_high, weight.min_high);
     weight.d = half_bits_to_float(halves & 0xFFFFu);
     weight.dmin = half_bits_to_float(halves >> 16);
     return weight;
@@ -121,6 +218,11 @@ struct Dp4aDot<DType::q4_k> {
            weight.dmin * scale * static_cast<float>(mins);
   }
 };
+
+template <>
+struct Dp4aDot<DType::q4_k> : Dp4aDotOfK<false> {};
+template <>
+struct Dp4aDot<DType::q5_k> : Dp4aDotOfK<true> {};
 
 // Q6_K: 128 bytes of low nibbles, 64 of high 2 bits, 16 int8 scales, f16 d. In half n (128
 // values), value 32 q + l (quarter q < 4, l < 32) is the low (q < 2) or high nibble of byte
@@ -150,11 +252,8 @@ struct Dp4aDot<DType::q6_k> {
           (second & 0x0F0F0F0Fu) | (((top >> 2) & 0x03030303u) << 4),
           ((first >> 4) & 0x0F0F0F0Fu) | (((top >> 4) & 0x03030303u) << 4),
           ((second >> 4) & 0x0F0F0F0Fu) | (((top >> 6) & 0x03030303u) << 4)};
-      // Each byte minus 32 without borrows between bytes: (v + 128 - 32) - 128.
 #pragma unroll
-      for (int q = 0; q < 4; ++q)
-        weight.quants[q][word] =
-            static_cast<int>(((unsigned_quants[q] | 0x80808080u) - 0x20202020u) ^ 0x80808080u);
+      for (int q = 0; q < 4; ++q) weight.quants[q][word] = minus_per_byte(unsigned_quants[q], 32);
     }
     const auto* group_scales = reinterpret_cast<const int8_t*>(block + 192);
 #pragma unroll

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gemm/cold_timer.h"
@@ -65,97 +67,80 @@ __global__ void quantized_gemv_kernel(int64_t m, int64_t n, int64_t k, const uin
   }
 }
 
-// values of x (rows of k, contiguous) quantized into shared memory as the CPU quantizes
-// activations (quant::quantize_activation, the same float operations): a thread takes 8
-// consecutive values, Group / 8 threads share a scale (the largest magnitude over 127), quants
-// rounded to nearest even; sums of the quants per 16. Every thread of the block must call it.
+// x [values / k, k] quantized as the CPU quantizes activations (quant::quantize_activation, the
+// same float operations): a thread takes 8 consecutive values, Group / 8 threads share a scale
+// (the largest magnitude over 127), quants rounded to nearest even; sums of the quants per 16.
 template <int Group, typename T>
-__device__ void quantize_to_shared(const T* x, int values, int8_t* quants, float* scales,
-                                   int16_t* group_sums) {
+__global__ void quantize_activation_kernel(int64_t values, const T* x, int8_t* quants,
+                                           float* scales, int16_t* group_sums) {
   static_assert(Group % 32 == 0 && Group <= 256, "a scale group is whole blocks within a warp");
-  for (int base = 0; base < values; base += 8 * blockDim.x) {
-    const int first = base + 8 * static_cast<int>(threadIdx.x);
-    const bool active = first < values;  // whole groups are active or not: values % Group == 0
-    float value[8] = {};
-    if (active) {
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
+  const bool active = first < values;  // whole groups are active or not: values % Group == 0
+  float value[8] = {};
+  if (active) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) value[i] = to_float(x[first + i]);
-    }
-    float largest = 0;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) largest = fmaxf(largest, fabsf(value[i]));
-#pragma unroll
-    for (int mask = 1; mask < Group / 8; mask *= 2)
-      largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, mask));
-    const float scale = __fdiv_rn(largest, 127.0f);
-    const float inverse = largest > 0 ? __fdiv_rn(127.0f, largest) : 0.0f;
-    int sum = 0;
-    uint32_t packed[2] = {0, 0};
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int quant = min(max(__float2int_rn(__fmul_rn(value[i], inverse)), -127), 127);
-      packed[i / 4] |= (static_cast<uint32_t>(quant) & 0xFFu) << (8 * (i % 4));
-      sum += quant;
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    if (active) {
-      *reinterpret_cast<uint2*>(quants + first) = make_uint2(packed[0], packed[1]);
-      if (threadIdx.x % 4 == 0) scales[first / 32] = scale;
-      if (threadIdx.x % 2 == 0) group_sums[first / 16] = static_cast<int16_t>(sum);
-    }
+    for (int i = 0; i < 8; ++i) value[i] = to_float(x[first + i]);
   }
+  float largest = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) largest = fmaxf(largest, fabsf(value[i]));
+#pragma unroll
+  for (int mask = 1; mask < Group / 8; mask *= 2)
+    largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, mask));
+  const float scale = __fdiv_rn(largest, 127.0f);
+  const float inverse = largest > 0 ? __fdiv_rn(127.0f, largest) : 0.0f;
+  int sum = 0;
+  uint32_t packed[2] = {0, 0};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int quant = min(max(__float2int_rn(__fmul_rn(value[i], inverse)), -127), 127);
+    packed[i / 4] |= (static_cast<uint32_t>(quant) & 0xFFu) << (8 * (i % 4));
+    sum += quant;
+  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  if (!active) return;
+  *reinterpret_cast<uint2*>(quants + first) = make_uint2(packed[0], packed[1]);
+  if (threadIdx.x % 4 == 0) scales[first / 32] = scale;
+  if (threadIdx.x % 2 == 0) group_sums[first / 16] = static_cast<int16_t>(sum);
 }
 
-// Shared memory of the integer gemv per row of x: its quants, scales per 32 and sums per 16.
-constexpr int64_t kQuantizedRowBytesPerValue4 = 5;  // 1 + 4 / 32 + 2 / 16 bytes = 5 / 4
-constexpr int kDp4aWarps = 8;                       // weight rows per block of the integer gemv
-
-// The integer gemv: one warp per weight row, kDp4aWarps rows per block. Each pass takes Rows rows
-// of x: the block quantizes them into shared memory while its warps' first weight parts are in
-// flight, then each lane meets its parts (lanes_per_block lanes to a block, Dot::depth of them
-// loaded ahead) with every row of the pass.
+// The integer gemv: one warp per weight row, kGemvWarps rows per block. A lane takes part `part`
+// of every (32 / lanes_per_block)-th block of the row, Dot::depth of them loaded ahead, and meets
+// each with Rows rows of the quantized x at a time (read through L1).
 template <DType D, typename T, int Rows>
-__global__ void __launch_bounds__(kDp4aWarps* kWarpSize)
+__global__ void __launch_bounds__(kGemvWarps* kWarpSize)
     quantized_dp4a_gemv_kernel(int64_t m, int64_t n, int64_t k, const uint8_t* __restrict__ weight,
-                               const T* __restrict__ x, const T* bias, T* out) {
+                               const int8_t* __restrict__ quants, const float* __restrict__ scales,
+                               const int16_t* __restrict__ group_sums, const T* bias, T* out) {
   using Layout = BlockLayout<D>;
   using Dot = Dp4aDot<D>;
   constexpr int kBlocksPerPass = kWarpSize / Dot::lanes_per_block;
-  extern __shared__ __align__(16) uint8_t shared[];
-  const int width = static_cast<int>(k);
-  auto* quants = reinterpret_cast<int8_t*>(shared);
-  auto* scales = reinterpret_cast<float*>(shared + Rows * width);
-  auto* group_sums = reinterpret_cast<int16_t*>(shared + Rows * width + Rows * width / 8);
   const int lane = threadIdx.x % kWarpSize, part = lane % Dot::lanes_per_block;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kDp4aWarps + threadIdx.x / kWarpSize;
-  const bool has_row = row < n;  // no early return: every thread quantizes x and meets barriers
-  const int blocks = width / Layout::elements, start = lane / Dot::lanes_per_block;
-  const uint8_t* weight_row = weight + (has_row ? row : 0) * blocks * Layout::bytes;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / kWarpSize;
+  if (row >= n) return;
+  const int64_t blocks = k / Layout::elements, start = lane / Dot::lanes_per_block;
+  const uint8_t* weight_row = weight + row * blocks * Layout::bytes;
   for (int64_t first = 0; first < m; first += Rows) {
-    const int rows = static_cast<int>(min(static_cast<int64_t>(Rows), m - first));
     typename Dot::Part parts[Dot::depth] = {};
 #pragma unroll
     for (int i = 0; i < Dot::depth; ++i) {
-      const int b = start + i * kBlocksPerPass;
-      if (has_row && b < blocks) parts[i] = Dot::load(weight_row + b * Layout::bytes, part);
+      const int64_t b = start + i * kBlocksPerPass;
+      if (b < blocks) parts[i] = Dot::load(weight_row + b * Layout::bytes, part);
     }
-    if (first > 0) __syncthreads();  // every warp is done with the previous pass's x
-    quantize_to_shared<Layout::elements>(x + first * k, rows * width, quants, scales, group_sums);
-    __syncthreads();
     float sums[Rows] = {};
-    for (int pass = start; pass < blocks; pass += Dot::depth * kBlocksPerPass) {
+    for (int64_t pass = start; pass < blocks; pass += Dot::depth * kBlocksPerPass) {
 #pragma unroll
       for (int i = 0; i < Dot::depth; ++i) {
-        const int b = pass + i * kBlocksPerPass;
-        if (!has_row || b >= blocks) continue;
+        const int64_t b = pass + i * kBlocksPerPass;
+        if (b >= blocks) break;
 #pragma unroll
         for (int r = 0; r < Rows; ++r) {
-          if (r >= rows) break;
-          const int at = r * width + b * Layout::elements;
+          if (first + r >= m) break;
+          const int64_t at = (first + r) * k + b * Layout::elements;
           sums[r] += Dot::dot(parts[i], part,
                               ActivationAt{quants + at, scales + at / 32, group_sums + at / 16});
         }
-        const int next = b + Dot::depth * kBlocksPerPass;
+        const int64_t next = b + Dot::depth * kBlocksPerPass;
         if (next < blocks) parts[i] = Dot::load(weight_row + next * Layout::bytes, part);
       }
     }
@@ -165,7 +150,7 @@ __global__ void __launch_bounds__(kDp4aWarps* kWarpSize)
 #pragma unroll
       for (int mask = kWarpSize / 2; mask > 0; mask /= 2)
         sum += __shfl_xor_sync(0xffffffffu, sum, mask);
-      if (has_row && lane == 0 && r < rows) {
+      if (lane == 0 && first + r < m) {
         if (bias != nullptr) sum += to_float(bias[row]);
         out[(first + r) * n + row] = from_compute<T>(sum);
       }
@@ -267,14 +252,18 @@ QuantizedPath choose_path(const Tensor& x, const Tensor& weight, const Tensor* b
   return chosen;
 }
 
-// The rows of x per pass of the integer gemv: the batch's rows up to 8, fewer where their
-// quantized copy would not fit the shared memory a block may have; 0 where not even one fits.
-int dp4a_rows_per_pass(int64_t m, int64_t k, int device) {
-  int rows = m == 1 ? 1 : m == 2 ? 2 : m <= 4 ? 4 : 8;
-  const size_t limit = device_limits(device).shared_bytes_optin;
-  while (rows > 0 && static_cast<size_t>(rows * k * kQuantizedRowBytesPerValue4 / 4) > limit)
-    rows /= 2;
-  return rows;
+// Scratch of at least `bytes` on `device` for `stream`, kept for the process: a CUDA graph
+// captured over a kernel that uses it replays into it, and memory freed during a capture would go
+// back to the allocator while the graph still writes it. A larger request takes a new buffer and
+// keeps the old one (a graph may hold it). One per stream, as two streams may run at once.
+void* kept_scratch(Device device, gpuStream_t stream, int64_t bytes, const char* use) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, gpuStream_t, std::string>, std::vector<Tensor>> buffers;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::vector<Tensor>& kept = buffers[{device.index, stream, use}];
+  if (kept.empty() || static_cast<int64_t>(kept.back().nbytes()) < bytes)
+    kept.push_back(Tensor::empty({(bytes + 3) / 4}, DType::i32, device));
+  return kept.back().data_ptr();
 }
 
 }  // namespace
@@ -284,9 +273,8 @@ bool quantized_gemv_quantizes_activations(const Tensor& weight) {
   visit_quantized_dtype(weight.dtype(), [&]<DType D>() {
     // Its loads need the blocks as aligned as a whole tensor's are (a view may start anywhere).
     const uintptr_t alignment = BlockLayout<D>::bytes % 16 == 0 ? 16 : 2;
-    available = Dp4aDot<D>::available &&
-                reinterpret_cast<uintptr_t>(weight.data_ptr()) % alignment == 0 &&
-                dp4a_rows_per_pass(1, weight.size(1), weight.device().index) > 0;
+    available =
+        Dp4aDot<D>::available && reinterpret_cast<uintptr_t>(weight.data_ptr()) % alignment == 0;
   });
   return available;
 }
@@ -298,29 +286,32 @@ void launch_dp4a_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias,
                       gpuStream_t stream) {
   if constexpr (Dp4aDot<D>::available) {
     const int64_t n = weight.size(0), k = weight.size(1), m = x.numel() / k;
-    const int device = out.device().index;
+    // x's quants (m k bytes), scales (an f32 per 32 values) and sums (an int16 per 16).
+    const int64_t values = m * k;
+    auto* quants = static_cast<int8_t*>(
+        kept_scratch(out.device(), stream, values + values / 8 + values / 8, "quantized x"));
+    auto* scales = reinterpret_cast<float*>(quants + values);
+    auto* group_sums = reinterpret_cast<int16_t*>(quants + values + values / 8);
+    constexpr int kQuantizeThreads = 256;
+    quantize_activation_kernel<BlockLayout<D>::elements, T>
+        <<<grid_size(values / 8, kQuantizeThreads), kQuantizeThreads, 0, stream>>>(
+            values, static_cast<const T*>(x.data_ptr()), quants, scales, group_sums);
+    GPU_CHECK_LAUNCH("quantize the activations");
     const auto launch = [&]<int Rows>() {
-      const auto kernel = quantized_dp4a_gemv_kernel<D, T, Rows>;
-      const size_t shared_bytes = static_cast<size_t>(Rows * k * kQuantizedRowBytesPerValue4 / 4);
-      allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), shared_bytes, device);
-      kernel<<<grid_size(n, kDp4aWarps), kDp4aWarps * kWarpSize, shared_bytes, stream>>>(
-          m, n, k, blocks_of(weight), static_cast<const T*>(x.data_ptr()),
-          bias != nullptr ? static_cast<const T*>(bias->data_ptr()) : nullptr,
-          static_cast<T*>(out.data_ptr()));
+      quantized_dp4a_gemv_kernel<D, T, Rows>
+          <<<grid_size(n, kGemvWarps), kGemvWarps * kWarpSize, 0, stream>>>(
+              m, n, k, blocks_of(weight), quants, scales, group_sums,
+              bias != nullptr ? static_cast<const T*>(bias->data_ptr()) : nullptr,
+              static_cast<T*>(out.data_ptr()));
     };
-    switch (dp4a_rows_per_pass(m, k, device)) {
-      case 1:
-        launch.template operator()<1>();
-        break;
-      case 2:
-        launch.template operator()<2>();
-        break;
-      case 4:
-        launch.template operator()<4>();
-        break;
-      default:
-        launch.template operator()<8>();
-        break;
+    if (m == 1) {
+      launch.template operator()<1>();
+    } else if (m == 2) {
+      launch.template operator()<2>();
+    } else if (m <= 4) {
+      launch.template operator()<4>();
+    } else {
+      launch.template operator()<8>();
     }
     GPU_CHECK_LAUNCH("quantized linear (integer gemv)");
   }
@@ -347,23 +338,6 @@ void quantized_linear_gemv(const Tensor& x, const Tensor& weight, const Tensor* 
   GPU_CHECK_LAUNCH("quantized linear (gemv)");
 }
 
-namespace {
-
-// The tiles path's scratch on `device` for `stream`, kept for the process: a CUDA graph captured
-// over the path replays into it, and memory freed during a capture would go back to the allocator
-// while the graph still writes it. One per stream, as GEMMs on two streams may run at once.
-void* tiles_workspace(Device device, gpuStream_t stream) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, gpuStream_t>, Tensor> workspaces;
-  std::lock_guard<std::mutex> lock(mutex);
-  Tensor& workspace = workspaces[{device.index, stream}];
-  if (!workspace.defined())
-    workspace = Tensor::empty({kTilesWorkspaceBytes / 4}, DType::i32, device);
-  return workspace.data_ptr();
-}
-
-}  // namespace
-
 void quantized_linear_tiles(const Tensor& x, const Tensor& weight, const Tensor* bias,
                             const Tensor& out) {
   const int64_t n = weight.size(0), k = weight.size(1), m = x.numel() / k;
@@ -384,7 +358,8 @@ void quantized_linear_tiles(const Tensor& x, const Tensor& weight, const Tensor*
   std::byte* workspace = nullptr;
   {
     LaunchScope scope(out.device());
-    workspace = static_cast<std::byte*>(tiles_workspace(out.device(), scope.stream()));
+    workspace = static_cast<std::byte*>(
+        kept_scratch(out.device(), scope.stream(), kTilesWorkspaceBytes, "dequantized tiles"));
   }
   const Tensor tile = Tensor::from_blob(workspace, {tile_rows, k}, x.dtype(), out.device());
   for (int64_t first = 0; first < n; first += tile_rows) {

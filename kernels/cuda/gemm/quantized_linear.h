@@ -1,15 +1,15 @@
 // linear and embedding with a quantized weight (ggml block formats) on the GPU. Two paths for
 // linear, chosen per shape by measurement (ColdTimer, as the skinny GEMM choice) on its first call
 // outside a graph capture and kept for the process:
-//   gemv (x rows <= kQuantizedGemvMaxRows): each warp streams one weight row; for Q8_0, Q4_K and
-//     Q6_K each block first quantizes x into shared memory (8 bits per block, as the CPU quantizes
-//     it) and the row's blocks meet it in integer dot products (dp4a); for the other formats the
-//     values are dequantized in registers against the rows of x (read through L1), f32 sums;
-//   tiles: rows of the weight dequantized to x's dtype a tile at a time into a scratch buffer
-//     kept per device and stream, each tile's product by the library GEMM (linear's own dense
+//   gemv (x rows <= kQuantizedGemvMaxRows): each warp streams one weight row; for every format
+//     but Q2_K and Q3_K a kernel first quantizes x (8 bits per block, as the CPU quantizes it)
+//     and the row's blocks meet it in integer dot products (dp4a); for those two the values are
+//     dequantized in registers against the rows of x (read through L1), f32 sums;
+//   tiles: rows of the weight dequantized to x's dtype a tile at a time, each tile's product by the
+//   library GEMM (linear's own dense
 //     path), no copy of the whole weight.
-// Neither allocates per call: memory freed inside a CUDA graph capture would be handed out again
-// while the graph still writes it.
+// Their scratch (the quantized x, the tiles) is kept per device and stream, never freed: memory
+// freed inside a CUDA graph capture would be handed out again while the graph still writes it.
 // A shape first seen while capturing takes the gemv up to its row limit, the tiles past it.
 #pragma once
 
