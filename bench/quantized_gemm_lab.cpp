@@ -128,6 +128,7 @@ int run(const LabArgs& args) {
   // Checks on a narrow slice of each shape (N = 88), every path and M.
   for (DType dtype : kCheckedFormats)
     for (const Shape2& shape : kShapes) {
+      if (!args.selects(fmt::format("{} {}", dtype_name(dtype), shape.name))) continue;
       const Tensor host = random_weight(dtype, 88, shape.k, random.generator());
       const Tensor weight = host.to(args.device);
       for (int64_t m : kRows) {

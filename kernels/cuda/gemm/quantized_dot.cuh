@@ -6,8 +6,8 @@
 // the others (Q2_K, Q3_K) take the float gemv.
 //
 // A weight block is read by lanes_per_block consecutive lanes, each taking one part of it (32
-// values); load() reads the part's weight bits once, dot() multiplies them with one activation row;
-// a lane keeps `depth` parts in flight.
+// values): load() reads the part's raw bits (a lane keeps `depth` of them in flight, so they are
+// kept few registers), decode() unpacks them once, dot() multiplies them with one activation row.
 #pragma once
 
 #include <cstdint>
@@ -55,20 +55,22 @@ template <>
 struct Dp4aDot<DType::q8_0> {
   static constexpr bool available = true;
   static constexpr int lanes_per_block = 4;
-  static constexpr int depth = 8;  // parts a lane loads ahead
-  struct Part {
+  static constexpr int depth = 8;
+  struct Raw {
     int quants[2];
-    float d;
+    uint32_t d_bits;
   };
-  __device__ static Part load(const uint8_t* block, int part) {
+  using Part = Raw;
+  __device__ static Raw load(const uint8_t* block, int part) {
     const uint8_t* quants = block + 2 + 8 * part;
-    return Part{{load_word_aligned2(quants), load_word_aligned2(quants + 4)},
-                load_half_aligned2(block)};
+    return Raw{{load_word_aligned2(quants), load_word_aligned2(quants + 4)},
+               *reinterpret_cast<const uint16_t*>(block)};
   }
+  __device__ static Part decode(const Raw& raw, int) { return raw; }
   __device__ static float dot(const Part& weight, int part, const ActivationAt& x) {
     const int2 quants = *reinterpret_cast<const int2*>(x.quants + 8 * part);
     const int sum = dot4_add(weight.quants[1], quants.y, dot4_add(weight.quants[0], quants.x, 0));
-    return weight.d * x.scales[0] * static_cast<float>(sum);
+    return half_bits_to_float(weight.d_bits) * x.scales[0] * static_cast<float>(sum);
   }
 };
 
@@ -99,30 +101,38 @@ struct Dp4aDotOf32 {
   static constexpr int depth = 8;
   static constexpr int kHighBitsAt = WithMin ? 4 : 2;
   static constexpr int kNibblesAt = kHighBitsAt + (FiveBits ? 4 : 0);
+  struct Raw {
+    uint32_t nibbles, high_bits, halves;  // halves: d, and m above it where WithMin
+  };
   struct Part {
     int low, high;  // the quants of values 4 p .. + 3 and 16 + 4 p .. + 3, signed unless WithMin
     float d, m;
   };
-  __device__ static Part load(const uint8_t* block, int part) {
-    const uint32_t nibbles = load_word_aligned2(block + kNibblesAt + 4 * part);
-    uint32_t low = nibbles & 0x0F0F0F0Fu, high = (nibbles >> 4) & 0x0F0F0F0Fu;
+  __device__ static Raw load(const uint8_t* block, int part) {
+    Raw raw;
+    raw.nibbles = load_word_aligned2(block + kNibblesAt + 4 * part);
+    raw.high_bits = FiveBits ? load_word_aligned2(block + kHighBitsAt) : 0u;
+    raw.halves = WithMin ? load_word_aligned2(block) : *reinterpret_cast<const uint16_t*>(block);
+    return raw;
+  }
+  __device__ static Part decode(const Raw& raw, int part) {
+    uint32_t low = raw.nibbles & 0x0F0F0F0Fu, high = (raw.nibbles >> 4) & 0x0F0F0F0Fu;
     if constexpr (FiveBits) {
-      const uint32_t high_bits = load_word_aligned2(block + kHighBitsAt);
-      low |= bits_to_byte_fives((high_bits >> (4 * part)) & 0xFu);
-      high |= bits_to_byte_fives((high_bits >> (16 + 4 * part)) & 0xFu);
+      low |= bits_to_byte_fives((raw.high_bits >> (4 * part)) & 0xFu);
+      high |= bits_to_byte_fives((raw.high_bits >> (16 + 4 * part)) & 0xFu);
     }
     Part weight;
     if constexpr (WithMin) {
       weight.low = static_cast<int>(low);
       weight.high = static_cast<int>(high);
-      weight.m = load_half_aligned2(block + 2);
+      weight.m = half_bits_to_float(raw.halves >> 16);
     } else {
       constexpr uint32_t kOffset = FiveBits ? 16 : 8;
       weight.low = minus_per_byte(low, kOffset);
       weight.high = minus_per_byte(high, kOffset);
       weight.m = 0.0f;
     }
-    weight.d = load_half_aligned2(block);
+    weight.d = half_bits_to_float(raw.halves & 0xFFFFu);
     return weight;
   }
   __device__ static float dot(const Part& weight, int part, const ActivationAt& x) {
@@ -172,15 +182,22 @@ struct Dp4aDotOfK {
       min = ((words[2] >> (j + 4)) & 0x0F) | (((words[1] >> (j + 6)) & 3) << 4);
     }
   }
-  __device__ static Part load(const uint8_t* block, int part) {
+  struct Raw {
+    uint4 nibbles, head, high_bits;  // head: d, dmin and the 12 packed bytes
+  };
+  __device__ static Raw load(const uint8_t* block, int part) {
+    Raw raw;
+    raw.nibbles = *reinterpret_cast<const uint4*>(block + kNibblesAt + 16 * part);
+    raw.head = *reinterpret_cast<const uint4*>(block);
+    raw.high_bits = FiveBits ? *reinterpret_cast<const uint4*>(block + 16 + 16 * (part % 2))
+                             : uint4{0, 0, 0, 0};
+    return raw;
+  }
+  __device__ static Part decode(const Raw& raw, int part) {
     Part weight;
     const int pair = part / 2;
-    const uint4 packed = *reinterpret_cast<const uint4*>(block + kNibblesAt + 16 * part);
-    const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-    uint4 high_bits = {0, 0, 0, 0};
-    if constexpr (FiveBits)
-      high_bits = *reinterpret_cast<const uint4*>(block + 16 + 16 * (part % 2));
-    const uint32_t tops[4] = {high_bits.x, high_bits.y, high_bits.z, high_bits.w};
+    const uint32_t words[4] = {raw.nibbles.x, raw.nibbles.y, raw.nibbles.z, raw.nibbles.w};
+    const uint32_t tops[4] = {raw.high_bits.x, raw.high_bits.y, raw.high_bits.z, raw.high_bits.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       weight.low[i] = static_cast<int>(words[i] & 0x0F0F0F0Fu);
@@ -190,13 +207,11 @@ struct Dp4aDotOfK {
         weight.high[i] |= static_cast<int>(((tops[i] >> (2 * pair + 1)) & 0x01010101u) << 4);
       }
     }
-    const uint32_t* head = reinterpret_cast<const uint32_t*>(block);
-    const uint32_t halves = head[0];
-    const uint32_t scale_words[3] = {head[1], head[2], head[3]};
+    const uint32_t scale_words[3] = {raw.head.y, raw.head.z, raw.head.w};
     scale_and_min(scale_words, 2 * pair, weight.scale_low, weight.min_low);
     scale_and_min(scale_words, 2 * pair + 1, weight.scale_high, weight.min_high);
-    weight.d = half_bits_to_float(halves & 0xFFFFu);
-    weight.dmin = half_bits_to_float(halves >> 16);
+    weight.d = half_bits_to_float(raw.head.x & 0xFFFFu);
+    weight.dmin = half_bits_to_float(raw.head.x >> 16);
     return weight;
   }
   __device__ static float dot(const Part& weight, int part, const ActivationAt& x) {
@@ -234,19 +249,34 @@ struct Dp4aDot<DType::q6_k> {
   static constexpr bool available = true;
   static constexpr int lanes_per_block = 8;
   static constexpr int depth = 4;
+  struct Raw {
+    uint32_t first[2], second[2], top[2], scales[2];  // scales: the 8 of half n
+    uint32_t d_bits;
+  };
   struct Part {
     int quants[4][2];  // [quarter][word], each byte the signed quant
     int scales[4];
     float d;
   };
-  __device__ static Part load(const uint8_t* block, int part) {
-    Part weight;
+  __device__ static Raw load(const uint8_t* block, int part) {
+    Raw raw;
     const int n = part / 4, l = 8 * (part % 4);
 #pragma unroll
     for (int word = 0; word < 2; ++word) {
-      const uint32_t first = load_word_aligned2(block + 64 * n + l + 4 * word);
-      const uint32_t second = load_word_aligned2(block + 64 * n + 32 + l + 4 * word);
-      const uint32_t top = load_word_aligned2(block + 128 + 32 * n + l + 4 * word);
+      raw.first[word] = load_word_aligned2(block + 64 * n + l + 4 * word);
+      raw.second[word] = load_word_aligned2(block + 64 * n + 32 + l + 4 * word);
+      raw.top[word] = load_word_aligned2(block + 128 + 32 * n + l + 4 * word);
+      raw.scales[word] = load_word_aligned2(block + 192 + 8 * n + 4 * word);
+    }
+    raw.d_bits = *reinterpret_cast<const uint16_t*>(block + 208);
+    return raw;
+  }
+  __device__ static Part decode(const Raw& raw, int part) {
+    Part weight;
+    const int l = 8 * (part % 4);
+#pragma unroll
+    for (int word = 0; word < 2; ++word) {
+      const uint32_t first = raw.first[word], second = raw.second[word], top = raw.top[word];
       const uint32_t unsigned_quants[4] = {
           (first & 0x0F0F0F0Fu) | ((top & 0x03030303u) << 4),
           (second & 0x0F0F0F0Fu) | (((top >> 2) & 0x03030303u) << 4),
@@ -255,10 +285,13 @@ struct Dp4aDot<DType::q6_k> {
 #pragma unroll
       for (int q = 0; q < 4; ++q) weight.quants[q][word] = minus_per_byte(unsigned_quants[q], 32);
     }
-    const auto* group_scales = reinterpret_cast<const int8_t*>(block + 192);
+    // Scale 2 q + l / 16 of the half's eight: byte (2 q + l / 16) % 4 of word (2 q + l / 16) / 4.
 #pragma unroll
-    for (int q = 0; q < 4; ++q) weight.scales[q] = group_scales[8 * n + 2 * q + l / 16];
-    weight.d = load_half_aligned2(block + 208);
+    for (int q = 0; q < 4; ++q) {
+      const int index = 2 * q + l / 16;
+      weight.scales[q] = static_cast<int8_t>(raw.scales[index / 4] >> (8 * (index % 4)));
+    }
+    weight.d = half_bits_to_float(raw.d_bits);
     return weight;
   }
   __device__ static float dot(const Part& weight, int part, const ActivationAt& x) {

@@ -104,11 +104,15 @@ __global__ void quantize_activation_kernel(int64_t values, const T* x, int8_t* q
   if (threadIdx.x % 2 == 0) group_sums[first / 16] = static_cast<int16_t>(sum);
 }
 
+// Blocks of the integer gemv an SM should hold at once (its registers at most 128: more warps
+// keep more weight bytes in flight).
+constexpr int kDp4aMinBlocks = 4;
+
 // The integer gemv: one warp per weight row, kGemvWarps rows per block. A lane takes part `part`
 // of every (32 / lanes_per_block)-th block of the row, Dot::depth of them loaded ahead, and meets
 // each with Rows rows of the quantized x at a time (read through L1).
 template <DType D, typename T, int Rows>
-__global__ void __launch_bounds__(kGemvWarps* kWarpSize)
+__global__ void __launch_bounds__(kGemvWarps* kWarpSize, kDp4aMinBlocks)
     quantized_dp4a_gemv_kernel(int64_t m, int64_t n, int64_t k, const uint8_t* __restrict__ weight,
                                const int8_t* __restrict__ quants, const float* __restrict__ scales,
                                const int16_t* __restrict__ group_sums, const T* bias, T* out) {
@@ -121,7 +125,7 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
   const int64_t blocks = k / Layout::elements, start = lane / Dot::lanes_per_block;
   const uint8_t* weight_row = weight + row * blocks * Layout::bytes;
   for (int64_t first = 0; first < m; first += Rows) {
-    typename Dot::Part parts[Dot::depth] = {};
+    typename Dot::Raw parts[Dot::depth] = {};
 #pragma unroll
     for (int i = 0; i < Dot::depth; ++i) {
       const int64_t b = start + i * kBlocksPerPass;
@@ -133,11 +137,12 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
       for (int i = 0; i < Dot::depth; ++i) {
         const int64_t b = pass + i * kBlocksPerPass;
         if (b >= blocks) break;
+        const typename Dot::Part weights = Dot::decode(parts[i], part);
 #pragma unroll
         for (int r = 0; r < Rows; ++r) {
           if (first + r >= m) break;
           const int64_t at = (first + r) * k + b * Layout::elements;
-          sums[r] += Dot::dot(parts[i], part,
+          sums[r] += Dot::dot(weights, part,
                               ActivationAt{quants + at, scales + at / 32, group_sums + at / 16});
         }
         const int64_t next = b + Dot::depth * kBlocksPerPass;
