@@ -104,98 +104,60 @@ __global__ void quantize_activation_kernel(int64_t values, const T* x, int8_t* q
   if (threadIdx.x % 2 == 0) group_sums[first / 16] = static_cast<int16_t>(sum);
 }
 
-// Blocks of the integer gemv per SM: it runs as one wave of blocks that stay (their registers at
-// most 128 each).
-constexpr int kDp4aBlocksPerSm = 4;
-// Shared memory of the integer gemv per 4 values of a row of x: 4 quants, an eighth of an f32
-// scale and a quarter of an int16 sum.
-constexpr int64_t kQuantizedXBytesPer4Values = 5;
+// Blocks of the integer gemv an SM should hold at once (its registers at most 128: more warps
+// keep more weight bytes in flight).
+constexpr int kDp4aMinBlocks = 4;
 
-// The integer gemv. Its blocks stay for the whole product: each first copies Rows rows of the
-// quantized x into shared memory, then each warp walks its weight rows (row warp, warp + all the
-// grid's warps, ...) as one stream of items, an item being one part of every lane (lanes_per_block
-// lanes to a weight block, 32 / lanes_per_block blocks per item), with Dot::depth items in flight,
-// so a warp's next rows are already loading while it finishes one.
+// The integer gemv: one warp per weight row, kGemvWarps rows per block. A lane takes part `part`
+// of every (32 / lanes_per_block)-th block of the row, Dot::depth of them loaded ahead, and meets
+// each with Rows rows of the quantized x at a time (read through L1).
 template <DType D, typename T, int Rows>
-__global__ void __launch_bounds__(kGemvWarps* kWarpSize, kDp4aBlocksPerSm)
+__global__ void __launch_bounds__(kGemvWarps* kWarpSize, kDp4aMinBlocks)
     quantized_dp4a_gemv_kernel(int64_t m, int64_t n, int64_t k, const uint8_t* __restrict__ weight,
                                const int8_t* __restrict__ quants, const float* __restrict__ scales,
                                const int16_t* __restrict__ group_sums, const T* bias, T* out) {
   using Layout = BlockLayout<D>;
   using Dot = Dp4aDot<D>;
-  constexpr int kBlocksPerItem = kWarpSize / Dot::lanes_per_block;
-  extern __shared__ __align__(16) uint8_t shared[];
-  const int width = static_cast<int>(k);
-  auto* x_quants = reinterpret_cast<int8_t*>(shared);
-  auto* x_scales = reinterpret_cast<float*>(shared + Rows * width);
-  auto* x_sums = reinterpret_cast<int16_t*>(shared + Rows * width + Rows * width / 8);
+  constexpr int kBlocksPerPass = kWarpSize / Dot::lanes_per_block;
   const int lane = threadIdx.x % kWarpSize, part = lane % Dot::lanes_per_block;
-  const int blocks = width / Layout::elements, lane_block = lane / Dot::lanes_per_block;
-  const int items_per_row = (blocks + kBlocksPerItem - 1) / kBlocksPerItem;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kGemvWarps;
-  const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / kWarpSize;
-  const int rows_of_warp = first_row < n ? static_cast<int>((n - 1 - first_row) / warps + 1) : 0;
-  for (int64_t pass = 0; pass < m; pass += Rows) {
-    const int rows = static_cast<int>(min(static_cast<int64_t>(Rows), m - pass));
-    // The first items' loads go out before the copy of x.
-    typename Dot::Raw ring[Dot::depth] = {};
-    int load_row = 0, load_item = 0;
-    const auto load_next = [&](typename Dot::Raw& raw) {
-      const int b = lane_block + load_item * kBlocksPerItem;
-      if (load_row < rows_of_warp && b < blocks)
-        raw =
-            Dot::load(weight + ((first_row + load_row * warps) * blocks + b) * Layout::bytes, part);
-      if (++load_item == items_per_row) {
-        load_item = 0;
-        ++load_row;
-      }
-    };
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / kWarpSize;
+  if (row >= n) return;
+  const int64_t blocks = k / Layout::elements, start = lane / Dot::lanes_per_block;
+  const uint8_t* weight_row = weight + row * blocks * Layout::bytes;
+  for (int64_t first = 0; first < m; first += Rows) {
+    typename Dot::Raw parts[Dot::depth] = {};
 #pragma unroll
-    for (int i = 0; i < Dot::depth; ++i) load_next(ring[i]);
-    if (pass > 0) __syncthreads();  // every warp is done with the previous pass's x
-    const int4* x_from = reinterpret_cast<const int4*>(quants + pass * k);
-    for (int i = threadIdx.x; i < rows * width / 16; i += blockDim.x)
-      reinterpret_cast<int4*>(x_quants)[i] = x_from[i];
-    for (int i = threadIdx.x; i < rows * width / 32; i += blockDim.x)
-      x_scales[i] = scales[pass * k / 32 + i];
-    for (int i = threadIdx.x; i < rows * width / 16; i += blockDim.x)
-      x_sums[i] = group_sums[pass * k / 16 + i];
-    __syncthreads();
+    for (int i = 0; i < Dot::depth; ++i) {
+      const int64_t b = start + i * kBlocksPerPass;
+      if (b < blocks) parts[i] = Dot::load(weight_row + b * Layout::bytes, part);
+    }
     float sums[Rows] = {};
-    int row = 0, item = 0;
-    while (row < rows_of_warp) {
+    for (int64_t pass = start; pass < blocks; pass += Dot::depth * kBlocksPerPass) {
 #pragma unroll
       for (int i = 0; i < Dot::depth; ++i) {
-        if (row >= rows_of_warp) break;
-        const int b = lane_block + item * kBlocksPerItem;
-        if (b < blocks) {
-          const typename Dot::Part weights = Dot::decode(ring[i], part);
-#pragma unroll
-          for (int r = 0; r < Rows; ++r) {
-            if (r >= rows) break;
-            const int at = r * width + b * Layout::elements;
-            sums[r] += Dot::dot(weights, part,
-                                ActivationAt{x_quants + at, x_scales + at / 32, x_sums + at / 16});
-          }
-        }
-        load_next(ring[i]);
-        if (++item < items_per_row) continue;
-        // The row's last item: its sums go out.
-        const int64_t out_row = first_row + row * warps;
+        const int64_t b = pass + i * kBlocksPerPass;
+        if (b >= blocks) break;
+        const typename Dot::Part weights = Dot::decode(parts[i], part);
 #pragma unroll
         for (int r = 0; r < Rows; ++r) {
-          float sum = sums[r];
-#pragma unroll
-          for (int mask = kWarpSize / 2; mask > 0; mask /= 2)
-            sum += __shfl_xor_sync(0xffffffffu, sum, mask);
-          if (lane == 0 && r < rows) {
-            if (bias != nullptr) sum += to_float(bias[out_row]);
-            out[(pass + r) * n + out_row] = from_compute<T>(sum);
-          }
-          sums[r] = 0;
+          if (first + r >= m) break;
+          const int64_t at = (first + r) * k + b * Layout::elements;
+          sums[r] += Dot::dot(weights, part,
+                              ActivationAt{quants + at, scales + at / 32, group_sums + at / 16});
         }
-        item = 0;
-        ++row;
+        const int64_t next = b + Dot::depth * kBlocksPerPass;
+        if (next < blocks) parts[i] = Dot::load(weight_row + next * Layout::bytes, part);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < Rows; ++r) {
+      float sum = sums[r];
+#pragma unroll
+      for (int mask = kWarpSize / 2; mask > 0; mask /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, mask);
+      if (lane == 0 && first + r < m) {
+        if (bias != nullptr) sum += to_float(bias[row]);
+        out[(first + r) * n + row] = from_compute<T>(sum);
       }
     }
   }
@@ -309,16 +271,6 @@ void* kept_scratch(Device device, gpuStream_t stream, int64_t bytes, const char*
   return kept.back().data_ptr();
 }
 
-// The rows of x per pass of the integer gemv: the batch's rows up to 8, fewer where their
-// quantized copy would not fit the shared memory a block may have; 0 where not even one fits.
-int dp4a_rows_per_pass(int64_t m, int64_t k, int device) {
-  int rows = m == 1 ? 1 : m == 2 ? 2 : m <= 4 ? 4 : 8;
-  const size_t limit = device_limits(device).shared_bytes_optin;
-  while (rows > 0 && static_cast<size_t>(rows * k * kQuantizedXBytesPer4Values / 4) > limit)
-    rows /= 2;
-  return rows;
-}
-
 }  // namespace
 
 bool quantized_gemv_quantizes_activations(const Tensor& weight) {
@@ -326,9 +278,8 @@ bool quantized_gemv_quantizes_activations(const Tensor& weight) {
   visit_quantized_dtype(weight.dtype(), [&]<DType D>() {
     // Its loads need the blocks as aligned as a whole tensor's are (a view may start anywhere).
     const uintptr_t alignment = BlockLayout<D>::bytes % 16 == 0 ? 16 : 2;
-    available = Dp4aDot<D>::available &&
-                reinterpret_cast<uintptr_t>(weight.data_ptr()) % alignment == 0 &&
-                dp4a_rows_per_pass(1, weight.size(1), weight.device().index) > 0;
+    available =
+        Dp4aDot<D>::available && reinterpret_cast<uintptr_t>(weight.data_ptr()) % alignment == 0;
   });
   return available;
 }
@@ -351,31 +302,21 @@ void launch_dp4a_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias,
         <<<grid_size(values / 8, kQuantizeThreads), kQuantizeThreads, 0, stream>>>(
             values, static_cast<const T*>(x.data_ptr()), quants, scales, group_sums);
     GPU_CHECK_LAUNCH("quantize the activations");
-    const int device = out.device().index;
     const auto launch = [&]<int Rows>() {
-      const auto kernel = quantized_dp4a_gemv_kernel<D, T, Rows>;
-      const size_t shared_bytes = static_cast<size_t>(Rows * k * kQuantizedXBytesPer4Values / 4);
-      allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), shared_bytes, device);
-      const int64_t grid = std::min<int64_t>(
-          ceil_div(n, kGemvWarps), int64_t{kDp4aBlocksPerSm} * device_limits(device).sm_count);
-      kernel<<<static_cast<unsigned>(grid), kGemvWarps * kWarpSize, shared_bytes, stream>>>(
-          m, n, k, blocks_of(weight), quants, scales, group_sums,
-          bias != nullptr ? static_cast<const T*>(bias->data_ptr()) : nullptr,
-          static_cast<T*>(out.data_ptr()));
+      quantized_dp4a_gemv_kernel<D, T, Rows>
+          <<<grid_size(n, kGemvWarps), kGemvWarps * kWarpSize, 0, stream>>>(
+              m, n, k, blocks_of(weight), quants, scales, group_sums,
+              bias != nullptr ? static_cast<const T*>(bias->data_ptr()) : nullptr,
+              static_cast<T*>(out.data_ptr()));
     };
-    switch (dp4a_rows_per_pass(m, k, device)) {
-      case 1:
-        launch.template operator()<1>();
-        break;
-      case 2:
-        launch.template operator()<2>();
-        break;
-      case 4:
-        launch.template operator()<4>();
-        break;
-      default:
-        launch.template operator()<8>();
-        break;
+    if (m == 1) {
+      launch.template operator()<1>();
+    } else if (m == 2) {
+      launch.template operator()<2>();
+    } else if (m <= 4) {
+      launch.template operator()<4>();
+    } else {
+      launch.template operator()<8>();
     }
     GPU_CHECK_LAUNCH("quantized linear (integer gemv)");
   }
