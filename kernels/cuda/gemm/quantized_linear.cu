@@ -25,6 +25,25 @@ constexpr int kGemvRowTile = 8;  // rows of x per pass over a weight row
 // take at most half each.
 constexpr int64_t kTilesWorkspaceBytes = int64_t{64} << 20;
 
+// out[(first + r) * n + row] = the warp's sum of sums[r] (+ bias[row]), for the rows r < Rows
+// of x that exist (first + r < m).
+template <int Rows, typename T>
+__device__ __forceinline__ void write_row_sums(const float* sums, int lane, int64_t first,
+                                               int64_t m, int64_t n, int64_t row, const T* bias,
+                                               T* out) {
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) {
+    float sum = sums[r];
+#pragma unroll
+    for (int mask = kWarpSize / 2; mask > 0; mask /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, mask);
+    if (lane == 0 && first + r < m) {
+      if (bias != nullptr) sum += to_float(bias[row]);
+      out[(first + r) * n + row] = from_compute<T>(sum);
+    }
+  }
+}
+
 // One warp per weight row; lane l takes the row's chunks of 32 l, l + 32, ...; x's rows in passes
 // of kGemvRowTile (the weight row is read once per pass, from L1/L2 after the first).
 template <DType D, typename T>
@@ -53,17 +72,7 @@ __global__ void quantized_gemv_kernel(int64_t m, int64_t n, int64_t k, const uin
         sums[r] += sum;
       }
     }
-#pragma unroll
-    for (int r = 0; r < kGemvRowTile; ++r) {
-      float sum = sums[r];
-#pragma unroll
-      for (int mask = kWarpSize / 2; mask > 0; mask /= 2)
-        sum += __shfl_xor_sync(0xffffffffu, sum, mask);
-      if (lane == 0 && first + r < m) {
-        if (bias != nullptr) sum += to_float(bias[row]);
-        out[(first + r) * n + row] = from_compute<T>(sum);
-      }
-    }
+    write_row_sums<kGemvRowTile>(sums, lane, first, m, n, row, bias, out);
   }
 }
 
@@ -149,17 +158,7 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize, kDp4aMinBlocks)
         if (next < blocks) parts[i] = Dot::load(weight_row + next * Layout::bytes, part);
       }
     }
-#pragma unroll
-    for (int r = 0; r < Rows; ++r) {
-      float sum = sums[r];
-#pragma unroll
-      for (int mask = kWarpSize / 2; mask > 0; mask /= 2)
-        sum += __shfl_xor_sync(0xffffffffu, sum, mask);
-      if (lane == 0 && first + r < m) {
-        if (bias != nullptr) sum += to_float(bias[row]);
-        out[(first + r) * n + row] = from_compute<T>(sum);
-      }
-    }
+    write_row_sums<Rows>(sums, lane, first, m, n, row, bias, out);
   }
 }
 
