@@ -68,7 +68,20 @@ StackedLinear stack_linear(std::vector<Tensor> parts) {
       linear.parts = std::move(parts);
       return linear;
     }
-  linear.stacked = ops::cat(parts, 0);
+  if (!is_quantized(parts.front().dtype())) {
+    linear.stacked = ops::cat(parts, 0);
+    return linear;
+  }
+  // Whole rows of blocks, copied on their device (no kernel there has to know the format).
+  int64_t rows = 0;
+  for (const Tensor& part : parts) rows += part.size(0);
+  linear.stacked =
+      Tensor::empty({rows, parts.front().size(1)}, parts.front().dtype(), parts.front().device());
+  int64_t first = 0;
+  for (const Tensor& part : parts) {
+    linear.stacked.slice(0, first, first + part.size(0)).copy_from(part);
+    first += part.size(0);
+  }
   return linear;
 }
 

@@ -33,33 +33,10 @@ struct BlockLayout {
   size_t bytes;
 };
 
-// ggml's block sizes: an f16 scale (and min) per block, then the packed quants; the _k formats
-// pack sub-block scales into each super-block of 256.
 BlockLayout quantized_layout(DType dtype) {
-  switch (dtype) {
-    case DType::q4_0:
-      return {32, 18};
-    case DType::q4_1:
-      return {32, 20};
-    case DType::q5_0:
-      return {32, 22};
-    case DType::q5_1:
-      return {32, 24};
-    case DType::q8_0:
-      return {32, 34};
-    case DType::q2_k:
-      return {256, 84};
-    case DType::q3_k:
-      return {256, 110};
-    case DType::q4_k:
-      return {256, 144};
-    case DType::q5_k:
-      return {256, 176};
-    case DType::q6_k:
-      return {256, 210};
-    default:
-      return {1, element_size(dtype)};
-  }
+  if (!is_quantized(dtype)) return {1, element_size(dtype)};
+  const QuantizedBlock block = quantized_block(dtype);
+  return {block.elements, static_cast<size_t>(block.bytes)};
 }
 
 }  // namespace

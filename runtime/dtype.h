@@ -44,6 +44,41 @@ const char* dtype_name(DType dtype);
 inline bool is_quantized(DType dtype) {
   return dtype >= DType::q4_0;
 }
+
+// ggml's block sizes (elements, bytes) of a quantized dtype: an f16 scale (and min) per block,
+// then the packed quants; the _k formats pack sub-block scales into each super-block of 256.
+// {1, 0} for a plain dtype. Constant, so device code sizes its blocks from it too.
+struct QuantizedBlock {
+  int64_t elements;
+  int64_t bytes;
+};
+constexpr QuantizedBlock quantized_block(DType dtype) {
+  switch (dtype) {
+    case DType::q4_0:
+      return {32, 18};
+    case DType::q4_1:
+      return {32, 20};
+    case DType::q5_0:
+      return {32, 22};
+    case DType::q5_1:
+      return {32, 24};
+    case DType::q8_0:
+      return {32, 34};
+    case DType::q2_k:
+      return {256, 84};
+    case DType::q3_k:
+      return {256, 110};
+    case DType::q4_k:
+      return {256, 144};
+    case DType::q5_k:
+      return {256, 176};
+    case DType::q6_k:
+      return {256, 210};
+    default:
+      return {1, 0};
+  }
+}
+
 // Elements per block (1 for the plain dtypes) and bytes per block (element_size for them).
 int64_t block_elements(DType dtype);
 size_t block_bytes(DType dtype);

@@ -91,6 +91,30 @@ __attribute__((target("avx2,fma"))) void dot_tile_avx2(const float* a, int64_t l
 }
 #endif
 
+// One row of a against 2 kDotCols columns: a decode step's single row, without the padded
+// second row of the tile above (whose loads and FMAs are wasted there).
+__attribute__((target("avx2,fma"))) void dot_row_avx2(const float* a, const float* const* columns,
+                                                      int64_t k, float* out) {
+  constexpr int kColumns = 2 * kDotCols;
+  __m256 acc[kColumns];
+  for (int j = 0; j < kColumns; ++j) acc[j] = _mm256_setzero_ps();
+  int64_t d = 0;
+  for (; d + 8 <= k; d += 8) {
+    const __m256 a0 = _mm256_loadu_ps(a + d);
+#pragma GCC unroll 8
+    for (int j = 0; j < kColumns; ++j)
+      acc[j] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(columns[j] + d), acc[j]);
+  }
+  for (int j = 0; j < kColumns; ++j) {
+    __m128 sum = _mm_add_ps(_mm256_castps256_ps128(acc[j]), _mm256_extractf128_ps(acc[j], 1));
+    sum = _mm_hadd_ps(sum, sum);
+    sum = _mm_hadd_ps(sum, sum);
+    float total = _mm_cvtss_f32(sum);
+    for (int64_t tail = d; tail < k; ++tail) total += a[tail] * columns[j][tail];
+    out[j] = total;
+  }
+}
+
 DotTile select_dot_tile() {
 #ifdef TESSERA_CPU_X86
   if (cpu_has_avx2_fma()) return dot_tile_avx2;
@@ -107,6 +131,27 @@ void dot_columns(int64_t m, int64_t n, int64_t k, const float* a_rows, const T* 
   const int64_t groups = (n + kDotCols - 1) / kDotCols;
   const int64_t min_groups =
       std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(k * kDotCols, 1));
+#ifdef TESSERA_CPU_X86
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool one_row_tile = cpu_has_avx2_fma();
+    constexpr int kColumns = 2 * kDotCols;
+    if (m == 1 && one_row_tile) {
+      parallel_for((n + kColumns - 1) / kColumns, min_groups, [&](int64_t begin, int64_t end) {
+        for (int64_t group = begin; group < end; ++group) {
+          const int64_t first = group * kColumns;
+          const int cols = static_cast<int>(std::min<int64_t>(kColumns, n - first));
+          const float* columns[kColumns];
+          for (int j = 0; j < kColumns; ++j)
+            columns[j] = b_data + (first + (j < cols ? j : 0)) * col_stride;
+          float out[kColumns];
+          dot_row_avx2(a_rows, columns, k, out);
+          for (int j = 0; j < cols; ++j) c[first + j] += out[j];
+        }
+      });
+      return;
+    }
+  }
+#endif
   parallel_for(groups, min_groups, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scratch;
     for (int64_t group = begin; group < end; ++group) {

@@ -120,6 +120,21 @@ inline const DeviceLimits& device_limits(int device) {
   return limits.emplace(device, device_limit).first->second;
 }
 
+// Lets `kernel` launch with `bytes` of dynamic shared memory on `device` (above the default
+// 48 KiB a block must opt in); the caller has checked bytes against shared_bytes_optin.
+inline void allow_dynamic_shared_memory(const void* kernel, size_t bytes, int device) {
+  constexpr size_t kDefaultLimit = 48 * 1024;
+  if (bytes <= kDefaultLimit) return;
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, size_t> allowed;
+  std::lock_guard lock(mutex);
+  size_t& done = allowed[{kernel, device}];
+  if (bytes <= done) return;
+  GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(bytes)));
+  done = bytes;
+}
+
 inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }

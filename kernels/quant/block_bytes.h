@@ -1,6 +1,8 @@
 // Reading ggml blocks: little-endian fields at fixed offsets of an unaligned block.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -13,6 +15,24 @@ inline float read_half(const std::byte* at) {
   uint16_t bits;
   std::memcpy(&bits, at, sizeof(bits));
   return Half::to_float(bits);
+}
+
+inline void write_half(float value, std::byte* at) {
+  const uint16_t bits = Half(value).bits;
+  std::memcpy(at, &bits, sizeof(bits));
+}
+
+// The largest magnitude of values[0, count).
+inline float largest_magnitude(const float* values, int count) {
+  float largest = 0;
+  for (int i = 0; i < count; ++i) largest = std::max(largest, std::fabs(values[i]));
+  return largest;
+}
+
+// round(value / scale) clamped to [low, high]; 0 where the scale is 0.
+inline int quantize_value(float value, float scale, int low, int high) {
+  if (scale == 0) return 0;
+  return std::clamp(static_cast<int>(std::lround(value / scale)), low, high);
 }
 
 inline const uint8_t* bytes_at(const std::byte* block, size_t offset) {

@@ -1,7 +1,11 @@
 #include "kernels/quant/block_format.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <array>
 #include <cmath>
+#include <string>
 
 #include "runtime/check.h"
 #include "runtime/cpu/cpu_features.h"
@@ -74,6 +78,21 @@ void dequantize_blocks(DType dtype, const std::byte* blocks, float* out, int64_t
       values[i] = scaled - unpacked.mins[group];
     }
   }
+}
+
+void quantize_blocks(DType dtype, const float* values, std::byte* out, int64_t blocks_count) {
+  const BlockFormat& format = block_format(dtype);
+  std::vector<std::string> writable;
+  for (const BlockFormat* known : block_formats())
+    if (known->quantize != nullptr) writable.emplace_back(known->gguf_name);
+  TESSERA_REQUIRE(format.quantize != nullptr,
+                  "Tessera cannot quantize weights to {}; it writes {} (llama.cpp's llama-quantize "
+                  "writes the others)",
+                  format.gguf_name, fmt::join(writable, ", "));
+  const int64_t elements = block_elements(dtype);
+  const size_t bytes = block_bytes(dtype);
+  for (int64_t b = 0; b < blocks_count; ++b)
+    format.quantize(values + b * elements, out + b * bytes);
 }
 
 float portable_row_dot(DType dtype, const std::byte* weight, const ActivationRow& activation,

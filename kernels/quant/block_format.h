@@ -28,12 +28,17 @@ using UnpackBlockFn = void (*)(const std::byte* block, int8_t* quants, float* sc
 using RowDotFn = float (*)(const std::byte* weight, const ActivationRow& activation,
                            int64_t blocks);
 
+// Quantizes block_elements values into one block (the plain max-magnitude scaling of llama.cpp's
+// reference quantizers, without their error-minimizing search).
+using QuantizeBlockFn = void (*)(const float* values, std::byte* block);
+
 struct BlockFormat {
   DType dtype = DType::q8_0;
   uint32_t ggml_type = 0;      // its type id in GGUF files
   const char* gguf_name = "";  // "Q4_K"
   UnpackBlockFn unpack = nullptr;
   RowDotFn avx2_dot = nullptr;  // needs AVX2 and FMA; nullptr where only the portable dot exists
+  QuantizeBlockFn quantize = nullptr;  // nullptr where Tessera cannot write the format
 };
 
 // The registered format of a quantized dtype; an invariant failure for an unregistered one.
@@ -46,6 +51,10 @@ bool register_block_format(const BlockFormat& format);
 
 // out[0, blocks * block_elements) = the values of `blocks` consecutive blocks of `dtype`.
 void dequantize_blocks(DType dtype, const std::byte* blocks, float* out, int64_t blocks_count);
+
+// out[0, blocks_count * block bytes) = values[0, blocks_count * block_elements) as `dtype`'s
+// blocks; throws naming the format where it has no quantizer.
+void quantize_blocks(DType dtype, const float* values, std::byte* out, int64_t blocks_count);
 
 // The row dot product the CPU runs: the format's vectorized one when it has one and the CPU can
 // run it, else portable_row_dot. Kernels resolve vectorized_row_dot once per call instead.

@@ -2,6 +2,8 @@
 // (block_bytes.h: k_scales_and_mins), 128 bytes of 4-bit quants. Sub-block s of 32 takes the low
 // (even s) or high (odd s) nibbles of bytes 32 * (s / 2) + i; value = d * scale * quant - dmin *
 // min.
+#include <algorithm>
+
 #include "kernels/quant/avx2_dot.h"
 #include "kernels/quant/block_bytes.h"
 #include "kernels/quant/block_format.h"
@@ -58,7 +60,47 @@ TESSERA_QUANT_AVX2 float dot_avx2(const std::byte* weight, const ActivationRow& 
   return avx2_sum(total);
 }
 
-TESSERA_REGISTER_BLOCK_FORMAT((BlockFormat{DType::q4_k, 12, "Q4_K", unpack, dot_avx2}));
+// Each sub-block of 32 spans [min(values, 0), max(values)] in 15 steps; the steps and the amounts
+// taken off as 6-bit multiples of d and dmin (the largest of each over 63).
+void quantize(const float* values, std::byte* block) {
+  float steps[8], offsets[8];
+  float largest_step = 0, largest_offset = 0;
+  for (int sub = 0; sub < 8; ++sub) {
+    const float* sub_values = values + 32 * sub;
+    const float low = std::min(0.0f, *std::min_element(sub_values, sub_values + 32));
+    const float high = *std::max_element(sub_values, sub_values + 32);
+    steps[sub] = (high - low) / 15.0f;
+    offsets[sub] = -low;
+    largest_step = std::max(largest_step, steps[sub]);
+    largest_offset = std::max(largest_offset, offsets[sub]);
+  }
+  write_half(largest_step / 63.0f, block);
+  write_half(largest_offset / 63.0f, block + 2);
+  const float d = read_half(block), dmin = read_half(block + 2);
+  uint8_t scales[8], mins[8];
+  for (int sub = 0; sub < 8; ++sub) {
+    scales[sub] = static_cast<uint8_t>(quantize_value(steps[sub], d, 0, 63));
+    mins[sub] = static_cast<uint8_t>(quantize_value(offsets[sub], dmin, 0, 63));
+  }
+  auto* packed = reinterpret_cast<uint8_t*>(block + 4);  // the layout k_scales_and_mins reads
+  for (int j = 0; j < 4; ++j) {
+    packed[j] = static_cast<uint8_t>(scales[j] | ((scales[j + 4] >> 4) << 6));
+    packed[j + 4] = static_cast<uint8_t>(mins[j] | ((mins[j + 4] >> 4) << 6));
+    packed[j + 8] = static_cast<uint8_t>((scales[j + 4] & 0x0F) | ((mins[j + 4] & 0x0F) << 4));
+  }
+  auto* quants = reinterpret_cast<uint8_t*>(block + 16);
+  std::memset(quants, 0, 128);
+  for (int sub = 0; sub < 8; ++sub) {
+    const float step = d * static_cast<float>(scales[sub]);
+    const float offset = dmin * static_cast<float>(mins[sub]);
+    for (int i = 0; i < 32; ++i) {
+      const int quant = quantize_value(values[32 * sub + i] + offset, step, 0, 15);
+      quants[32 * (sub / 2) + i] |= static_cast<uint8_t>(quant << (sub % 2 == 0 ? 0 : 4));
+    }
+  }
+}
+
+TESSERA_REGISTER_BLOCK_FORMAT((BlockFormat{DType::q4_k, 12, "Q4_K", unpack, dot_avx2, quantize}));
 
 }  // namespace
 }  // namespace tessera::quant

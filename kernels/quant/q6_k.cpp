@@ -81,7 +81,35 @@ TESSERA_QUANT_AVX2 float dot_avx2(const std::byte* weight, const ActivationRow& 
   return avx2_sum(total);
 }
 
-TESSERA_REGISTER_BLOCK_FORMAT((BlockFormat{DType::q6_k, 14, "Q6_K", unpack, dot_avx2}));
+// Each group of 16 scaled so its largest magnitude is quant 31, the group scales as int8 steps of
+// d (the largest over 127).
+void quantize(const float* values, std::byte* block) {
+  float group_steps[16];
+  float largest_step = 0;
+  for (int group = 0; group < 16; ++group) {
+    group_steps[group] = largest_magnitude(values + 16 * group, 16) / 31.0f;
+    largest_step = std::max(largest_step, group_steps[group]);
+  }
+  write_half(largest_step / 127.0f, block + 208);
+  const float d = read_half(block + 208);
+  auto* group_scales = reinterpret_cast<int8_t*>(block + 192);
+  for (int group = 0; group < 16; ++group)
+    group_scales[group] = static_cast<int8_t>(quantize_value(group_steps[group], d, 0, 127));
+  auto* low = reinterpret_cast<uint8_t*>(block);
+  uint8_t* high = low + 128;
+  std::memset(low, 0, 192);
+  for (int n = 0; n < 2; ++n)
+    for (int k = 0; k < 4; ++k)
+      for (int l = 0; l < 32; ++l) {
+        const int index = 128 * n + 32 * k + l;
+        const float step = d * static_cast<float>(group_scales[index / 16]);
+        const int quant = quantize_value(values[index], step, -32, 31) + 32;
+        low[64 * n + l + 32 * (k % 2)] |= static_cast<uint8_t>((quant & 0x0F) << (k < 2 ? 0 : 4));
+        high[32 * n + l] |= static_cast<uint8_t>((quant >> 4) << (2 * k));
+      }
+}
+
+TESSERA_REGISTER_BLOCK_FORMAT((BlockFormat{DType::q6_k, 14, "Q6_K", unpack, dot_avx2, quantize}));
 
 }  // namespace
 }  // namespace tessera::quant

@@ -29,7 +29,15 @@ TESSERA_QUANT_AVX2 float dot_avx2(const std::byte* weight, const ActivationRow& 
   return avx2_sum(total);
 }
 
-TESSERA_REGISTER_BLOCK_FORMAT((BlockFormat{DType::q8_0, 8, "Q8_0", unpack, dot_avx2}));
+void quantize(const float* values, std::byte* block) {
+  write_half(largest_magnitude(values, 32) / 127.0f, block);
+  const float d = read_half(block);
+  auto* quants = reinterpret_cast<int8_t*>(block + 2);
+  for (int i = 0; i < 32; ++i)
+    quants[i] = static_cast<int8_t>(quantize_value(values[i], d, -127, 127));
+}
+
+TESSERA_REGISTER_BLOCK_FORMAT((BlockFormat{DType::q8_0, 8, "Q8_0", unpack, dot_avx2, quantize}));
 
 }  // namespace
 }  // namespace tessera::quant

@@ -4,8 +4,14 @@
 // the run dtype, one tensor at a time, and moved to the run device.
 #include "models/loaders/synthetic.h"
 
-#include <cmath>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
+#include "kernels/quant/block_format.h"
 #include "models/architecture_registry.h"
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/loaders.h"
@@ -67,6 +73,19 @@ ModelConfig tiny_llama() {
   config.tie_word_embeddings = false;  // the tiny llama exercises a separate lm_head
   config.bos_token_id = 1;
   config.eos_token_ids = {2};
+  return config;
+}
+
+// A llama whose rows are whole super-blocks of 256, so every weight format can hold it.
+ModelConfig small_llama() {
+  ModelConfig config = tiny_llama();
+  config.hidden_size = 256;
+  config.intermediate_size = 768;
+  config.num_layers = 4;
+  config.num_heads = 4;
+  config.num_kv_heads = 2;
+  config.head_dim = 64;
+  config.tie_word_embeddings = true;
   return config;
 }
 
@@ -154,9 +173,74 @@ ModelConfig qwen2_tiny() {
 
 const std::vector<std::pair<std::string, ModelConfig (*)()>>& named_configs() {
   static const std::vector<std::pair<std::string, ModelConfig (*)()>> configs = {
-      {"tiny", tiny_llama},       {"llama-1b", llama_1b},     {"llama-8b", llama_8b},
-      {"qwen3-tiny", qwen3_tiny}, {"qwen3-0.6b", qwen3_0_6b}, {"qwen2-tiny", qwen2_tiny}};
+      {"tiny", tiny_llama},      {"small", small_llama},     {"llama-1b", llama_1b},
+      {"llama-8b", llama_8b},    {"qwen3-tiny", qwen3_tiny}, {"qwen3-0.6b", qwen3_0_6b},
+      {"qwen2-tiny", qwen2_tiny}};
   return configs;
+}
+
+// llama.cpp's file types that Tessera writes, as the suffix of a synthetic name.
+constexpr std::string_view kSyntheticFileTypes[] = {"q8_0", "q6_k", "q4_k_m"};
+
+struct SyntheticName {
+  std::string shape;      // "llama-1b"
+  std::string file_type;  // "" (the run dtype) or one of kSyntheticFileTypes
+};
+
+SyntheticName parse_synthetic_name(const std::string& name) {
+  const size_t colon = name.find(':');
+  if (colon == std::string::npos) return {name, ""};
+  SyntheticName parsed{name.substr(0, colon), name.substr(colon + 1)};
+  TESSERA_REQUIRE(std::find(std::begin(kSyntheticFileTypes), std::end(kSyntheticFileTypes),
+                            parsed.file_type) != std::end(kSyntheticFileTypes),
+                  "synthetic:{}: unknown weight format '{}'; known: {}", name, parsed.file_type,
+                  fmt::join(kSyntheticFileTypes, ", "));
+  return parsed;
+}
+
+// The layer of a "model.layers.N." weight, or -1.
+int64_t layer_of(const std::string& weight) {
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (weight.rfind(kPrefix, 0) != 0) return -1;
+  return std::stoll(weight.substr(kPrefix.size()));
+}
+
+// Where llama.cpp's mixture puts its formats (llama_tensor_get_type): Q4_K_M gives the output
+// weight (the embedding when tied) and, in the first and last eighth of the layers and every third
+// between, attention's v and the MLP's down projection Q6_K, everything else Q4_K. Norms stay in
+// the run dtype.
+DType weight_format(const std::string& file_type, const WeightSpec& spec, const ModelConfig& config,
+                    DType run_dtype) {
+  if (file_type.empty() || spec.shape.size() != 2) return run_dtype;
+  if (file_type == "q8_0") return DType::q8_0;
+  if (file_type == "q6_k") return DType::q6_k;
+  const bool output = spec.name == "lm_head.weight" ||
+                      (config.tie_word_embeddings && spec.name == "model.embed_tokens.weight");
+  if (output) return DType::q6_k;
+  const int64_t layer = layer_of(spec.name), layers = config.num_layers;
+  const bool more_bits = layer >= 0 && (layer < layers / 8 || layer >= 7 * layers / 8 ||
+                                        (layer - layers / 8) % 3 == 2);
+  const bool sensitive = spec.name.find("v_proj") != std::string::npos ||
+                         spec.name.find("down_proj") != std::string::npos;
+  return more_bits && sensitive ? DType::q6_k : DType::q4_k;
+}
+
+// The host tensor of `format` holding `values` (f32), quantized a row at a time.
+Tensor quantized_tensor(const Tensor& values, DType format, const std::string& name) {
+  const int64_t rows = values.size(0), columns = values.size(1);
+  TESSERA_REQUIRE(columns % block_elements(format) == 0,
+                  "synthetic weight '{}' has rows of {}, not whole {} blocks of {}", name, columns,
+                  dtype_name(format), block_elements(format));
+  Tensor quantized = Tensor::empty({rows, columns}, format, kCPU);
+  const int64_t blocks_per_row = columns / block_elements(format);
+  const size_t row_bytes = static_cast<size_t>(storage_bytes(format, columns));
+  const float* source = values.data<float>();
+  auto* out = static_cast<std::byte*>(quantized.data_ptr());
+  cpu::parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row)
+      quant::quantize_blocks(format, source + row * columns, out + row * row_bytes, blocks_per_row);
+  });
+  return quantized;
 }
 
 }  // namespace
@@ -168,8 +252,9 @@ std::vector<std::string> synthetic_model_names() {
 }
 
 ModelConfig synthetic_config(const std::string& name) {
+  const std::string shape = parse_synthetic_name(name).shape;
   for (const auto& [known, make] : named_configs())
-    if (known == name) {
+    if (known == shape) {
       ModelConfig config = make();
       config.validate("synthetic:" + name);
       return config;
@@ -187,14 +272,17 @@ ModelWeights load_synthetic(const std::string& name, const LoadOptions& options)
   weights.config = synthetic_config(name);
   weights.config.checkpoint_dtype = options.dtype;      // generated in the run dtype
   const float linear_spread = 0.02f * std::sqrt(3.0f);  // U[-a, a] with standard deviation 0.02
+  const std::string file_type = parse_synthetic_name(name).file_type;
   for (const WeightSpec& spec : expected_weights(weights.config)) {
-    Tensor host = Tensor::empty(spec.shape, options.dtype, kCPU);
+    const DType format = weight_format(file_type, spec, weights.config, options.dtype);
+    Tensor host = Tensor::empty(spec.shape, is_quantized(format) ? DType::f32 : format, kCPU);
     const uint64_t stream = splitmix64(kSyntheticSeed ^ name_hash(spec.name));
     if (is_norm_weight(spec.name)) {
       fill_uniform(host, stream, 1.0f, 0.1f);  // near 1, not exactly, so a mix-up shows
     } else {
       fill_uniform(host, stream, 0.0f, linear_spread);
     }
+    if (is_quantized(format)) host = quantized_tensor(host, format, spec.name);
     weights.tensors.emplace(spec.name, host.to(options.device));
   }
   return weights;

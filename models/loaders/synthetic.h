@@ -1,4 +1,4 @@
-// Synthetic models: the configs of named shapes ("tiny", "llama-1b", "llama-8b", "qwen3-tiny",
+// Synthetic models: the configs of named shapes ("tiny", "small", "llama-1b", "llama-8b", "qwen3-tiny",
 // "qwen3-0.6b", "qwen2-tiny") filled with deterministic random weights. They let tests, benchmarks
 // and GPU comparisons run real model shapes without a checkpoint.
 #pragma once
@@ -10,7 +10,10 @@
 
 namespace tessera::loaders {
 
-// The names load_model() accepts after "synthetic:".
+// The names load_model() accepts after "synthetic:". A name may end in ":q8_0", ":q6_k" or
+// ":q4_k_m": its linear and embedding weights are then quantized by Tessera (the formats placed as
+// llama.cpp's file type of that name places them), for benchmarks of quantized weights without a
+// file.
 std::vector<std::string> synthetic_model_names();
 
 // The config of a named synthetic model; throws listing the names for an unknown one.

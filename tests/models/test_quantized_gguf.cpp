@@ -25,10 +25,10 @@ using testing::runner_config;
 
 const std::string kModels = std::string(TESSERA_SOURCE_DIR) + "/tests/data/quant/models/";
 
-// The two engines read the same blocks but round activations to 8 bits differently (llama.cpp per
-// 256 values, Tessera per 32): with a step of max|x| / 127 over 256 values of weight 0.1 (the
-// synthetic LM head), each engine moves a logit by about 0.02 (one standard deviation), so a
-// lead under 0.1 (3 of the difference's) may go either way.
+// The two engines read the same blocks but do not round the 8-bit activations to the same integers
+// everywhere, nor sum in the same order: with a step of max|x| / 127 against weights of 0.1 (the
+// synthetic LM head), a rounding moves a logit by about 0.02 (one standard deviation), so a lead
+// under 0.1 (3 of the difference's) may go either way.
 constexpr double kNearTie = 0.1;
 
 struct GreedyReference {
@@ -120,6 +120,48 @@ TEST(QuantizedGgufLoader, KeepsMatricesInTheirBlocks) {
   EXPECT_EQ(model->dtype(), DType::f32);
   EXPECT_GT(model->weight_bytes_by_dtype().at(DType::q4_k), 0u);
   EXPECT_NE(model->weight_formats_str().find("q4_k"), std::string::npos);
+}
+
+// A synthetic model quantized by Tessera: llama.cpp's Q4_K_M placement (4 layers: v and down Q6_K
+// in layer 3, the last eighth, and layer 2, every third; the tied embedding Q6_K), and logits
+// near the float model's: Q8_0 within 5e-2 (its weights' and the CPU's activations' 8-bit
+// rounding, through four layers: 2e-2 measured), Q4_K_M within a fifth (mispacked blocks would
+// give unrelated logits).
+TEST(QuantizedSynthetic, PlacesLlamaCppsFormatsAndKeepsTheLogits) {
+  ModelWeights weights = load_model("synthetic:small:q4_k_m", LoadOptions{});
+  EXPECT_EQ(weights.get("model.embed_tokens.weight").dtype(), DType::q6_k);
+  EXPECT_EQ(weights.get("model.layers.0.input_layernorm.weight").dtype(), DType::f32);
+  for (int layer = 0; layer < 4; ++layer) {
+    const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+    const DType sensitive = layer >= 2 ? DType::q6_k : DType::q4_k;
+    EXPECT_EQ(weights.get(prefix + "self_attn.v_proj.weight").dtype(), sensitive) << layer;
+    EXPECT_EQ(weights.get(prefix + "mlp.down_proj.weight").dtype(), sensitive) << layer;
+    EXPECT_EQ(weights.get(prefix + "self_attn.q_proj.weight").dtype(), DType::q4_k) << layer;
+    EXPECT_EQ(weights.get(prefix + "mlp.gate_proj.weight").dtype(), DType::q4_k) << layer;
+  }
+  const std::vector<int32_t> ids{1, 200, 40, 100, 7, 9};
+  const std::vector<int64_t> chunks{4, 1, 1};
+  const auto logits_of = [&](const std::string& name) {
+    std::shared_ptr<const CausalLM> model = create_model(load_model(name, LoadOptions{}), 64);
+    ModelRunner runner(model, with_kv_blocks_for(testing::runner_config(CompilationMode::eager),
+                                                 model->max_positions()));
+    return logits_by_chunks(runner, ids, chunks);
+  };
+  const auto want = logits_of("synthetic:small");
+  for (const auto& [name, bound] : {std::pair<std::string, double>{"synthetic:small:q8_0", 5e-2},
+                                    {"synthetic:small:q4_k_m", 0.2}}) {
+    const auto got = logits_of(name);
+    for (size_t step = 0; step < want.size(); ++step) {
+      double difference = 0, norm = 0;
+      for (size_t i = 0; i < want[step].size(); ++i) {
+        difference = std::max(difference, std::fabs(double{got[step][i]} - want[step][i]));
+        norm = std::max(norm, std::fabs(double{want[step][i]}));
+      }
+      EXPECT_LT(difference / norm, bound) << name << " step " << step;
+    }
+  }
+  EXPECT_THROW(load_model("synthetic:small:q4_0", LoadOptions{}), Error);
+  EXPECT_THROW(load_model("synthetic:tiny:q8_0", LoadOptions{}), Error);  // rows of 172
 }
 
 // A copy of `source` with the type of tensor `name` set to `type` (the u32 after its dims).

@@ -103,21 +103,12 @@ void reshape_and_cache(const Tensor& key, const Tensor& value, PagedKVCache& cac
 // Kernels using more than the default 48 KiB of dynamic shared memory must opt in, per kernel and
 // device; done once for the largest size seen.
 void reserve_shared_memory(const void* kernel, size_t bytes, int device, int64_t head_size) {
-  constexpr size_t kDefaultLimit = 48 * 1024;
-  if (bytes <= kDefaultLimit) return;
   const DeviceLimits& limits = device_limits(device);
   TESSERA_REQUIRE(bytes <= limits.shared_bytes_optin,
                   "attention: head_size {} needs {} KiB of shared memory per block but this GPU "
                   "allows {} KiB; use a model with a smaller head_size or run it on the CPU",
                   head_size, bytes / 1024, limits.shared_bytes_optin / 1024);
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, size_t> reserved;
-  std::lock_guard lock(mutex);
-  size_t& done = reserved[{kernel, device}];
-  if (bytes <= done) return;
-  GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(bytes)));
-  done = bytes;
+  allow_dynamic_shared_memory(kernel, bytes, device);
 }
 
 // ---- Launches.

@@ -42,6 +42,7 @@
 #include "kernels/cuda/gemm/l2_prefetch.h"
 #include "kernels/cuda/gemm/lt_plan.h"
 #include "kernels/cuda/gemm/measured_device.h"
+#include "kernels/cuda/gemm/quantized_linear.h"
 #include "kernels/cuda/gemm/skinny_gemm.h"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/gpu_vendor.h"
@@ -438,6 +439,7 @@ void linear_entry(const KernelArgs& args) {
   const MatmulShape& shape = linear.shape;
   const int64_t n = shape.n, k = shape.k;
   if (out.numel() == 0) return;
+  if (is_quantized(weight.dtype())) return quantized_linear(x, weight, bias, out);
   const int64_t rows = shape.m;
   if (k == 0) {
     if (bias != nullptr) return fill_bias_rows(*bias, out, rows, n);

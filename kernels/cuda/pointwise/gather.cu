@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/gemm/quantized_linear.h"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/kernel_checks.h"
 #include "runtime/check.h"
@@ -80,6 +81,7 @@ void embedding_entry(const KernelArgs& args) {
   // The whole table is the shard that starts at 0 (an id outside it gives a zero row).
   const int64_t vocab_start = std::max<int64_t>(embedding.vocab_start, 0);
   if (out.numel() == 0) return;
+  if (is_quantized(weight.dtype())) return quantized_embedding(weight, ids, vocab_start, out);
   const auto row_bytes = static_cast<uintptr_t>(width * element_size(weight.dtype()));
   const size_t chunk_bytes =
       common_alignment({row_bytes, reinterpret_cast<uintptr_t>(weight.data_ptr()),
