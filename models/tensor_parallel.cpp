@@ -15,21 +15,49 @@ bool ends_with(const std::string& text, std::string_view suffix) {
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Rows or columns [start, start + count) of a 2-D (or rows of a 1-D) tensor, contiguous.
-Tensor block(const Tensor& tensor, int64_t dim, int64_t start, int64_t count) {
-  return tensor.slice(dim, start, start + count).contiguous();
+// Rows or columns [start, start + count) of a quantized [N, K] weight, whole rows of blocks or
+// whole blocks of every row: a split inside a block is refused naming the tensor and the setting.
+Tensor quantized_block(const Tensor& tensor, const std::string& name, int64_t dim, int64_t start,
+                       int64_t count, int size) {
+  const DType dtype = tensor.dtype();
+  const int64_t rows = tensor.size(0), columns = tensor.size(1);
+  const int64_t elements = block_elements(dtype);
+  TESSERA_REQUIRE(dim == 0 || (start % elements == 0 && count % elements == 0),
+                  "tensor '{}' is {} (blocks of {} values) and engine.tensor_parallel_size {} "
+                  "splits its rows of {} into {}, not whole blocks: use a tensor_parallel_size "
+                  "that gives whole blocks, or 1",
+                  name, dtype_name(dtype), elements, size, columns, count);
+  const size_t row_bytes = static_cast<size_t>(storage_bytes(dtype, columns));
+  const auto* source = static_cast<const std::byte*>(tensor.contiguous().data_ptr());
+  Tensor part = Tensor::empty(dim == 0 ? Shape{count, columns} : Shape{rows, count}, dtype, kCPU);
+  auto* target = static_cast<std::byte*>(part.data_ptr());
+  if (dim == 0) {
+    std::memcpy(target, source + start * row_bytes, static_cast<size_t>(count) * row_bytes);
+    return part;
+  }
+  const size_t part_bytes = static_cast<size_t>(storage_bytes(dtype, count));
+  const size_t offset = static_cast<size_t>(storage_bytes(dtype, start));
+  for (int64_t row = 0; row < rows; ++row)
+    std::memcpy(target + row * part_bytes, source + row * row_bytes + offset, part_bytes);
+  return part;
 }
 
-// Vocabulary rows [rank * rows, ...) padded with zero rows to `rows`.
+// Vocabulary rows [rank * rows, ...) padded with zero rows to `rows` (all-zero blocks of a
+// quantized table are zero values in every format).
 Tensor vocab_block(const Tensor& table, int64_t rows, int rank) {
   const int64_t vocab = table.size(0), start = std::min<int64_t>(rank * rows, vocab);
   const int64_t real = std::min(vocab, start + rows) - start;
-  if (real == rows) return block(table, 0, start, rows);
   Shape sizes = table.sizes();
   sizes[0] = rows;
   Tensor padded = Tensor::empty(sizes, table.dtype(), kCPU);
   std::memset(padded.data_ptr(), 0, padded.nbytes());
-  if (real > 0) padded.slice(0, 0, real).copy_from(table.slice(0, start, start + real));
+  if (real > 0) {
+    const Tensor whole = table.contiguous();
+    const size_t row_bytes = padded.nbytes() / static_cast<size_t>(rows);
+    std::memcpy(padded.data_ptr(),
+                static_cast<const std::byte*>(whole.data_ptr()) + start * row_bytes,
+                static_cast<size_t>(real) * row_bytes);
+  }
   return padded;
 }
 
@@ -73,12 +101,6 @@ ModelWeights shard_weights(const ModelWeights& full, TensorParallel parallel, De
   const ModelConfig& c = full.config;
   const int n = parallel.size, r = parallel.rank;
   TESSERA_CHECK(r >= 0 && r < n, "rank {} of {}", r, n);
-  for (const auto& [name, tensor] : full.tensors)
-    TESSERA_REQUIRE(!is_quantized(tensor.dtype()),
-                    "{}: tensor '{}' is quantized ({}); tensor parallelism does not shard "
-                    "quantized weights yet: run with engine.tensor_parallel_size 1, or an F16/BF16 "
-                    "file",
-                    full.source, name, dtype_name(tensor.dtype()));
   ModelWeights shard;
   shard.config = rank_config(c, n);
   shard.source = full.source;
@@ -91,6 +113,11 @@ ModelWeights shard_weights(const ModelWeights& full, TensorParallel parallel, De
   const int64_t ffn = c.intermediate_size / n;
   const int64_t vocab_rows = vocab_shard_rows(c.vocab_size, n);
   for (const auto& [name, tensor] : full.tensors) {
+    // Rows or columns of this weight, whole blocks where it is quantized.
+    const auto block = [&](const Tensor& whole, int64_t dim, int64_t start, int64_t count) {
+      if (is_quantized(whole.dtype())) return quantized_block(whole, name, dim, start, count, n);
+      return whole.slice(dim, start, start + count).contiguous();
+    };
     Tensor part;
     if (ends_with(name, "self_attn.q_proj.weight") || ends_with(name, "self_attn.q_proj.bias")) {
       part = block(tensor, 0, r * q_rows, q_rows);

@@ -258,7 +258,8 @@ TEST(TensorParallel, CpuRanksGiveTheLogitsAndGreedyTokensOfOneRank) {
       {kModels + "/stories260K-hf", {}},
       {"synthetic:tiny", {}},         // a separate LM head, GQA replicated over 4 ranks
       {"synthetic:qwen2-tiny", {}},   // q/k/v biases
-      {"synthetic:qwen3-tiny", {}}};  // q/k norms
+      {"synthetic:qwen3-tiny", {}},   // q/k norms
+      {"synthetic:small:q8_0", {}}};  // quantized: whole blocks of 32 on every rank
   for (const ModelCase& model : cases) {
     for (const std::string mode : {"eager", "compiled"}) {
       SCOPED_TRACE(model.model + " " + mode);
@@ -278,6 +279,19 @@ TEST(TensorParallel, CpuRanksGiveTheLogitsAndGreedyTokensOfOneRank) {
                     model.model.c_str(), mode.c_str(), ranks, difference);
       }
     }
+  }
+}
+
+// A quantized weight is split along whole blocks only: small's o_proj rows of 256 over 2 ranks
+// are 128 values, half a Q4_K block.
+TEST(TensorParallel, QuantizedWeightsSplitOnlyAlongWholeBlocks) {
+  try {
+    make_executor("synthetic:small:q4_k_m", 2, "eager");
+    FAIL() << "a Q4_K weight was split inside its blocks";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("engine.tensor_parallel_size 2"));
+    EXPECT_THAT(error.what(), HasSubstr("not whole blocks"));
+    EXPECT_THAT(error.what(), HasSubstr("q4_k"));
   }
 }
 
