@@ -249,6 +249,10 @@ double max_relative_difference(const Schedule& a, const Schedule& b) {
 struct ModelCase {
   std::string model;
   std::vector<std::string> overrides;
+  // The largest logit difference allowed, of the largest logit: float sums in another order; with
+  // quantized weights the activations are rounded to 8 bits per block, and a last-bit difference
+  // that rounds a quant the other way is a step of 1/127 of its block (5.7e-3 measured).
+  double bound = 1e-5;
 };
 
 TEST(TensorParallel, CpuRanksGiveTheLogitsAndGreedyTokensOfOneRank) {
@@ -256,10 +260,10 @@ TEST(TensorParallel, CpuRanksGiveTheLogitsAndGreedyTokensOfOneRank) {
       {kModels + "/stories260K/stories260K.bin",
        {"engine.tokenizer=" + kModels + "/stories260K/tok512.bin"}},
       {kModels + "/stories260K-hf", {}},
-      {"synthetic:tiny", {}},         // a separate LM head, GQA replicated over 4 ranks
-      {"synthetic:qwen2-tiny", {}},   // q/k/v biases
-      {"synthetic:qwen3-tiny", {}},   // q/k norms
-      {"synthetic:small:q8_0", {}}};  // quantized: whole blocks of 32 on every rank
+      {"synthetic:tiny", {}},               // a separate LM head, GQA replicated over 4 ranks
+      {"synthetic:qwen2-tiny", {}},         // q/k/v biases
+      {"synthetic:qwen3-tiny", {}},         // q/k norms
+      {"synthetic:small:q8_0", {}, 2e-2}};  // quantized: whole blocks of 32 on every rank
   for (const ModelCase& model : cases) {
     for (const std::string mode : {"eager", "compiled"}) {
       SCOPED_TRACE(model.model + " " + mode);
@@ -274,7 +278,7 @@ TEST(TensorParallel, CpuRanksGiveTheLogitsAndGreedyTokensOfOneRank) {
         // The ranks' own greedy picks (compiled: from the model dtype's logits on every rank).
         EXPECT_EQ(run_schedule(*parallel, 6, /*greedy=*/true).tokens, reference.tokens);
         const double difference = max_relative_difference(sharded, reference);
-        EXPECT_LE(difference, 1e-5);
+        EXPECT_LE(difference, model.bound);
         std::printf("%s %s, %d ranks: max logit difference %.2e of the largest logit\n",
                     model.model.c_str(), mode.c_str(), ranks, difference);
       }
