@@ -35,8 +35,7 @@ __device__ __forceinline__ void write_row_sums(const float* sums, int lane, int6
   for (int r = 0; r < Rows; ++r) {
     float sum = sums[r];
 #pragma unroll
-    for (int mask = kWarpSize / 2; mask > 0; mask /= 2)
-      sum += __shfl_xor_sync(0xffffffffu, sum, mask);
+    for (int mask = kWarpSize / 2; mask > 0; mask /= 2) sum += GPU_SHFL_XOR(sum, mask);
     if (lane == 0 && first + r < m) {
       if (bias != nullptr) sum += to_float(bias[row]);
       out[(first + r) * n + row] = from_compute<T>(sum);
@@ -95,7 +94,7 @@ __global__ void quantize_activation_kernel(int64_t values, const T* x, int8_t* q
   for (int i = 0; i < 8; ++i) largest = fmaxf(largest, fabsf(value[i]));
 #pragma unroll
   for (int mask = 1; mask < Group / 8; mask *= 2)
-    largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, mask));
+    largest = fmaxf(largest, GPU_SHFL_XOR(largest, mask));
   const float scale = __fdiv_rn(largest, 127.0f);
   const float inverse = largest > 0 ? __fdiv_rn(127.0f, largest) : 0.0f;
   int sum = 0;
@@ -106,7 +105,7 @@ __global__ void quantize_activation_kernel(int64_t values, const T* x, int8_t* q
     packed[i / 4] |= (static_cast<uint32_t>(quant) & 0xFFu) << (8 * (i % 4));
     sum += quant;
   }
-  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += GPU_SHFL_XOR(sum, 1);
   if (!active) return;
   *reinterpret_cast<uint2*>(quants + first) = make_uint2(packed[0], packed[1]);
   if (threadIdx.x % 4 == 0) scales[first / 32] = scale;
