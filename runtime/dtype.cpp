@@ -28,31 +28,26 @@ size_t element_size(DType dtype) {
 
 namespace {
 
-struct BlockLayout {
-  int64_t elements;
-  size_t bytes;
-};
-
-BlockLayout quantized_layout(DType dtype) {
-  if (!is_quantized(dtype)) return {1, element_size(dtype)};
-  const QuantizedBlock block = quantized_block(dtype);
-  return {block.elements, static_cast<size_t>(block.bytes)};
+// A plain dtype as blocks of one element.
+QuantizedBlock block_layout(DType dtype) {
+  if (!is_quantized(dtype)) return {1, static_cast<int64_t>(element_size(dtype))};
+  return quantized_block(dtype);
 }
 
 }  // namespace
 
 int64_t block_elements(DType dtype) {
-  return quantized_layout(dtype).elements;
+  return block_layout(dtype).elements;
 }
 
 size_t block_bytes(DType dtype) {
-  return quantized_layout(dtype).bytes;
+  return static_cast<size_t>(block_layout(dtype).bytes);
 }
 
 std::optional<int64_t> checked_storage_bytes(DType dtype, int64_t count) {
-  const BlockLayout layout = quantized_layout(dtype);
+  const QuantizedBlock layout = block_layout(dtype);
   if (count < 0 || count % layout.elements != 0) return std::nullopt;
-  return checked_multiply(count / layout.elements, static_cast<int64_t>(layout.bytes));
+  return checked_multiply(count / layout.elements, layout.bytes);
 }
 
 int64_t storage_bytes(DType dtype, int64_t count) {

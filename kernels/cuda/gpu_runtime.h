@@ -135,6 +135,13 @@ inline void allow_dynamic_shared_memory(const void* kernel, size_t bytes, int de
   done = bytes;
 }
 
+// Whether `stream` is capturing a graph (timing, which synchronizes, cannot run then).
+inline bool stream_capturing(gpuStream_t stream) {
+  gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
+  GPU_CHECK(gpuStreamIsCapturing(stream, &capture));
+  return capture != gpuStreamCaptureStatusNone;
+}
+
 inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }

@@ -47,12 +47,6 @@ Choices& choices() {
   return *instance;
 }
 
-bool capturing(gpuStream_t stream) {
-  gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
-  GPU_CHECK(gpuStreamIsCapturing(stream, &capture));
-  return capture != gpuStreamCaptureStatusNone;
-}
-
 // The stored choice that runs the activation and the linear one after the other.
 constexpr char kTwoSteps[] = "two_steps";
 
@@ -118,7 +112,7 @@ const SkinnyVariant* choose(const char* op, const SkinnyProblem& skinny, const K
   }
   // Timing synchronizes, which a capture cannot hold: a shape first seen while capturing takes
   // the two steps until a call outside a capture measures it.
-  if (capturing(stream)) return nullptr;
+  if (stream_capturing(stream)) return nullptr;
   if (std::none_of(skinny_variants().begin(), skinny_variants().end(),
                    [&](const SkinnyVariant& variant) { return variant.fits(skinny); }))
     return nullptr;  // nothing to time against the two steps

@@ -335,9 +335,7 @@ bool run_skinny_linear(Device device, const GemmProblem& problem, const L2Prefet
   if (!measured) {
     // Timing synchronizes, which a capture cannot hold: a shape first seen while capturing runs
     // the library until a call outside a capture measures it.
-    gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
-    GPU_CHECK(gpuStreamIsCapturing(scope.stream(), &capture));
-    if (capture != gpuStreamCaptureStatusNone) return false;
+    if (stream_capturing(scope.stream())) return false;
     // The measuring lock before the BLAS context's: a gated kernel's timing holds the first while
     // it runs linear, which takes the second.
     std::lock_guard<std::recursive_mutex> measuring(ColdTimer::measuring_mutex(device.index));

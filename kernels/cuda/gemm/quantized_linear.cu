@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gemm/cold_timer.h"
+#include "kernels/cuda/gemm/measured_device.h"
 #include "kernels/cuda/gemm/quantized_blocks.cuh"
 #include "kernels/cuda/gemm/quantized_dot.cuh"
 #include "kernels/cuda/gpu_runtime.h"
+#include "kernels/measured_choices.h"
 #include "runtime/check.h"
 #include "runtime/kernel_registry.h"
 
@@ -216,7 +219,11 @@ const uint8_t* blocks_of(const Tensor& weight) {
 
 enum class QuantizedPath { gemv, tiles };
 
-// The measured path per problem: (format, x dtype, rows, n, k).
+const char* path_name(QuantizedPath path) {
+  return path == QuantizedPath::gemv ? "gemv" : "tiles";
+}
+
+// The measured path per problem: (format, x dtype, rows, n, k, device).
 using PathKey = std::tuple<DType, DType, int64_t, int64_t, int64_t, int>;
 std::mutex& paths_mutex() {
   static std::mutex mutex;
@@ -227,32 +234,45 @@ std::map<PathKey, QuantizedPath>& measured_paths() {
   return paths;
 }
 
+// The path of a problem: measured on its first call outside a capture, or taken from the
+// measured-choice store (kernels/measured_choices.h) when an earlier process measured it (then a
+// capture may take it too); a shape first seen while capturing takes the gemv up to its row limit.
 QuantizedPath choose_path(const Tensor& x, const Tensor& weight, const Tensor* bias,
                           const Tensor& out, int64_t m) {
-  const QuantizedPath by_rows =
-      m <= kQuantizedGemvMaxRows ? QuantizedPath::gemv : QuantizedPath::tiles;
-  if (m > kQuantizedGemvMaxRows) return by_rows;  // the gemv cannot run it
-  const PathKey key{weight.dtype(), x.dtype(),      m,
-                    weight.size(0), weight.size(1), out.device().index};
+  if (m > kQuantizedGemvMaxRows) return QuantizedPath::tiles;  // the gemv cannot run it
+  const int device = out.device().index;
+  const PathKey key{weight.dtype(), x.dtype(), m, weight.size(0), weight.size(1), device};
   {
     std::lock_guard<std::mutex> lock(paths_mutex());
     auto it = measured_paths().find(key);
     if (it != measured_paths().end()) return it->second;
   }
+  const auto keep = [&](QuantizedPath path) {
+    std::lock_guard<std::mutex> lock(paths_mutex());
+    return measured_paths().emplace(key, path).first->second;
+  };
+  const std::string problem =
+      std::string("quantized_linear ") + dtype_name(weight.dtype()) + " x " +
+      dtype_name(x.dtype()) + " m " + std::to_string(m) + " n " + std::to_string(weight.size(0)) +
+      " k " + std::to_string(weight.size(1)) + " bias " + (bias != nullptr ? "1" : "0");
+  if (const std::optional<std::string> stored =
+          find_measured_choice(measured_device(device), problem)) {
+    if (*stored == path_name(QuantizedPath::gemv)) return keep(QuantizedPath::gemv);
+    if (*stored == path_name(QuantizedPath::tiles)) return keep(QuantizedPath::tiles);
+    // Anything else (a stale or edited file) is measured again below and replaced. (No log here:
+    // spdlog in this CUDA file brings long double into its device pass.)
+  }
   LaunchScope scope(out.device());
-  gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
-  GPU_CHECK(gpuStreamIsCapturing(scope.stream(), &capture));
-  if (capture != gpuStreamCaptureStatusNone) return by_rows;  // timing cannot run in a capture
-  std::lock_guard<std::recursive_mutex> measuring(ColdTimer::measuring_mutex(out.device().index));
+  if (stream_capturing(scope.stream())) return QuantizedPath::gemv;  // timing cannot run there
+  std::lock_guard<std::recursive_mutex> measuring(ColdTimer::measuring_mutex(device));
   ColdTimer timer(out.device());
   const float gemv_ms = timer.median_graph_ms([&] { quantized_linear_gemv(x, weight, bias, out); },
                                               TimedAfter::nothing);
   const float tiles_ms = timer.median_graph_ms(
       [&] { quantized_linear_tiles(x, weight, bias, out); }, TimedAfter::nothing);
   const QuantizedPath chosen = gemv_ms <= tiles_ms ? QuantizedPath::gemv : QuantizedPath::tiles;
-  std::lock_guard<std::mutex> lock(paths_mutex());
-  measured_paths()[key] = chosen;
-  return chosen;
+  record_measured_choice(measured_device(device), problem, path_name(chosen));
+  return keep(chosen);
 }
 
 // Scratch of at least `bytes` on `device` for `stream`, kept for the process: a CUDA graph
@@ -261,7 +281,8 @@ QuantizedPath choose_path(const Tensor& x, const Tensor& weight, const Tensor* b
 // keeps the old one (a graph may hold it). One per stream, as two streams may run at once.
 void* kept_scratch(Device device, gpuStream_t stream, int64_t bytes, const char* use) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, gpuStream_t, std::string>, std::vector<Tensor>> buffers;
+  // Keyed by the use's text constant itself: no string is built on the launch path.
+  static std::map<std::tuple<int, gpuStream_t, const char*>, std::vector<Tensor>> buffers;
   std::lock_guard<std::mutex> lock(mutex);
   std::vector<Tensor>& kept = buffers[{device.index, stream, use}];
   if (kept.empty() || static_cast<int64_t>(kept.back().nbytes()) < bytes)

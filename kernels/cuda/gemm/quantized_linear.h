@@ -1,6 +1,6 @@
 // linear and embedding with a quantized weight (ggml block formats) on the GPU. Two paths for
 // linear, chosen per shape by measurement (ColdTimer, as the skinny GEMM choice) on its first call
-// outside a graph capture and kept for the process:
+// outside a graph capture, kept for the process and in the measured-choice store:
 //   gemv (x rows <= kQuantizedGemvMaxRows): each warp streams one weight row; for every format
 //     but Q2_K and Q3_K a kernel first quantizes x (8 bits per block, as the CPU quantizes it)
 //     and the row's blocks meet it in integer dot products (dp4a); for those two the values are

@@ -404,10 +404,7 @@ void reduce_kernel(const KernelArgs& args) {
   LaunchScope scope(x.device());
   int64_t chunks = 1;
   if constexpr (std::is_same_v<Reducer, MaxReducer> || std::is_same_v<Reducer, ArgmaxReducer>) {
-    gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
-    GPU_CHECK(gpuStreamIsCapturing(scope.stream(), &capture));
-    if (capture == gpuStreamCaptureStatusNone)
-      chunks = row_chunks(shape.rows, shape.cols, x.device());
+    if (!stream_capturing(scope.stream())) chunks = row_chunks(shape.rows, shape.cols, x.device());
   }
   visit_device_float_dtype(Reducer::kName, x.dtype(), [&]<typename T>() {
     using Out = std::conditional_t<Reducer::kIndexOutput, int64_t, T>;
