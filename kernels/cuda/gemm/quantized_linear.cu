@@ -14,6 +14,7 @@
 #include "kernels/cuda/gemm/quantized_blocks.cuh"
 #include "kernels/cuda/gemm/quantized_dot.cuh"
 #include "kernels/cuda/gpu_runtime.h"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/measured_choices.h"
 #include "runtime/check.h"
 #include "runtime/kernel_registry.h"
@@ -87,6 +88,8 @@ __global__ void quantize_activation_kernel(int64_t values, const T* x, int8_t* q
   static_assert(Group % 32 == 0 && Group <= 256, "a scale group is whole blocks within a warp");
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
   const bool active = first < values;  // whole groups are active or not: values % Group == 0
+  allow_next_grid();                   // the gemv after may start loading its weights
+  wait_for_prior_grids();
   float value[8] = {};
   if (active) {
 #pragma unroll
@@ -141,6 +144,11 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize, kDp4aMinBlocks)
     for (int i = 0; i < Dot::depth; ++i) {
       const int64_t b = start + i * kBlocksPerPass;
       if (b < blocks) parts[i] = Dot::load(weight_row + b * Layout::bytes, part);
+    }
+    // The weights are constants; x's quants come from the kernel before (programmatic launch).
+    if (first == 0) {
+      wait_for_prior_grids();
+      allow_next_grid();
     }
     float sums[Rows] = {};
     for (int64_t pass = start; pass < blocks; pass += Dot::depth * kBlocksPerPass) {
@@ -317,16 +325,19 @@ void launch_dp4a_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias,
     auto* scales = reinterpret_cast<float*>(quants + values);
     auto* group_sums = reinterpret_cast<int16_t*>(quants + values + values / 8);
     constexpr int kQuantizeThreads = 256;
-    quantize_activation_kernel<BlockLayout<D>::elements, T>
-        <<<grid_size(values / 8, kQuantizeThreads), kQuantizeThreads, 0, stream>>>(
-            values, static_cast<const T*>(x.data_ptr()), quants, scales, group_sums);
+    const int device = out.device().index;
+    launch_programmatic(quantize_activation_kernel<BlockLayout<D>::elements, T>,
+                        grid_size(values / 8, kQuantizeThreads), kQuantizeThreads, 0, stream,
+                        device, values, static_cast<const T*>(x.data_ptr()), quants, scales,
+                        group_sums);
     GPU_CHECK_LAUNCH("quantize the activations");
     const auto launch = [&]<int Rows>() {
-      quantized_dp4a_gemv_kernel<D, T, Rows>
-          <<<grid_size(n, kGemvWarps), kGemvWarps * kWarpSize, 0, stream>>>(
-              m, n, k, blocks_of(weight), quants, scales, group_sums,
-              bias != nullptr ? static_cast<const T*>(bias->data_ptr()) : nullptr,
-              static_cast<T*>(out.data_ptr()));
+      launch_programmatic(quantized_dp4a_gemv_kernel<D, T, Rows>, grid_size(n, kGemvWarps),
+                          kGemvWarps * kWarpSize, 0, stream, device, m, n, k, blocks_of(weight),
+                          static_cast<const int8_t*>(quants), static_cast<const float*>(scales),
+                          static_cast<const int16_t*>(group_sums),
+                          bias != nullptr ? static_cast<const T*>(bias->data_ptr()) : nullptr,
+                          static_cast<T*>(out.data_ptr()));
     };
     if (m == 1) {
       launch.template operator()<1>();
