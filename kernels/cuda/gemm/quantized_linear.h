@@ -25,9 +25,15 @@ void quantized_linear(const Tensor& x, const Tensor& weight, const Tensor* bias,
 // block as the CPU quantizes it (kernels/cuda/gemm/quantized_dot.cuh), or through float sums of
 // the dequantized weight with x as it is (the formats without integer dots, and misaligned views).
 bool quantized_gemv_quantizes_activations(const Tensor& weight);
+// The gemv's kernels, for labs: chosen (staged where the rows allow), or forced.
+enum class QuantizedGemvKernel { chosen, warp };
+struct QuantizedGemvTuning {
+  QuantizedGemvKernel kernel = QuantizedGemvKernel::chosen;
+  int64_t rows_per_warp = 0;  // the staged kernel's; 0: from the shape
+};
 // The two paths, for tests and labs.
 void quantized_linear_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias,
-                           const Tensor& out);
+                           const Tensor& out, const QuantizedGemvTuning& tuning = {});
 void quantized_linear_tiles(const Tensor& x, const Tensor& weight, const Tensor* bias,
                             const Tensor& out);
 
