@@ -36,6 +36,8 @@ LabArgs parse_lab_args(int argc, char** argv, bool names_cases) {
       if (i + 1 >= argc || argv[i + 1][0] == '\0')
         throw UsageError("--only needs the text of the cases to run, e.g. 'gate_up M=32'");
       args.only = argv[++i];
+    } else if (arg == "--skip-checks" && names_cases) {
+      args.skip_checks = true;
     } else {
       throw UsageError(fmt::format("unknown argument '{}'", arg));
     }
@@ -66,7 +68,7 @@ int lab_main(std::string_view lab, std::string_view summary, int argc, char** ar
     return body(args);
   } catch (const UsageError& error) {
     fmt::print(stderr, "{}: {}\nusage: {} [--device cuda:N] [--quick] [--skip-timing]{}\n{}\n", lab,
-               error.what(), lab, names_cases ? " [--only TEXT]" : "", summary);
+               error.what(), lab, names_cases ? " [--only TEXT] [--skip-checks]" : "", summary);
     return 2;
   } catch (const std::exception& error) {
     fmt::print(stderr, "{}: {}\n", lab, error.what());

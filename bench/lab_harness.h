@@ -26,6 +26,8 @@ struct LabArgs {
   bool quick = false;        // --quick: fewer timing samples
   bool skip_timing = false;  // --skip-timing: the float64 checks only
   std::string only;          // --only TEXT (labs that name their cases): cases containing TEXT
+  bool skip_checks = false;  // --skip-checks (labs that name their cases): the timing only, so
+                             // that a profiler's first launches of a kernel are timed ones
   int samples() const { return quick ? 5 : 21; }
   // Whether the case named `name` runs: every case without --only.
   bool selects(std::string_view name) const {
@@ -34,9 +36,9 @@ struct LabArgs {
 };
 
 // A lab's main: logs to stderr, parses `--quick`, `--skip-timing`, `--device D` and, for a lab
-// that names its cases (`names_cases`), `--only TEXT` (usage errors exit 2), needs a GPU (exit 1
-// without one), runs `body` and turns an exception into a message and exit status 1. `body`
-// returns the exit status: non-zero when a check failed.
+// that names its cases (`names_cases`), `--only TEXT` and `--skip-checks` (usage errors exit 2),
+// needs a GPU (exit 1 without one), runs `body` and turns an exception into a message and exit
+// status 1. `body` returns the exit status: non-zero when a check failed.
 int lab_main(std::string_view lab, std::string_view summary, int argc, char** argv,
              const std::function<int(const LabArgs&)>& body, bool names_cases = false);
 

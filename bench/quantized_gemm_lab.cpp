@@ -16,6 +16,7 @@
 #include "kernels/cuda/gemm/quantized_linear.h"
 #include "kernels/quant/activation_blocks.h"
 #include "kernels/quant/block_format.h"
+#include "runtime/backend/programmatic_launch.h"
 #include "runtime/half.h"
 
 namespace tessera::lab {
@@ -62,11 +63,11 @@ struct Path {
 void run_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
   gpu::quantized_linear_gemv(x, weight, bias, out);
 }
-void run_warp_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
-  gpu::quantized_linear_gemv(x, weight, bias, out, {gpu::QuantizedGemvKernel::warp, 0});
+void run_staged_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
+  gpu::quantized_linear_gemv(x, weight, bias, out, {gpu::QuantizedGemvKernel::staged, 0});
 }
 const Path kPaths[] = {{"gemv", run_gemv, gpu::kQuantizedGemvMaxRows},
-                       {"warp gemv", run_warp_gemv, gpu::kQuantizedGemvMaxRows},
+                       {"staged gemv", run_staged_gemv, gpu::kQuantizedGemvMaxRows},
                        {"tiles", gpu::quantized_linear_tiles, 1 << 30},
                        {"measured", gpu::quantized_linear, 1 << 30}};
 
@@ -120,7 +121,7 @@ double check_path(const Path& path, const Tensor& weight_host, const Tensor& wei
       };
       const double gemv_error = gemv_quantizes ? error(quantized, 0) : error(plain, 0);
       const double tiles_error = error(plain, tile_rounding);
-      const double path_error = path.run == run_gemv || path.run == run_warp_gemv ? gemv_error
+      const double path_error = path.run == run_gemv || path.run == run_staged_gemv ? gemv_error
                                 : path.run == gpu::quantized_linear_tiles
                                     ? tiles_error
                                     : std::min(gemv_error, tiles_error);
@@ -130,6 +131,8 @@ double check_path(const Path& path, const Tensor& weight_host, const Tensor& wei
 }
 
 int run(const LabArgs& args) {
+  // As the model runner launches (compilation.programmatic_dependent_launch, on by default).
+  const ProgrammaticLaunchScope programmatic(true);
   LabTimer timer(args.device, args.samples());
   LabRandom random(args.device);
   const Ceilings ceilings = measure_ceilings(timer, random, false);
@@ -138,7 +141,8 @@ int run(const LabArgs& args) {
   // Checks on a narrow slice of each shape (N = 88), every path and M.
   for (DType dtype : kCheckedFormats)
     for (const Shape2& shape : kShapes) {
-      if (!args.selects(fmt::format("{} {}", dtype_name(dtype), shape.name))) continue;
+      if (args.skip_checks || !args.selects(fmt::format("{} {}", dtype_name(dtype), shape.name)))
+        continue;
       const Tensor host = random_weight(dtype, 88, shape.k, random.generator());
       const Tensor weight = host.to(args.device);
       for (int64_t m : kRows) {
@@ -156,7 +160,7 @@ int run(const LabArgs& args) {
     }
   if (args.skip_timing) return failures == 0 ? 0 : 1;
   fmt::print("{:>5} {:>8} {:>5} {:>10} {:>10} {:>10} {:>10} {:>8} {:>6}\n", "fmt", "shape", "M",
-             "gemv us", "warp us", "tiles us", "measured", "GB/s", "copy%");
+             "warp us", "staged us", "tiles us", "measured", "GB/s", "copy%");
   for (DType dtype : kFormats)
     for (const Shape2& shape : kShapes) {
       if (!args.selects(fmt::format("{} {}", dtype_name(dtype), shape.name))) continue;
@@ -181,13 +185,21 @@ int run(const LabArgs& args) {
                    rates.copy_percent);
         // The staged gemv at fixed rows per warp (the chosen count is the first column).
         if (m <= 8)
-          for (int64_t rows_per_warp : {1, 2, 4, 8})
+          fmt::print(" occ8={:.2f}", timer.median_graph_us(
+                                         [&](int call) {
+                                           gpu::quantized_linear_gemv(
+                                               x, weights[call % copies], nullptr, out,
+                                               {gpu::QuantizedGemvKernel::warp_occupancy8, 0});
+                                         },
+                                         20));
+        if (m <= 8)
+          for (int64_t rows_per_warp : {1, 2, 4})
             fmt::print(" r{}={:.2f}", rows_per_warp,
                        timer.median_graph_us(
                            [&](int call) {
                              gpu::quantized_linear_gemv(
                                  x, weights[call % copies], nullptr, out,
-                                 {gpu::QuantizedGemvKernel::chosen, rows_per_warp});
+                                 {gpu::QuantizedGemvKernel::staged, rows_per_warp});
                            },
                            20));
         fmt::print("\n");

@@ -5,7 +5,13 @@
 // the scaled scores become tanh(score / C) * C (Gemma 2), before the softmax.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
+
+#include "runtime/cpu/cpu_features.h"
+#ifdef TESSERA_CPU_X86
+#include <immintrin.h>
+#endif
 
 #include "kernels/attention_metadata.h"
 #include "runtime/check.h"
@@ -54,6 +60,67 @@ float head_dot(const float* q, const T* k, int64_t head_size) {
   return dot;
 }
 
+// acc[0, n) += weight * v[0, n).
+template <typename T>
+void add_scaled(float* acc, float weight, const T* v, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) acc[d] += weight * static_cast<float>(v[d]);
+}
+
+#ifdef TESSERA_CPU_X86
+// The f32 cache's two inner loops in 256-bit FMAs (the files are built for the baseline CPU).
+__attribute__((target("avx2,fma"))) float head_dot_avx2(const float* q, const float* k,
+                                                        int64_t head_size) {
+  __m256 sums[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t d = 0;
+  for (; d + 16 <= head_size; d += 16)
+    for (int half = 0; half < 2; ++half)
+      sums[half] = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8 * half),
+                                   _mm256_loadu_ps(k + d + 8 * half), sums[half]);
+  if (d + 8 <= head_size) {
+    sums[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), sums[0]);
+    d += 8;
+  }
+  const __m256 both = _mm256_add_ps(sums[0], sums[1]);
+  __m128 sum = _mm_add_ps(_mm256_castps256_ps128(both), _mm256_extractf128_ps(both, 1));
+  sum = _mm_add_ps(sum, _mm_movehl_ps(sum, sum));
+  sum = _mm_add_ss(sum, _mm_movehdup_ps(sum));
+  float dot = _mm_cvtss_f32(sum);
+  for (; d < head_size; ++d) dot += q[d] * k[d];
+  return dot;
+}
+
+__attribute__((target("avx2,fma"))) void add_scaled_avx2(float* acc, float weight, const float* v,
+                                                         int64_t n) {
+  const __m256 scale = _mm256_set1_ps(weight);
+  int64_t d = 0;
+  for (; d + 8 <= n; d += 8)
+    _mm256_storeu_ps(acc + d,
+                     _mm256_fmadd_ps(scale, _mm256_loadu_ps(v + d), _mm256_loadu_ps(acc + d)));
+  for (; d < n; ++d) acc[d] += weight * v[d];
+}
+#endif
+
+// The inner loops of attend for a cache of T: vectorized for an f32 cache where the CPU can.
+template <typename T>
+struct RowMath {
+  float (*dot)(const float*, const T*, int64_t) = head_dot<T>;
+  void (*add_scaled)(float*, float, const T*, int64_t) = tessera::add_scaled<T>;
+};
+
+template <typename T>
+RowMath<T> row_math() {
+  RowMath<T> math;
+#ifdef TESSERA_CPU_X86
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu::cpu_has_avx2_fma()) {
+      math.dot = head_dot_avx2;
+      math.add_scaled = add_scaled_avx2;
+    }
+  }
+#endif
+  return math;
+}
+
 // Query heads per work item: the heads of one KV head read each key and value row once for all of
 // them (GQA), halved while that leaves fewer than two items per thread.
 int64_t heads_per_item(int64_t tokens, int64_t heads, int64_t group) {
@@ -72,6 +139,7 @@ void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& 
   const T* value_cache = cache.value.data<T>();
   const int64_t per_item = heads_per_item(meta.num_tokens, heads, group);
   const int64_t items_per_token = heads / per_item;
+  static const RowMath<T> math = row_math<T>();
   // Work items: (token, heads first_head .. first_head + per_item), all of one KV head; each finds
   // its sequence by the query start offsets.
   std::vector<int64_t> sequence_of(static_cast<size_t>(meta.num_tokens));
@@ -81,8 +149,7 @@ void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& 
   // An item is a whole pass over the context: worth a chunk of its own, so that a decode step's
   // few items split evenly over the threads.
   cpu::parallel_for(meta.num_tokens * items_per_token, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores, totals(static_cast<size_t>(per_item)),
-        q(static_cast<size_t>(per_item * head_size)),
+    std::vector<float> scores, q(static_cast<size_t>(per_item * head_size)),
         acc(static_cast<size_t>(per_item * head_size));
     for (int64_t item = begin; item < end; ++item) {
       const int64_t token = item / items_per_token;
@@ -98,35 +165,39 @@ void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& 
           shape.sliding_window > 0 ? std::max<int64_t>(0, position - shape.sliding_window + 1) : 0;
       const int64_t length = position + 1 - first;
       scores.resize(static_cast<size_t>(per_item * length));  // [head][position]
-      auto slot_of = [&](int64_t p) {
-        return static_cast<int64_t>(blocks[p / shape.block_size]) * shape.block_size +
-               p % shape.block_size;
+      // Visits (position, cache slot) for first .. position, a block table lookup per block.
+      const auto for_each_position = [&](auto&& visit) {
+        for (int64_t p = first; p <= position;) {
+          const int64_t block_end =
+              std::min(position + 1, (p / shape.block_size + 1) * shape.block_size);
+          int64_t slot = static_cast<int64_t>(blocks[p / shape.block_size]) * shape.block_size +
+                         p % shape.block_size;
+          for (; p < block_end; ++p, ++slot) visit(p, slot);
+        }
       };
-      for (int64_t p = first; p <= position; ++p) {
-        const T* k = key_cache + slot_of(p) * kv_row + kv_head * head_size;
+      for_each_position([&](int64_t p, int64_t slot) {
+        const T* k = key_cache + slot * kv_row + kv_head * head_size;
         for (int64_t h = 0; h < per_item; ++h) {
-          float score = head_dot(q.data() + h * head_size, k, head_size) * shape.scale;
+          float score = math.dot(q.data() + h * head_size, k, head_size) * shape.scale;
           if (shape.logit_softcap > 0)
             score = std::tanh(score / shape.logit_softcap) * shape.logit_softcap;
           scores[h * length + p - first] = score;
         }
-      }
+      });
+      // Each head's scores become its softmax weights.
       for (int64_t h = 0; h < per_item; ++h) {
         float* row = scores.data() + h * length;
         const float max_score = *std::max_element(row, row + length);
         float total = 0;
         for (int64_t i = 0; i < length; ++i) total += (row[i] = std::exp(row[i] - max_score));
-        totals[h] = total;
+        for (int64_t i = 0; i < length; ++i) row[i] /= total;
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t p = first; p <= position; ++p) {
-        const T* v = value_cache + slot_of(p) * kv_row + kv_head * head_size;
-        for (int64_t h = 0; h < per_item; ++h) {
-          const float weight = scores[h * length + p - first] / totals[h];
-          float* head_acc = acc.data() + h * head_size;
-          for (int64_t d = 0; d < head_size; ++d) head_acc[d] += weight * static_cast<float>(v[d]);
-        }
-      }
+      for_each_position([&](int64_t p, int64_t slot) {
+        const T* v = value_cache + slot * kv_row + kv_head * head_size;
+        for (int64_t h = 0; h < per_item; ++h)
+          math.add_scaled(acc.data() + h * head_size, scores[h * length + p - first], v, head_size);
+      });
       T* out_rows = out + (token * heads + first_head) * head_size;
       for (int64_t d = 0; d < per_item * head_size; ++d) out_rows[d] = T(acc[d]);
     }

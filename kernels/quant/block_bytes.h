@@ -44,16 +44,21 @@ inline const uint8_t* bytes_at(const std::byte* block, size_t offset) {
 // 4-7), bytes 4-7 the same for the mins, bytes 8-11 the low 4 bits of scale (low nibble) and min
 // (high nibble) 4-7.
 // Read branch-free as three little-endian words (bytes 0-3, 4-7, 8-11).
-inline void k_scales_and_mins(const uint8_t* packed, uint8_t* scales, uint8_t* mins) {
+struct KScalesAndMins {
+  uint64_t scales, mins;  // byte s: sub-block s's 6-bit scale / min
+};
+inline KScalesAndMins k_scales_and_mins(const uint8_t* packed) {
   uint32_t words[3];
   std::memcpy(words, packed, sizeof(words));
   const uint32_t low_scales = words[0] & 0x3f3f3f3f, low_mins = words[1] & 0x3f3f3f3f;
   const uint32_t high_scales = (words[2] & 0x0f0f0f0f) | (((words[0] >> 6) & 0x03030303) << 4);
   const uint32_t high_mins = ((words[2] >> 4) & 0x0f0f0f0f) | (((words[1] >> 6) & 0x03030303) << 4);
-  std::memcpy(scales, &low_scales, 4);
-  std::memcpy(scales + 4, &high_scales, 4);
-  std::memcpy(mins, &low_mins, 4);
-  std::memcpy(mins + 4, &high_mins, 4);
+  return {low_scales | uint64_t{high_scales} << 32, low_mins | uint64_t{high_mins} << 32};
+}
+inline void k_scales_and_mins(const uint8_t* packed, uint8_t* scales, uint8_t* mins) {
+  const KScalesAndMins values = k_scales_and_mins(packed);
+  std::memcpy(scales, &values.scales, 8);
+  std::memcpy(mins, &values.mins, 8);
 }
 
 // The head of a q4_k/q5_k super-block (f16 d and dmin, then the packed 6-bit scales and mins) as

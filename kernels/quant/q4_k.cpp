@@ -34,20 +34,28 @@ TESSERA_QUANT_AVX2 float dot_avx2(const std::byte* weight, const ActivationRow& 
     const std::byte* block = weight + b * kBlockBytes;
     const int8_t* x = activation.quants + 256 * b;
     const uint8_t* packed = bytes_at(block, 16);
-    uint8_t scales[8], mins[8];
-    k_scales_and_mins(bytes_at(block, 4), scales, mins);
+    // The scales and mins stay in registers: bytes stored and read back as one vector would stall
+    // on store forwarding.
+    const KScalesAndMins packed_scales = k_scales_and_mins(bytes_at(block, 4));
+    const __m256i scales = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(packed_scales.scales))));
     __m256i sums = _mm256_setzero_si256();
+#pragma GCC unroll 4
     for (int pair = 0; pair < 4; ++pair) {
       const __m256i q = avx2_load(packed + 32 * pair);
       const __m256i quants[2] = {_mm256_and_si256(q, low_nibbles),
                                  _mm256_and_si256(_mm256_srli_epi16(q, 4), low_nibbles)};
+#pragma GCC unroll 2
       for (int half = 0; half < 2; ++half) {
         const int sub = 2 * pair + half;
         const __m256i products = _mm256_maddubs_epi16(quants[half], avx2_load(x + 32 * sub));
-        sums = _mm256_add_epi32(sums, _mm256_madd_epi16(products, _mm256_set1_epi16(scales[sub])));
+        // int16 lane `sub` of each half of `scales` in all of its lanes.
+        const __m256i scale = _mm256_shuffle_epi8(
+            scales, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * sub)));
+        sums = _mm256_add_epi32(sums, _mm256_madd_epi16(products, scale));
       }
     }
-    const __m128i min_bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins));
+    const __m128i min_bytes = _mm_cvtsi64_si128(static_cast<long long>(packed_scales.mins));
     const __m256i min_pairs = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(min_bytes, min_bytes));
     const __m256i min_products =
         _mm256_madd_epi16(min_pairs, avx2_load(activation.group_sums + 16 * b));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <type_traits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -126,8 +127,8 @@ constexpr int kDp4aMinBlocks = 4;
 // The integer gemv: one warp per weight row, kGemvWarps rows per block. A lane takes part `part`
 // of every (32 / lanes_per_block)-th block of the row, Dot::depth of them loaded ahead, and meets
 // each with Rows rows of the quantized x at a time (read through L1).
-template <DType D, typename T, int Rows>
-__global__ void __launch_bounds__(kGemvWarps* kWarpSize, kDp4aMinBlocks)
+template <DType D, typename T, int Rows, int MinBlocks = kDp4aMinBlocks>
+__global__ void __launch_bounds__(kGemvWarps* kWarpSize, MinBlocks)
     quantized_dp4a_gemv_kernel(int64_t m, int64_t n, int64_t k, const uint8_t* __restrict__ weight,
                                const int8_t* __restrict__ quants, const float* __restrict__ scales,
                                const int16_t* __restrict__ group_sums, const T* bias, T* out) {
@@ -448,7 +449,7 @@ void launch_dp4a_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias,
     GPU_CHECK_LAUNCH("quantize the activations");
     const T* bias_data = bias != nullptr ? static_cast<const T*>(bias->data_ptr()) : nullptr;
     T* out_data = static_cast<T*>(out.data_ptr());
-    const bool staged = staged_gemv_fits(weight) && tuning.kernel != QuantizedGemvKernel::warp;
+    const bool staged = staged_gemv_fits(weight) && tuning.kernel == QuantizedGemvKernel::staged;
     const auto launch = [&]<int Rows>() {
 #if !defined(TESSERA_GPU_HIP)
       if (staged) {
@@ -468,6 +469,15 @@ void launch_dp4a_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias,
         return;
       }
 #endif
+      if constexpr (std::is_same_v<T, gpu_bfloat16>) {
+        if (tuning.kernel == QuantizedGemvKernel::warp_occupancy8) {
+          launch_programmatic(quantized_dp4a_gemv_kernel<D, T, Rows, 8>, grid_size(n, kGemvWarps),
+                              kGemvWarps * kWarpSize, 0, stream, device, m, n, k, blocks_of(weight),
+                              static_cast<const int8_t*>(quants), static_cast<const float*>(scales),
+                              static_cast<const int16_t*>(group_sums), bias_data, out_data);
+          return;
+        }
+      }
       launch_programmatic(quantized_dp4a_gemv_kernel<D, T, Rows>, grid_size(n, kGemvWarps),
                           kGemvWarps * kWarpSize, 0, stream, device, m, n, k, blocks_of(weight),
                           static_cast<const int8_t*>(quants), static_cast<const float*>(scales),

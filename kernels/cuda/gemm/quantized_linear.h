@@ -25,10 +25,10 @@ void quantized_linear(const Tensor& x, const Tensor& weight, const Tensor* bias,
 // block as the CPU quantizes it (kernels/cuda/gemm/quantized_dot.cuh), or through float sums of
 // the dequantized weight with x as it is (the formats without integer dots, and misaligned views).
 bool quantized_gemv_quantizes_activations(const Tensor& weight);
-// The gemv's kernels, for labs: chosen (staged where the rows allow), or forced.
-enum class QuantizedGemvKernel { chosen, warp };
+// The gemv's kernels, for labs (experiments: staged, warp_occupancy8 for bf16 x only).
+enum class QuantizedGemvKernel { warp, staged, warp_occupancy8 };
 struct QuantizedGemvTuning {
-  QuantizedGemvKernel kernel = QuantizedGemvKernel::chosen;
+  QuantizedGemvKernel kernel = QuantizedGemvKernel::warp;
   int64_t rows_per_warp = 0;  // the staged kernel's; 0: from the shape
 };
 // The two paths, for tests and labs.
