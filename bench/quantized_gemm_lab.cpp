@@ -1,12 +1,12 @@
 // Quantized GEMM lab: linear with a quantized weight (kernels/cuda/gemm/quantized_linear.h) at the
 // shapes of Llama-3.2-1B (qkv 3072x2048, o 2048x2048, gate_up 16384x2048, down 2048x8192) and
-// Llama-3.1-8B (8b_*) for
-// Q8_0, Q4_K and Q6_K, x in bf16, M in {1, 8, 32, 64, 256}. Each path (the gemv, the dequantized
-// tiles, and the measured choice) is first checked against the float64 product of the weight the
-// CPU dequantizes (kernels/quant, which matches llama.cpp bit for bit) with x as the GPU read it
-// (quantized to 8 bits per block where the gemv's integer dot products quantize it; check_path
-// states each path's bound), then timed over copies of the weight that overflow L2; the rate is the
-// quantized bytes read per second, against the device's copy bandwidth.
+// Llama-3.1-8B (8b_*) for Q8_0, Q4_K and Q6_K, x in bf16, M in {1, 8, 32, 64, 256}. Each path (the
+// gemv, the dequantized tiles, and the measured choice) is first checked against the float64
+// product of the weight the CPU dequantizes (kernels/quant, which matches llama.cpp bit for bit)
+// with x as the GPU read it (quantized to 8 bits per block where the gemv's integer dot products
+// quantize it; check_path states each path's bound), then timed over copies of the weight that
+// overflow L2; the rate is the quantized bytes read per second, against the device's copy
+// bandwidth. Kernels launch programmatically, as the model runner launches them by default.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -60,14 +60,7 @@ struct Path {
   PathFn run;
   int64_t max_rows;
 };
-void run_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
-  gpu::quantized_linear_gemv(x, weight, bias, out);
-}
-void run_staged_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
-  gpu::quantized_linear_gemv(x, weight, bias, out, {gpu::QuantizedGemvKernel::staged, 0});
-}
-const Path kPaths[] = {{"gemv", run_gemv, gpu::kQuantizedGemvMaxRows},
-                       {"staged gemv", run_staged_gemv, gpu::kQuantizedGemvMaxRows},
+const Path kPaths[] = {{"gemv", gpu::quantized_linear_gemv, gpu::kQuantizedGemvMaxRows},
                        {"tiles", gpu::quantized_linear_tiles, 1 << 30},
                        {"measured", gpu::quantized_linear, 1 << 30}};
 
@@ -121,7 +114,7 @@ double check_path(const Path& path, const Tensor& weight_host, const Tensor& wei
       };
       const double gemv_error = gemv_quantizes ? error(quantized, 0) : error(plain, 0);
       const double tiles_error = error(plain, tile_rounding);
-      const double path_error = path.run == run_gemv || path.run == run_staged_gemv ? gemv_error
+      const double path_error = path.run == gpu::quantized_linear_gemv ? gemv_error
                                 : path.run == gpu::quantized_linear_tiles
                                     ? tiles_error
                                     : std::min(gemv_error, tiles_error);
@@ -131,7 +124,6 @@ double check_path(const Path& path, const Tensor& weight_host, const Tensor& wei
 }
 
 int run(const LabArgs& args) {
-  // As the model runner launches (compilation.programmatic_dependent_launch, on by default).
   const ProgrammaticLaunchScope programmatic(true);
   LabTimer timer(args.device, args.samples());
   LabRandom random(args.device);
@@ -159,8 +151,8 @@ int run(const LabArgs& args) {
       }
     }
   if (args.skip_timing) return failures == 0 ? 0 : 1;
-  fmt::print("{:>5} {:>8} {:>5} {:>10} {:>10} {:>10} {:>10} {:>8} {:>6}\n", "fmt", "shape", "M",
-             "warp us", "staged us", "tiles us", "measured", "GB/s", "copy%");
+  fmt::print("{:>5} {:>8} {:>5} {:>10} {:>10} {:>10} {:>8} {:>6}\n", "fmt", "shape", "M", "gemv us",
+             "tiles us", "measured", "GB/s", "copy%");
   for (DType dtype : kFormats)
     for (const Shape2& shape : kShapes) {
       if (!args.selects(fmt::format("{} {}", dtype_name(dtype), shape.name))) continue;
@@ -172,37 +164,17 @@ int run(const LabArgs& args) {
       for (int64_t m : kRows) {
         const Tensor x = random.uniform({m, shape.k}, DType::bf16);
         const Tensor out = Tensor::empty({m, shape.n}, DType::bf16, args.device);
-        double us[4] = {NAN, NAN, NAN, NAN};
-        for (int p = 0; p < 4; ++p) {
+        double us[3] = {NAN, NAN, NAN};
+        for (int p = 0; p < 3; ++p) {
           if (m > kPaths[p].max_rows) continue;
           us[p] = timer.median_graph_us(
               [&](int call) { kPaths[p].run(x, weights[call % copies], nullptr, out); }, 20);
         }
         const double bytes = static_cast<double>(host.nbytes());
-        const Achieved rates = achieved(ceilings, bytes, 0, us[3]);
-        fmt::print("{:>5} {:>8} {:>5} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f} {:>8.0f} {:>5.0f}%",
-                   dtype_name(dtype), shape.name, m, us[0], us[1], us[2], us[3], rates.gb_per_s,
+        const Achieved rates = achieved(ceilings, bytes, 0, us[2]);
+        fmt::print("{:>5} {:>8} {:>5} {:>10.2f} {:>10.2f} {:>10.2f} {:>8.0f} {:>5.0f}%\n",
+                   dtype_name(dtype), shape.name, m, us[0], us[1], us[2], rates.gb_per_s,
                    rates.copy_percent);
-        // The staged gemv at fixed rows per warp (the chosen count is the first column).
-        if (m <= 8)
-          fmt::print(" occ8={:.2f}", timer.median_graph_us(
-                                         [&](int call) {
-                                           gpu::quantized_linear_gemv(
-                                               x, weights[call % copies], nullptr, out,
-                                               {gpu::QuantizedGemvKernel::warp_occupancy8, 0});
-                                         },
-                                         20));
-        if (m <= 8)
-          for (int64_t rows_per_warp : {1, 2, 4})
-            fmt::print(" r{}={:.2f}", rows_per_warp,
-                       timer.median_graph_us(
-                           [&](int call) {
-                             gpu::quantized_linear_gemv(
-                                 x, weights[call % copies], nullptr, out,
-                                 {gpu::QuantizedGemvKernel::staged, rows_per_warp});
-                           },
-                           20));
-        fmt::print("\n");
       }
     }
   return failures == 0 ? 0 : 1;

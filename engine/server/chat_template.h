@@ -32,8 +32,8 @@ struct ToolCall {
 struct ChatMessage {
   std::string role;  // system, user, assistant or tool
   std::string content;
-  std::vector<ToolCall> tool_calls;  // an assistant's
-  std::string tool_call_id;          // a tool result's: the call it answers
+  std::vector<ToolCall> tool_calls = {};  // an assistant's
+  std::string tool_call_id = {};          // a tool result's: the call it answers
 };
 
 class ChatTemplate {

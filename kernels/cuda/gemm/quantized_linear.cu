@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <type_traits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -15,7 +14,6 @@
 #include "kernels/cuda/gemm/quantized_blocks.cuh"
 #include "kernels/cuda/gemm/quantized_dot.cuh"
 #include "kernels/cuda/gpu_runtime.h"
-#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/measured_choices.h"
 #include "runtime/check.h"
@@ -127,8 +125,8 @@ constexpr int kDp4aMinBlocks = 4;
 // The integer gemv: one warp per weight row, kGemvWarps rows per block. A lane takes part `part`
 // of every (32 / lanes_per_block)-th block of the row, Dot::depth of them loaded ahead, and meets
 // each with Rows rows of the quantized x at a time (read through L1).
-template <DType D, typename T, int Rows, int MinBlocks = kDp4aMinBlocks>
-__global__ void __launch_bounds__(kGemvWarps* kWarpSize, MinBlocks)
+template <DType D, typename T, int Rows>
+__global__ void __launch_bounds__(kGemvWarps* kWarpSize, kDp4aMinBlocks)
     quantized_dp4a_gemv_kernel(int64_t m, int64_t n, int64_t k, const uint8_t* __restrict__ weight,
                                const int8_t* __restrict__ quants, const float* __restrict__ scales,
                                const int16_t* __restrict__ group_sums, const T* bias, T* out) {
@@ -173,105 +171,6 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize, MinBlocks)
     write_row_sums<Rows>(sums, lane, first, m, n, row, bias, out);
   }
 }
-
-#if !defined(TESSERA_GPU_HIP)
-// Chunks of a warp's weight bytes in flight in the staged gemv.
-constexpr int kStagedChunks = 4;
-
-// Blocks per staged chunk: about 1 KiB of whole blocks, a multiple of 8 blocks (every format's 8
-// blocks are a whole number of 16-byte copies).
-template <DType D>
-constexpr int staged_chunk_blocks() {
-  constexpr int kBytes = BlockLayout<D>::bytes;
-  return ((1024 + kBytes - 1) / kBytes + 7) / 8 * 8;
-}
-
-template <DType D>
-constexpr int staged_shared_bytes() {
-  return kGemvWarps * kStagedChunks * staged_chunk_blocks<D>() * BlockLayout<D>::bytes;
-}
-
-// The staged integer gemv: warp w of block b owns rows_per_warp consecutive weight rows (one run
-// of bytes) and streams them through a ring of kStagedChunks chunks of shared memory with cp.async,
-// which holds no registers while in flight, so an SM keeps tens of KiB of weights coming however
-// many registers the dot products take. The weight copies are issued before the kernel waits for
-// the quantized x (a programmatic launch starts them while the quantize kernel runs). Rows of x in
-// passes of Rows; each pass streams the rows again (from L2).
-template <DType D, typename T, int Rows>
-__global__ void __launch_bounds__(kGemvWarps* kWarpSize)
-    quantized_staged_gemv_kernel(int64_t m, int64_t n, int64_t k, int64_t rows_per_warp,
-                                 const uint8_t* __restrict__ weight,
-                                 const int8_t* __restrict__ quants,
-                                 const float* __restrict__ scales,
-                                 const int16_t* __restrict__ group_sums, const T* bias, T* out) {
-  using Layout = BlockLayout<D>;
-  using Dot = Dp4aDot<D>;
-  constexpr int kChunkBlocks = staged_chunk_blocks<D>();
-  constexpr int kChunkBytes = kChunkBlocks * Layout::bytes;
-  constexpr int kBlocksPerPass = kWarpSize / Dot::lanes_per_block;
-  static_assert(kChunkBytes % 16 == 0 && kChunkBlocks % kBlocksPerPass == 0);
-  extern __shared__ uint4 staged_weights[];
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int part = lane % Dot::lanes_per_block;
-  uint8_t* ring = reinterpret_cast<uint8_t*>(staged_weights) + warp * kStagedChunks * kChunkBytes;
-  const int64_t first_row = (static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp) * rows_per_warp;
-  const int64_t rows = first_row < n ? min(rows_per_warp, n - first_row) : 0;
-  const int64_t blocks = k / Layout::elements, row_bytes = blocks * Layout::bytes;
-  const int64_t chunks_per_row = (blocks + kChunkBlocks - 1) / kChunkBlocks;
-  const int64_t chunks = rows * chunks_per_row;
-  // Copies chunk `chunk` of the warp's bytes into its ring slot; one commit group per chunk (an
-  // empty one past the end keeps the count of groups in flight the same).
-  const auto issue = [&](int64_t chunk) {
-    if (chunk < chunks) {
-      const int64_t offset =
-          (chunk / chunks_per_row) * row_bytes + (chunk % chunks_per_row) * kChunkBytes;
-      const int64_t units = min(static_cast<int64_t>(kChunkBytes),
-                                row_bytes - (chunk % chunks_per_row) * kChunkBytes) /
-                            16;
-      const uint8_t* source = weight + first_row * row_bytes + offset;
-      uint8_t* target = ring + (chunk % kStagedChunks) * kChunkBytes;
-      for (int64_t unit = lane; unit < units; unit += kWarpSize)
-        copy_async_16(target + 16 * unit, source + 16 * unit, true);
-    }
-    copy_async_commit();
-  };
-  for (int chunk = 0; chunk < kStagedChunks - 1; ++chunk) issue(chunk);
-  wait_for_prior_grids();
-  allow_next_grid();
-  for (int64_t first = 0; first < m; first += Rows) {
-    if (first > 0)
-      for (int chunk = 0; chunk < kStagedChunks - 1; ++chunk) issue(chunk);
-    float sums[Rows] = {};
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      issue(chunk + kStagedChunks - 1);
-      copy_async_wait<kStagedChunks - 1>();
-      __syncwarp();
-      const uint8_t* staged = ring + (chunk % kStagedChunks) * kChunkBytes;
-      const int64_t in_row = chunk % chunks_per_row;
-      const int count =
-          static_cast<int>(min(static_cast<int64_t>(kChunkBlocks), blocks - in_row * kChunkBlocks));
-      for (int b = lane / Dot::lanes_per_block; b < count; b += kBlocksPerPass) {
-        const typename Dot::Part weights =
-            Dot::decode(Dot::load(staged + b * Layout::bytes, part), part);
-#pragma unroll
-        for (int r = 0; r < Rows; ++r) {
-          if (first + r >= m) break;
-          const int64_t at = (first + r) * k + (in_row * kChunkBlocks + b) * Layout::elements;
-          sums[r] += Dot::dot(weights, part,
-                              ActivationAt{quants + at, scales + at / 32, group_sums + at / 16});
-        }
-      }
-      __syncwarp();  // every lane is done with the slot before it is filled again
-      if (in_row == chunks_per_row - 1) {
-        write_row_sums<Rows>(sums, lane, first, m, n, first_row + chunk / chunks_per_row, bias,
-                             out);
-#pragma unroll
-        for (int r = 0; r < Rows; ++r) sums[r] = 0;
-      }
-    }
-  }
-}
-#endif  // !TESSERA_GPU_HIP
 
 // Writes 32 values to 64-byte aligned T storage in 16-byte stores (a warp's stores then cover
 // whole sectors instead of one element each).
@@ -414,24 +313,9 @@ bool quantized_gemv_quantizes_activations(const Tensor& weight) {
 
 namespace {
 
-// SM occupancy the staged gemv sizes its rows per warp for, and its most rows per warp.
-constexpr int64_t kStagedWarpsPerSm = 32;
-constexpr int64_t kStagedMaxRowsPerWarp = 16;
-
-// Whether the staged gemv can copy `weight`'s rows in 16-byte units (CUDA only).
-bool staged_gemv_fits(const Tensor& weight) {
-#if defined(TESSERA_GPU_HIP)
-  (void)weight;
-  return false;
-#else
-  const int64_t row_bytes = storage_bytes(weight.dtype(), weight.size(1));
-  return row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(weight.data_ptr()) % 16 == 0;
-#endif
-}
-
 template <DType D, typename T>
 void launch_dp4a_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
-                      gpuStream_t stream, const QuantizedGemvTuning& tuning) {
+                      gpuStream_t stream) {
   if constexpr (Dp4aDot<D>::available) {
     const int64_t n = weight.size(0), k = weight.size(1), m = x.numel() / k;
     // x's quants (m k bytes), scales (an f32 per 32 values) and sums (an int16 per 16).
@@ -449,35 +333,7 @@ void launch_dp4a_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias,
     GPU_CHECK_LAUNCH("quantize the activations");
     const T* bias_data = bias != nullptr ? static_cast<const T*>(bias->data_ptr()) : nullptr;
     T* out_data = static_cast<T*>(out.data_ptr());
-    const bool staged = staged_gemv_fits(weight) && tuning.kernel == QuantizedGemvKernel::staged;
     const auto launch = [&]<int Rows>() {
-#if !defined(TESSERA_GPU_HIP)
-      if (staged) {
-        // Rows per warp: enough warps for every SM to hold kStagedWarpsPerSm of them, at most
-        // kStagedMaxRowsPerWarp rows each.
-        const int64_t warps =
-            static_cast<int64_t>(device_limits(device).sm_count) * kStagedWarpsPerSm;
-        const int64_t rows_per_warp =
-            tuning.rows_per_warp > 0 ? tuning.rows_per_warp
-                                     : std::clamp<int64_t>(n / warps, 1, kStagedMaxRowsPerWarp);
-        launch_programmatic(quantized_staged_gemv_kernel<D, T, Rows>,
-                            grid_size(ceil_div(n, rows_per_warp), kGemvWarps),
-                            kGemvWarps * kWarpSize, staged_shared_bytes<D>(), stream, device, m, n,
-                            k, rows_per_warp, blocks_of(weight), static_cast<const int8_t*>(quants),
-                            static_cast<const float*>(scales),
-                            static_cast<const int16_t*>(group_sums), bias_data, out_data);
-        return;
-      }
-#endif
-      if constexpr (std::is_same_v<T, gpu_bfloat16>) {
-        if (tuning.kernel == QuantizedGemvKernel::warp_occupancy8) {
-          launch_programmatic(quantized_dp4a_gemv_kernel<D, T, Rows, 8>, grid_size(n, kGemvWarps),
-                              kGemvWarps * kWarpSize, 0, stream, device, m, n, k, blocks_of(weight),
-                              static_cast<const int8_t*>(quants), static_cast<const float*>(scales),
-                              static_cast<const int16_t*>(group_sums), bias_data, out_data);
-          return;
-        }
-      }
       launch_programmatic(quantized_dp4a_gemv_kernel<D, T, Rows>, grid_size(n, kGemvWarps),
                           kGemvWarps * kWarpSize, 0, stream, device, m, n, k, blocks_of(weight),
                           static_cast<const int8_t*>(quants), static_cast<const float*>(scales),
@@ -499,14 +355,14 @@ void launch_dp4a_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias,
 }  // namespace
 
 void quantized_linear_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias,
-                           const Tensor& out, const QuantizedGemvTuning& tuning) {
+                           const Tensor& out) {
   const int64_t n = weight.size(0), k = weight.size(1), m = x.numel() / k;
   TESSERA_CHECK(m <= kQuantizedGemvMaxRows, "quantized gemv of {} rows", m);
   LaunchScope scope(out.device());
   const bool dp4a = quantized_gemv_quantizes_activations(weight);
   visit_quantized_dtype(weight.dtype(), [&]<DType D>() {
     visit_device_float_dtype("linear", x.dtype(), [&]<typename T>() {
-      if (dp4a) return launch_dp4a_gemv<D, T>(x, weight, bias, out, scope.stream(), tuning);
+      if (dp4a) return launch_dp4a_gemv<D, T>(x, weight, bias, out, scope.stream());
       quantized_gemv_kernel<D, T>
           <<<grid_size(n, kGemvWarps), kGemvWarps * kWarpSize, 0, scope.stream()>>>(
               m, n, k, blocks_of(weight), static_cast<const T*>(x.data_ptr()),

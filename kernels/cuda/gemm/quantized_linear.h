@@ -25,15 +25,9 @@ void quantized_linear(const Tensor& x, const Tensor& weight, const Tensor* bias,
 // block as the CPU quantizes it (kernels/cuda/gemm/quantized_dot.cuh), or through float sums of
 // the dequantized weight with x as it is (the formats without integer dots, and misaligned views).
 bool quantized_gemv_quantizes_activations(const Tensor& weight);
-// The gemv's kernels, for labs (experiments: staged, warp_occupancy8 for bf16 x only).
-enum class QuantizedGemvKernel { warp, staged, warp_occupancy8 };
-struct QuantizedGemvTuning {
-  QuantizedGemvKernel kernel = QuantizedGemvKernel::warp;
-  int64_t rows_per_warp = 0;  // the staged kernel's; 0: from the shape
-};
 // The two paths, for tests and labs.
 void quantized_linear_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias,
-                           const Tensor& out, const QuantizedGemvTuning& tuning = {});
+                           const Tensor& out);
 void quantized_linear_tiles(const Tensor& x, const Tensor& weight, const Tensor* bias,
                             const Tensor& out);
 
