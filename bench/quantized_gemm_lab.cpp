@@ -61,8 +61,16 @@ struct Path {
   int64_t max_rows;
 };
 const Path kPaths[] = {{"gemv", gpu::quantized_linear_gemv, gpu::kQuantizedGemvMaxRows},
+                       {"mma", gpu::quantized_linear_mma, gpu::kQuantizedGemvMaxRows},
                        {"tiles", gpu::quantized_linear_tiles, 1 << 30},
                        {"measured", gpu::quantized_linear, 1 << 30}};
+constexpr int kPathCount = 4;
+
+// Whether `path` runs `weight` at m rows of x.
+bool path_runs(const Path& path, const Tensor& weight, int64_t m) {
+  return m <= path.max_rows &&
+         (path.run != gpu::quantized_linear_mma || gpu::quantized_mma_fits(weight));
+}
 
 // The worst |got - want| over the allowed error of `path`, want the float64 product of the
 // weight the CPU dequantizes with:
@@ -114,10 +122,11 @@ double check_path(const Path& path, const Tensor& weight_host, const Tensor& wei
       };
       const double gemv_error = gemv_quantizes ? error(quantized, 0) : error(plain, 0);
       const double tiles_error = error(plain, tile_rounding);
-      const double path_error = path.run == gpu::quantized_linear_gemv ? gemv_error
-                                : path.run == gpu::quantized_linear_tiles
-                                    ? tiles_error
-                                    : std::min(gemv_error, tiles_error);
+      const double path_error =
+          path.run == gpu::quantized_linear_gemv || path.run == gpu::quantized_linear_mma
+              ? gemv_error
+          : path.run == gpu::quantized_linear_tiles ? tiles_error
+                                                    : std::min(gemv_error, tiles_error);
       worst = std::max(worst, path_error);
     }
   return worst;
@@ -140,7 +149,7 @@ int run(const LabArgs& args) {
       for (int64_t m : kRows) {
         const Tensor x = random.uniform({m, shape.k}, DType::bf16);
         for (const Path& path : kPaths) {
-          if (m > path.max_rows) continue;
+          if (!path_runs(path, weight, m)) continue;
           const double worst = check_path(path, host, weight, x, m);
           if (worst > 1) {
             ++failures;
@@ -151,8 +160,8 @@ int run(const LabArgs& args) {
       }
     }
   if (args.skip_timing) return failures == 0 ? 0 : 1;
-  fmt::print("{:>5} {:>8} {:>5} {:>10} {:>10} {:>10} {:>8} {:>6}\n", "fmt", "shape", "M", "gemv us",
-             "tiles us", "measured", "GB/s", "copy%");
+  fmt::print("{:>5} {:>10} {:>5} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6}\n", "fmt", "shape", "M",
+             "gemv us", "mma us", "tiles us", "measured", "GB/s", "copy%");
   for (DType dtype : kFormats)
     for (const Shape2& shape : kShapes) {
       if (!args.selects(fmt::format("{} {}", dtype_name(dtype), shape.name))) continue;
@@ -164,16 +173,16 @@ int run(const LabArgs& args) {
       for (int64_t m : kRows) {
         const Tensor x = random.uniform({m, shape.k}, DType::bf16);
         const Tensor out = Tensor::empty({m, shape.n}, DType::bf16, args.device);
-        double us[3] = {NAN, NAN, NAN};
-        for (int p = 0; p < 3; ++p) {
-          if (m > kPaths[p].max_rows) continue;
+        double us[kPathCount] = {NAN, NAN, NAN, NAN};
+        for (int p = 0; p < kPathCount; ++p) {
+          if (!path_runs(kPaths[p], weights[0], m)) continue;
           us[p] = timer.median_graph_us(
               [&](int call) { kPaths[p].run(x, weights[call % copies], nullptr, out); }, 20);
         }
         const double bytes = static_cast<double>(host.nbytes());
-        const Achieved rates = achieved(ceilings, bytes, 0, us[2]);
-        fmt::print("{:>5} {:>8} {:>5} {:>10.2f} {:>10.2f} {:>10.2f} {:>8.0f} {:>5.0f}%\n",
-                   dtype_name(dtype), shape.name, m, us[0], us[1], us[2], rates.gb_per_s,
+        const Achieved rates = achieved(ceilings, bytes, 0, us[3]);
+        fmt::print("{:>5} {:>10} {:>5} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>7.0f} {:>5.0f}%\n",
+                   dtype_name(dtype), shape.name, m, us[0], us[1], us[2], us[3], rates.gb_per_s,
                    rates.copy_percent);
       }
     }

@@ -1,6 +1,7 @@
 // What the hand-written tensor-core kernels share (CUDA sm_80+; HIP builds have none of it):
-// mma.sync m16n8k16 with bf16 or f16 operands and f32 accumulation, the ldmatrix loads of its
-// fragments from shared memory, and cp.async copies into shared memory.
+// mma.sync m16n8k16 with bf16 or f16 operands and f32 accumulation, the s8 ones with s32
+// accumulation, the ldmatrix loads of fragments from shared memory, and cp.async copies into
+// shared memory.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16/.f16): lane = 4 * group + quad_lane;
 //   A (16x16): regs {row g, k 2q..2q+1}, {row g+8, same k}, {row g, k 2q+8..}, {row g+8, k 2q+8..}
@@ -70,6 +71,29 @@ __device__ __forceinline__ void mma_16x8x16(float (&acc)[4], const uint32_t (&a)
         : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+}
+
+// acc (16x8 s32) += a (16x32 s8, four per register) @ b (32x8 s8): A regs {row g, k 4q..4q+3},
+// {row g+8, same k}, {row g, k 16+4q..}, {row g+8, k 16+4q..}; B regs {k 4q.., col g},
+// {k 16+4q.., col g}; C as the f32 one above.
+__device__ __forceinline__ void mma_s8_16x8x32(int (&acc)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+r"(acc[0]), "+r"(acc[1]), "+r"(acc[2]), "+r"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// acc (16x8 s32) += a (16x16 s8) @ b (16x8 s8): A regs {row g, k 4q..4q+3}, {row g+8, same k};
+// B reg {k 4q.., col g}.
+__device__ __forceinline__ void mma_s8_16x8x16(int (&acc)[4], uint32_t a0, uint32_t a1,
+                                               uint32_t b0) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+      "{%0, %1, %2, %3};\n"
+      : "+r"(acc[0]), "+r"(acc[1]), "+r"(acc[2]), "+r"(acc[3])
+      : "r"(a0), "r"(a1), "r"(b0));
 }
 
 }  // namespace tessera::gpu

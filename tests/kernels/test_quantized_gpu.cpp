@@ -1,7 +1,8 @@
 // Quantized weights on the GPU (kernels/cuda/gemm/quantized_linear.h), against the CPU kernels
 // that test_quantized_kernels and test_quantized_gguf check against llama.cpp: linear through the
-// gemv and the dequantized tiles for every format at decode and prefill row counts, embedding of a
-// quantized table, and the quantized GGUF fixtures' greedy tokens. Skipped without a GPU.
+// gemv, the int8 tensor cores and the dequantized tiles for every format at decode and prefill row
+// counts, embedding of a quantized table, and the quantized GGUF fixtures' greedy tokens. Skipped
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,10 @@
 #include "runtime/backend/backend.h"
 #include "runtime/half.h"
 #include "support/runner_steps.h"
+
+#ifdef TESSERA_CUDA
+#include "kernels/cuda/gemm/quantized_linear.h"
+#endif
 
 namespace tessera {
 namespace {
@@ -93,6 +98,41 @@ TEST_P(GpuQuantizedFormat, EmbeddingEqualsTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Ggml, GpuQuantizedFormat, ::testing::ValuesIn(kQuantizedDTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// The int8 tensor-core path against the integer gemv, which quantizes x the same way (and which
+// the test above and test_quantized_gguf hold to the CPU): the same integer products, so only the
+// order and grouping of the f32 scaling differ, 1e-5 of the largest output. Row counts on both
+// sides of each m-tile of 16, a weight row count that leaves a partial tile of 8, rows of 2 and 8
+// weight blocks.
+TEST(GpuQuantizedTensorCores, EqualTheIntegerGemvAtEveryRowCount) {
+#ifdef TESSERA_CUDA
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU";
+  std::mt19937 random(11);
+  std::normal_distribution<float> normal;
+  for (DType dtype : {DType::q4_k, DType::q6_k, DType::q8_0})
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{100, 512}, {64, 2048}}) {
+      const Tensor weight = random_quantized(dtype, n, k, 13).to(gpu);
+      ASSERT_TRUE(gpu::quantized_mma_fits(weight)) << dtype_name(dtype);
+      for (int64_t m : {1, 2, 8, 15, 16, 17, 32, 33, 64}) {
+        std::vector<float> values(static_cast<size_t>(m * k));
+        for (float& v : values) v = normal(random);
+        std::vector<float> bias_values(static_cast<size_t>(n));
+        for (float& v : bias_values) v = normal(random);
+        const Tensor x = Tensor::from_floats(values, {m, k}, DType::f32, gpu);
+        const Tensor bias = Tensor::from_floats(bias_values, {n}, DType::f32, gpu);
+        Tensor want = Tensor::empty({m, n}, DType::f32, gpu);
+        Tensor got = Tensor::empty({m, n}, DType::f32, gpu);
+        gpu::quantized_linear_gemv(x, weight, &bias, want);
+        gpu::quantized_linear_mma(x, weight, &bias, got);
+        EXPECT_LT(max_relative_difference(got.to_floats(), want.to_floats()), 1e-5)
+            << dtype_name(dtype) << " n " << n << " k " << k << " m " << m;
+      }
+    }
+#else
+  GTEST_SKIP() << "built without the CUDA module (TESSERA_CUDA=OFF)";
+#endif
+}
 
 // The fixtures of test_quantized_gguf on the GPU (compiled mode): each step's logits are the CPU's
 // (which test_quantized_gguf holds to llama.cpp's), and so is the greedy pick wherever the CPU's

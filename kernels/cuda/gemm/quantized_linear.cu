@@ -13,6 +13,7 @@
 #include "kernels/cuda/gemm/measured_device.h"
 #include "kernels/cuda/gemm/quantized_blocks.cuh"
 #include "kernels/cuda/gemm/quantized_dot.cuh"
+#include "kernels/cuda/gemm/quantized_mma.h"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/measured_choices.h"
@@ -225,10 +226,19 @@ const uint8_t* blocks_of(const Tensor& weight) {
   return static_cast<const uint8_t*>(weight.data_ptr());
 }
 
-enum class QuantizedPath { gemv, tiles };
+enum class QuantizedPath { gemv, mma, tiles };
+constexpr QuantizedPath kQuantizedPaths[] = {QuantizedPath::gemv, QuantizedPath::mma,
+                                             QuantizedPath::tiles};
 
 const char* path_name(QuantizedPath path) {
-  return path == QuantizedPath::gemv ? "gemv" : "tiles";
+  switch (path) {
+    case QuantizedPath::gemv:
+      return "gemv";
+    case QuantizedPath::mma:
+      return "mma";
+    default:
+      return "tiles";
+  }
 }
 
 // The measured path per problem: (format, x dtype, rows, n, k, device).
@@ -240,6 +250,18 @@ std::mutex& paths_mutex() {
 std::map<PathKey, QuantizedPath>& measured_paths() {
   static std::map<PathKey, QuantizedPath> paths;
   return paths;
+}
+
+void run_path(QuantizedPath path, const Tensor& x, const Tensor& weight, const Tensor* bias,
+              const Tensor& out) {
+  switch (path) {
+    case QuantizedPath::gemv:
+      return quantized_linear_gemv(x, weight, bias, out);
+    case QuantizedPath::mma:
+      return quantized_linear_mma(x, weight, bias, out);
+    default:
+      return quantized_linear_tiles(x, weight, bias, out);
+  }
 }
 
 // The path of a problem: measured on its first call outside a capture, or taken from the
@@ -263,10 +285,11 @@ QuantizedPath choose_path(const Tensor& x, const Tensor& weight, const Tensor* b
       std::string("quantized_linear ") + dtype_name(weight.dtype()) + " x " +
       dtype_name(x.dtype()) + " m " + std::to_string(m) + " n " + std::to_string(weight.size(0)) +
       " k " + std::to_string(weight.size(1)) + " bias " + (bias != nullptr ? "1" : "0");
+  const bool mma = quantized_mma_fits(weight);
   if (const std::optional<std::string> stored =
           find_measured_choice(measured_device(device), problem)) {
-    if (*stored == path_name(QuantizedPath::gemv)) return keep(QuantizedPath::gemv);
-    if (*stored == path_name(QuantizedPath::tiles)) return keep(QuantizedPath::tiles);
+    for (QuantizedPath path : kQuantizedPaths)
+      if (*stored == path_name(path) && (path != QuantizedPath::mma || mma)) return keep(path);
     // Anything else (a stale or edited file) is measured again below and replaced. (No log here:
     // spdlog in this CUDA file brings long double into its device pass.)
   }
@@ -274,11 +297,17 @@ QuantizedPath choose_path(const Tensor& x, const Tensor& weight, const Tensor* b
   if (stream_capturing(scope.stream())) return QuantizedPath::gemv;  // timing cannot run there
   std::lock_guard<std::recursive_mutex> measuring(ColdTimer::measuring_mutex(device));
   ColdTimer timer(out.device());
-  const float gemv_ms = timer.median_graph_ms([&] { quantized_linear_gemv(x, weight, bias, out); },
-                                              TimedAfter::nothing);
-  const float tiles_ms = timer.median_graph_ms(
-      [&] { quantized_linear_tiles(x, weight, bias, out); }, TimedAfter::nothing);
-  const QuantizedPath chosen = gemv_ms <= tiles_ms ? QuantizedPath::gemv : QuantizedPath::tiles;
+  QuantizedPath chosen = QuantizedPath::gemv;
+  float fastest_ms = 0;
+  for (QuantizedPath path : kQuantizedPaths) {
+    if (path == QuantizedPath::mma && !mma) continue;
+    const float ms =
+        timer.median_graph_ms([&] { run_path(path, x, weight, bias, out); }, TimedAfter::nothing);
+    if (path == QuantizedPath::gemv || ms < fastest_ms) {
+      chosen = path;
+      fastest_ms = ms;
+    }
+  }
   record_measured_choice(measured_device(device), problem, path_name(chosen));
   return keep(chosen);
 }
@@ -300,6 +329,12 @@ void* kept_scratch(Device device, gpuStream_t stream, int64_t bytes, const char*
 
 }  // namespace
 
+bool quantized_mma_fits(const Tensor& weight) {
+  // Its loads need the blocks as aligned as a whole tensor's are (a view may start anywhere).
+  return quantized_mma_available(weight.dtype()) &&
+         reinterpret_cast<uintptr_t>(weight.data_ptr()) % 16 == 0;
+}
+
 bool quantized_gemv_quantizes_activations(const Tensor& weight) {
   bool available = false;
   visit_quantized_dtype(weight.dtype(), [&]<DType D>() {
@@ -313,31 +348,37 @@ bool quantized_gemv_quantizes_activations(const Tensor& weight) {
 
 namespace {
 
+// x [m, k] quantized as the CPU quantizes it for `D`'s dot products (scale groups of D's block),
+// into the kept scratch of `stream`.
+template <DType D, typename T>
+QuantizedRows quantize_rows(const Tensor& x, int64_t values, Device device, gpuStream_t stream) {
+  // x's quants (m k bytes), scales (an f32 per 32 values) and sums (an int16 per 16).
+  auto* quants = static_cast<int8_t*>(
+      kept_scratch(device, stream, values + values / 8 + values / 8, "quantized x"));
+  auto* scales = reinterpret_cast<float*>(quants + values);
+  auto* group_sums = reinterpret_cast<int16_t*>(quants + values + values / 8);
+  constexpr int kQuantizeThreads = 256;
+  launch_programmatic(quantize_activation_kernel<BlockLayout<D>::elements, T>,
+                      grid_size(values / 8, kQuantizeThreads), kQuantizeThreads, 0, stream,
+                      device.index, values, static_cast<const T*>(x.data_ptr()), quants, scales,
+                      group_sums);
+  GPU_CHECK_LAUNCH("quantize the activations");
+  return QuantizedRows{quants, scales, group_sums};
+}
+
 template <DType D, typename T>
 void launch_dp4a_gemv(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
                       gpuStream_t stream) {
   if constexpr (Dp4aDot<D>::available) {
     const int64_t n = weight.size(0), k = weight.size(1), m = x.numel() / k;
-    // x's quants (m k bytes), scales (an f32 per 32 values) and sums (an int16 per 16).
-    const int64_t values = m * k;
-    auto* quants = static_cast<int8_t*>(
-        kept_scratch(out.device(), stream, values + values / 8 + values / 8, "quantized x"));
-    auto* scales = reinterpret_cast<float*>(quants + values);
-    auto* group_sums = reinterpret_cast<int16_t*>(quants + values + values / 8);
-    constexpr int kQuantizeThreads = 256;
     const int device = out.device().index;
-    launch_programmatic(quantize_activation_kernel<BlockLayout<D>::elements, T>,
-                        grid_size(values / 8, kQuantizeThreads), kQuantizeThreads, 0, stream,
-                        device, values, static_cast<const T*>(x.data_ptr()), quants, scales,
-                        group_sums);
-    GPU_CHECK_LAUNCH("quantize the activations");
+    const QuantizedRows rows = quantize_rows<D, T>(x, m * k, out.device(), stream);
     const T* bias_data = bias != nullptr ? static_cast<const T*>(bias->data_ptr()) : nullptr;
     T* out_data = static_cast<T*>(out.data_ptr());
     const auto launch = [&]<int Rows>() {
       launch_programmatic(quantized_dp4a_gemv_kernel<D, T, Rows>, grid_size(n, kGemvWarps),
                           kGemvWarps * kWarpSize, 0, stream, device, m, n, k, blocks_of(weight),
-                          static_cast<const int8_t*>(quants), static_cast<const float*>(scales),
-                          static_cast<const int16_t*>(group_sums), bias_data, out_data);
+                          rows.quants, rows.scales, rows.group_sums, bias_data, out_data);
     };
     if (m == 1) {
       launch.template operator()<1>();
@@ -371,6 +412,22 @@ void quantized_linear_gemv(const Tensor& x, const Tensor& weight, const Tensor* 
     });
   });
   GPU_CHECK_LAUNCH("quantized linear (gemv)");
+}
+
+void quantized_linear_mma(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                          const Tensor& out) {
+  const int64_t n = weight.size(0), k = weight.size(1), m = x.numel() / k;
+  TESSERA_CHECK(m <= kQuantizedGemvMaxRows && quantized_mma_fits(weight),
+                "quantized mma of {} rows of {}", m, dtype_name(weight.dtype()));
+  LaunchScope scope(out.device());
+  visit_quantized_dtype(weight.dtype(), [&]<DType D>() {
+    visit_device_float_dtype("linear", x.dtype(), [&]<typename T>() {
+      const QuantizedRows rows = quantize_rows<D, T>(x, m * k, out.device(), scope.stream());
+      launch_quantized_mma(D, x.dtype(), m, n, k, blocks_of(weight), rows,
+                           bias != nullptr ? bias->data_ptr() : nullptr, out.data_ptr(),
+                           scope.stream(), out.device().index);
+    });
+  });
 }
 
 void quantized_linear_tiles(const Tensor& x, const Tensor& weight, const Tensor* bias,
@@ -428,9 +485,7 @@ void quantized_linear_tiles(const Tensor& x, const Tensor& weight, const Tensor*
 void quantized_linear(const Tensor& x, const Tensor& weight, const Tensor* bias,
                       const Tensor& out) {
   const int64_t m = x.numel() / weight.size(1);
-  if (choose_path(x, weight, bias, out, m) == QuantizedPath::gemv)
-    return quantized_linear_gemv(x, weight, bias, out);
-  quantized_linear_tiles(x, weight, bias, out);
+  run_path(choose_path(x, weight, bias, out, m), x, weight, bias, out);
 }
 
 void quantized_embedding(const Tensor& weight, const Tensor& ids, int64_t vocab_start,
