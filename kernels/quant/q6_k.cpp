@@ -47,7 +47,9 @@ TESSERA_QUANT_AVX2 float dot_avx2(const std::byte* weight, const ActivationRow& 
     const uint8_t* high = bytes_at(block, 128);
     const auto* group_scales = reinterpret_cast<const int8_t*>(block + 192);
     const int8_t* x = activation.quants + 256 * b;
+    const __m128i scale_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(group_scales));
     __m256i sums = _mm256_setzero_si256();
+#pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       const __m256i low0 = avx2_load(low + 64 * n), low1 = avx2_load(low + 64 * n + 32);
       const __m256i top = avx2_load(high + 32 * n);
@@ -60,18 +62,20 @@ TESSERA_QUANT_AVX2 float dot_avx2(const std::byte* weight, const ActivationRow& 
                           _mm256_and_si256(top, bits_4_5)),
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(low1, 4), nibble),
                           _mm256_and_si256(_mm256_srli_epi16(top, 2), bits_4_5))};
+#pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        const int first = group_scales[8 * n + 2 * k], second = group_scales[8 * n + 2 * k + 1];
-        // Bytes 0-15 of the block are the first group: the low 128-bit lane.
-        const __m256i scales16 = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(second)),
-                                                  _mm_set1_epi16(static_cast<int16_t>(first)));
+        // Scales 2 (4 n + k) and + 1 spread over the low and high 128-bit lanes (bytes 0-15 of the
+        // 32 values are the first group): one byte shuffle of the scales, widened.
+        const int64_t first = 8 * n + 2 * k;
+        const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
+            scale_bytes,
+            _mm_set_epi64x(0x0101010101010101 * (first + 1), 0x0101010101010101 * first)));
         sums = _mm256_add_epi32(
             sums, _mm256_madd_epi16(
                       _mm256_maddubs_epi16(quants[k], avx2_load(x + 32 * (4 * n + k))), scales16));
       }
     }
-    const __m256i all_scales =
-        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group_scales)));
+    const __m256i all_scales = _mm256_cvtepi8_epi16(scale_bytes);
     const __m256i offsets =
         _mm256_madd_epi16(all_scales, avx2_load(activation.group_sums + 16 * b));
     const float scale = avx2_half(block + 208) * activation.scales[8 * b];
