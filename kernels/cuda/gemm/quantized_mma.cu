@@ -2,6 +2,9 @@
 // kMmaRows weight rows (the mma's n) against every row of x (m-tiles of 16, zero past m); its
 // warps split the rows' weight blocks and add their partial sums in shared memory at the end.
 //
+// A format's MmaBlock loads one weight block's raw bits for a lane (load) and multiplies them with
+// every m-tile of x (accumulate).
+//
 // Lane (g = lane / 4, q = lane % 4) holds the B fragment of weight row g and the A fragments of
 // x rows 16 t + g and + 8; its results are those x rows against weight rows 2 q and 2 q + 1, so it
 // scales them by those two rows' scales. Which 8 values of a 32-value sub-block a lane multiplies
@@ -70,22 +73,28 @@ struct MmaBlock;
 // Q8_0: a block is one sub-block of 32 with an f16 scale.
 template <>
 struct MmaBlock<DType::q8_0> {
-  template <int MTiles>
-  __device__ static void accumulate(const MmaLane& lane, int64_t block, float (&acc)[MTiles][4]) {
-    constexpr int kBytes = 34;
-    const uint8_t* own = lane.weight_row(lane.group);
-    uint32_t b[2] = {0, 0};
-    if (own != nullptr) {
+  static constexpr int kBytes = 34;
+  struct Raw {
+    uint32_t b[2];       // weight row g's quants 8 q .. 8 q + 7
+    uint32_t d_bits[2];  // the f16 scales of weight rows 2 q and 2 q + 1
+  };
+  __device__ static Raw load(const MmaLane& lane, int64_t block) {
+    Raw raw{{0, 0}, {0, 0}};
+    if (const uint8_t* own = lane.weight_row(lane.group)) {
       const uint8_t* quants = own + block * kBytes + 2 + 8 * lane.quad;
-      b[0] = load_word_aligned2(quants);
-      b[1] = load_word_aligned2(quants + 4);
+      raw.b[0] = load_word_aligned2(quants);
+      raw.b[1] = load_word_aligned2(quants + 4);
     }
-    float d[2];
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const uint8_t* row = lane.weight_row(2 * lane.quad + j);
-      d[j] = row != nullptr ? load_half_aligned2(row + block * kBytes) : 0.0f;
-    }
+    for (int j = 0; j < 2; ++j)
+      if (const uint8_t* row = lane.weight_row(2 * lane.quad + j))
+        raw.d_bits[j] = *reinterpret_cast<const uint16_t*>(row + block * kBytes);
+    return raw;
+  }
+  template <int MTiles>
+  __device__ static void accumulate(const MmaLane& lane, int64_t block, const Raw& raw,
+                                    float (&acc)[MTiles][4]) {
+    const float d[2] = {half_bits_to_float(raw.d_bits[0]), half_bits_to_float(raw.d_bits[1])};
     const int64_t at = block * 32;
     int sums[MTiles][4];
 #pragma unroll
@@ -94,7 +103,7 @@ struct MmaBlock<DType::q8_0> {
       const uint2 high = lane.x_pair(16 * t + lane.group + 8, at + 8 * lane.quad);
       const uint32_t a[4] = {low.x, high.x, low.y, high.y};
       sums[t][0] = sums[t][1] = sums[t][2] = sums[t][3] = 0;
-      mma_s8_16x8x32(sums[t], a, b[0], b[1]);
+      mma_s8_16x8x32(sums[t], a, raw.b[0], raw.b[1]);
     }
     scale_sums<MTiles>(lane, at, d, sums, acc);
   }
@@ -104,25 +113,33 @@ struct MmaBlock<DType::q8_0> {
 // (even s) or high (odd s) nibbles of bytes 32 (s / 2) .. + 31 (kernels/quant/q4_k.cpp).
 template <>
 struct MmaBlock<DType::q4_k> {
-  template <int MTiles>
-  __device__ static void accumulate(const MmaLane& lane, int64_t block, float (&acc)[MTiles][4]) {
-    constexpr int kBytes = 144;
-    const uint8_t* own = lane.weight_row(lane.group);
-    uint2 packed[4] = {};
-    if (own != nullptr)
+  static constexpr int kBytes = 144;
+  struct Raw {
+    uint2 packed[4];  // weight row g's bytes 32 p + 8 q .. + 7 of its quants, p < 4
+    uint4 head[2];    // d, dmin, scales and mins of weight rows 2 q and 2 q + 1
+  };
+  __device__ static Raw load(const MmaLane& lane, int64_t block) {
+    Raw raw{};
+    if (const uint8_t* own = lane.weight_row(lane.group))
 #pragma unroll
       for (int pair = 0; pair < 4; ++pair)
-        packed[pair] =
+        raw.packed[pair] =
             *reinterpret_cast<const uint2*>(own + block * kBytes + 16 + 32 * pair + 8 * lane.quad);
-    // The scales and mins of weight rows 2 q and 2 q + 1: byte s of each word pair is sub-block
-    // s's (the packing of kernels/quant/block_bytes.h).
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      if (const uint8_t* row = lane.weight_row(2 * lane.quad + j))
+        raw.head[j] = *reinterpret_cast<const uint4*>(row + block * kBytes);
+    return raw;
+  }
+  template <int MTiles>
+  __device__ static void accumulate(const MmaLane& lane, int64_t block, const Raw& raw,
+                                    float (&acc)[MTiles][4]) {
+    // Byte s of each word pair is sub-block s's scale or min (kernels/quant/block_bytes.h).
     float d[2], dmin[2];
     uint32_t scales[2][2], mins[2][2];
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      const uint8_t* row = lane.weight_row(2 * lane.quad + j);
-      const uint4 head = row != nullptr ? *reinterpret_cast<const uint4*>(row + block * kBytes)
-                                        : uint4{0, 0, 0, 0};
+      const uint4 head = raw.head[j];
       d[j] = half_bits_to_float(head.x & 0xFFFFu);
       dmin[j] = half_bits_to_float(head.x >> 16);
       scales[j][0] = head.y & 0x3F3F3F3Fu;
@@ -135,8 +152,8 @@ struct MmaBlock<DType::q4_k> {
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
       const int shift = 4 * (s % 2);
-      const uint32_t b0 = (packed[s / 2].x >> shift) & 0x0F0F0F0Fu;
-      const uint32_t b1 = (packed[s / 2].y >> shift) & 0x0F0F0F0Fu;
+      const uint32_t b0 = (raw.packed[s / 2].x >> shift) & 0x0F0F0F0Fu;
+      const uint32_t b1 = (raw.packed[s / 2].y >> shift) & 0x0F0F0F0Fu;
       int scale[2];
 #pragma unroll
       for (int j = 0; j < 2; ++j) scale[j] = (scales[j][s / 4] >> (8 * (s % 4))) & 0xFF;
@@ -196,33 +213,41 @@ struct MmaBlock<DType::q4_k> {
 // (i = l / 16).
 template <>
 struct MmaBlock<DType::q6_k> {
-  template <int MTiles>
-  __device__ static void accumulate(const MmaLane& lane, int64_t block, float (&acc)[MTiles][4]) {
-    constexpr int kBytes = 210;
-    const uint8_t* own = lane.weight_row(lane.group);
-    uint32_t low_bits[2][2][2] = {}, high_bits[2][2] = {};  // [half][c % 2][i], [half][i]
-    if (own != nullptr) {
+  static constexpr int kBytes = 210;
+  struct Raw {
+    uint32_t low_bits[2][2][2];  // weight row g's: [half][c % 2][i]
+    uint32_t high_bits[2][2];    // [half][i]
+    uint32_t scales[2][4];       // the 16 int8 scales of weight rows 2 q and 2 q + 1
+    uint32_t d_bits[2];
+  };
+  __device__ static Raw load(const MmaLane& lane, int64_t block) {
+    Raw raw{};
+    if (const uint8_t* own = lane.weight_row(lane.group)) {
       const uint8_t* base = own + block * kBytes + 4 * lane.quad;
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          high_bits[h][i] = load_word_aligned2(base + 128 + 32 * h + 16 * i);
+          raw.high_bits[h][i] = load_word_aligned2(base + 128 + 32 * h + 16 * i);
 #pragma unroll
           for (int c = 0; c < 2; ++c)
-            low_bits[h][c][i] = load_word_aligned2(base + 64 * h + 32 * c + 16 * i);
+            raw.low_bits[h][c][i] = load_word_aligned2(base + 64 * h + 32 * c + 16 * i);
         }
     }
-    float d[2];
-    uint32_t scales[2][4];  // the 16 int8 scales of weight rows 2 q and 2 q + 1
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const uint8_t* row = lane.weight_row(2 * lane.quad + j);
+    for (int j = 0; j < 2; ++j)
+      if (const uint8_t* row = lane.weight_row(2 * lane.quad + j)) {
 #pragma unroll
-      for (int w = 0; w < 4; ++w)
-        scales[j][w] = row != nullptr ? load_word_aligned2(row + block * kBytes + 192 + 4 * w) : 0u;
-      d[j] = row != nullptr ? load_half_aligned2(row + block * kBytes + 208) : 0.0f;
-    }
+        for (int w = 0; w < 4; ++w)
+          raw.scales[j][w] = load_word_aligned2(row + block * kBytes + 192 + 4 * w);
+        raw.d_bits[j] = *reinterpret_cast<const uint16_t*>(row + block * kBytes + 208);
+      }
+    return raw;
+  }
+  template <int MTiles>
+  __device__ static void accumulate(const MmaLane& lane, int64_t block, const Raw& raw,
+                                    float (&acc)[MTiles][4]) {
+    const float d[2] = {half_bits_to_float(raw.d_bits[0]), half_bits_to_float(raw.d_bits[1])};
     const int64_t at = block * 256;
     int sums[MTiles][4] = {};
 #pragma unroll
@@ -231,14 +256,14 @@ struct MmaBlock<DType::q6_k> {
       for (int c = 0; c < 4; ++c)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          const uint32_t nibbles = (low_bits[h][c % 2][i] >> (c < 2 ? 0 : 4)) & 0x0F0F0F0Fu;
-          const uint32_t tops = (high_bits[h][i] >> (2 * c)) & 0x03030303u;
+          const uint32_t nibbles = (raw.low_bits[h][c % 2][i] >> (c < 2 ? 0 : 4)) & 0x0F0F0F0Fu;
+          const uint32_t tops = (raw.high_bits[h][i] >> (2 * c)) & 0x03030303u;
           const uint32_t b = static_cast<uint32_t>(minus_per_byte(nibbles | (tops << 4), 32));
           const int index = 8 * h + 2 * c + i;
           int scale[2];
 #pragma unroll
           for (int j = 0; j < 2; ++j)
-            scale[j] = static_cast<int8_t>(scales[j][index / 4] >> (8 * (index % 4)));
+            scale[j] = static_cast<int8_t>(raw.scales[j][index / 4] >> (8 * (index % 4)));
           const int64_t value = at + 128 * h + 32 * c + 16 * i + 4 * lane.quad;
 #pragma unroll
           for (int t = 0; t < MTiles; ++t) {
@@ -270,11 +295,21 @@ __global__ void __launch_bounds__(kMmaWarps* kWarpSize)
                      static_cast<int64_t>(blockIdx.x) * kMmaRows,
                      weight,
                      x};
+  // Warp w takes a run of consecutive blocks; each block's raw bits are loaded while the one
+  // before is computed. The weights are constants: the first load may come before the wait.
+  const int64_t per_warp = (blocks + kMmaWarps - 1) / kMmaWarps;
+  const int64_t first_block = warp * per_warp, end = min(blocks, first_block + per_warp);
+  using Block = MmaBlock<D>;
+  typename Block::Raw next{};
+  if (first_block < end) next = Block::load(lane, first_block);
   wait_for_prior_grids();  // x's quants come from the kernel before
   allow_next_grid();
   float acc[MTiles][4] = {};
-  for (int64_t block = warp; block < blocks; block += kMmaWarps)
-    MmaBlock<D>::template accumulate<MTiles>(lane, block, acc);
+  for (int64_t block = first_block; block < end; ++block) {
+    const typename Block::Raw current = next;
+    if (block + 1 < end) next = Block::load(lane, block + 1);
+    Block::template accumulate<MTiles>(lane, block, current, acc);
+  }
   if (warp > 0) {
 #pragma unroll
     for (int t = 0; t < MTiles; ++t)
