@@ -7,9 +7,33 @@
 namespace tessera {
 
 CompiledGrammar::CompiledGrammar(const Grammar& grammar,
-                                 std::shared_ptr<const TokenVocabulary> vocabulary)
-    : automaton_(grammar), vocabulary_(std::move(vocabulary)), initial_(automaton_.initial()) {
+                                 std::shared_ptr<const TokenVocabulary> vocabulary,
+                                 std::shared_ptr<GrammarMemory> memory)
+    : memory_(std::move(memory)),
+      automaton_(grammar, memory_.get()),
+      vocabulary_(std::move(vocabulary)),
+      initial_(automaton_.initial()) {
   TESSERA_CHECK(vocabulary_ != nullptr, "a compiled grammar needs a vocabulary");
+  automaton_.on_memory_full([this] { drop_masks(); });
+}
+
+CompiledGrammar::~CompiledGrammar() {
+  drop_masks();
+}
+
+void CompiledGrammar::drop_masks() {
+  masks_.clear();
+  if (memory_ != nullptr) memory_->release(mask_bytes_);
+  mask_bytes_ = 0;
+}
+
+void CompiledGrammar::make_room_for_mask(size_t bytes) {
+  if (mask_bytes_ + bytes > kMaskCacheBytes) drop_masks();
+  if (memory_ == nullptr) return;
+  if (!memory_->try_reserve(bytes)) {
+    drop_masks();
+    memory_->reserve(bytes);
+  }
 }
 
 GrammarStateId CompiledGrammar::advance(GrammarStateId state, int32_t token) {
@@ -54,25 +78,34 @@ const std::vector<uint32_t>& CompiledGrammar::mask_of(GrammarStateId state) {
   ++statistics_.masks_computed;
   const TokenVocabulary& vocabulary = *vocabulary_;
   const size_t words = static_cast<size_t>(vocabulary.mask_words());
-  if ((masks_.size() + 1) * words * sizeof(uint32_t) > kMaskCacheBytes) masks_.clear();
+  const size_t bytes = words * sizeof(uint32_t);
+  make_room_for_mask(bytes);
   std::vector<uint32_t> mask(words, 0);
-  // One pass over the trie in depth-first order: a node's state is its parent's advanced by its
-  // byte; a rejected node skips its whole subtree.
-  walk_states_.assign(vocabulary.max_depth() + 1, GrammarAutomaton::kDead);
-  walk_states_[0] = state;
-  const size_t nodes = vocabulary.num_nodes();
-  for (size_t node = 0; node < nodes;) {
-    const size_t depth = vocabulary.depth(node);
-    const GrammarStateId next = automaton_.advance(walk_states_[depth - 1], vocabulary.byte(node));
-    if (next == GrammarAutomaton::kDead) {
-      node = vocabulary.subtree_end(node);
-      continue;
+  // Reserved above: released again if the walk fails (the automaton's memory may run out).
+  try {
+    // One pass over the trie in depth-first order: a node's state is its parent's advanced by its
+    // byte; a rejected node skips its whole subtree.
+    walk_states_.assign(vocabulary.max_depth() + 1, GrammarAutomaton::kDead);
+    walk_states_[0] = state;
+    const size_t nodes = vocabulary.num_nodes();
+    for (size_t node = 0; node < nodes;) {
+      const size_t depth = vocabulary.depth(node);
+      const GrammarStateId next =
+          automaton_.advance(walk_states_[depth - 1], vocabulary.byte(node));
+      if (next == GrammarAutomaton::kDead) {
+        node = vocabulary.subtree_end(node);
+        continue;
+      }
+      walk_states_[depth] = next;
+      for (int32_t token : vocabulary.tokens_at(node))
+        mask[static_cast<size_t>(token) / 32] |= 1u << (static_cast<uint32_t>(token) % 32);
+      ++node;
     }
-    walk_states_[depth] = next;
-    for (int32_t token : vocabulary.tokens_at(node))
-      mask[static_cast<size_t>(token) / 32] |= 1u << (static_cast<uint32_t>(token) % 32);
-    ++node;
+  } catch (...) {
+    if (memory_ != nullptr) memory_->release(bytes);
+    throw;
   }
+  mask_bytes_ += bytes;
   return masks_.emplace(state, std::move(mask)).first->second;
 }
 

@@ -1,8 +1,8 @@
 // A grammar ready to constrain decoding against one vocabulary: its automaton, and the token mask
-// of each automaton state met so far (kept up to a byte budget, then dropped and rebuilt as
-// needed). One is shared by every request with the same constraint (GrammarCache); its calls are
-// serialized by a mutex, and in the engine only the engine thread makes them. GrammarMatcher is
-// one sequence's place in it.
+// of each automaton state met so far (kept up to a byte budget of its own and within the memory
+// all grammars share, then dropped and rebuilt as needed). One is shared by every request with the
+// same constraint (GrammarCache); its calls are serialized by a mutex, and in the engine only the
+// engine thread makes them. GrammarMatcher is one sequence's place in it.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,12 @@ class CompiledGrammar {
  public:
   static constexpr size_t kMaskCacheBytes = size_t{64} << 20;
 
-  CompiledGrammar(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocabulary);
+  // `memory`, when given, is charged for the automaton and the cached masks (grammar_memory.h).
+  CompiledGrammar(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocabulary,
+                  std::shared_ptr<GrammarMemory> memory = nullptr);
+  ~CompiledGrammar();
+  CompiledGrammar(const CompiledGrammar&) = delete;
+  CompiledGrammar& operator=(const CompiledGrammar&) = delete;
 
   const TokenVocabulary& vocabulary() const { return *vocabulary_; }
   GrammarStateId initial_state() const { return initial_; }
@@ -44,12 +49,18 @@ class CompiledGrammar {
 
  private:
   const std::vector<uint32_t>& mask_of(GrammarStateId state);
+  // Room for one more mask: this grammar's cached masks are dropped when they would pass
+  // kMaskCacheBytes or the shared memory is full; an Error when even that is not enough.
+  void make_room_for_mask(size_t bytes);
+  void drop_masks();
 
   std::mutex mutex_;
+  std::shared_ptr<GrammarMemory> memory_;  // before automaton_, which it outlives
   GrammarAutomaton automaton_;
   std::shared_ptr<const TokenVocabulary> vocabulary_;
   GrammarStateId initial_;
   std::unordered_map<GrammarStateId, std::vector<uint32_t>> masks_;
+  size_t mask_bytes_ = 0;                    // of masks_, charged to memory_
   std::vector<GrammarStateId> walk_states_;  // per trie depth, reused between walks
   GrammarStatistics statistics_;
 };

@@ -7,7 +7,16 @@
 
 namespace tessera {
 
-GrammarAutomaton::GrammarAutomaton(const Grammar& grammar) : byte_sets_(grammar.byte_sets()) {
+namespace {
+
+// What one entry of a hash map holds beside its key and value: a node with its hash and link, and
+// a bucket pointer (an estimate, for the memory charge).
+constexpr size_t kHashEntryBytes = 32;
+
+}  // namespace
+
+GrammarAutomaton::GrammarAutomaton(const Grammar& grammar, GrammarMemory* memory)
+    : byte_sets_(grammar.byte_sets()), memory_(memory) {
   for (const GrammarRule& rule : grammar.rules()) {
     std::vector<int32_t> starts;
     for (const GrammarSequence& alternative : rule.alternatives) {
@@ -20,30 +29,49 @@ GrammarAutomaton::GrammarAutomaton(const Grammar& grammar) : byte_sets_(grammar.
     }
     rule_starts_.push_back(std::move(starts));
   }
-  states_.emplace_back();  // kDead
-  state_ids_.emplace(std::string(1, '\0'), kDead);
-  // The root rule as if referenced by a one-element alternative of its own.
-  const int32_t root_reference = static_cast<int32_t>(elements_.size());
-  elements_.push_back({Kind::rule, grammar.root()});
-  elements_.push_back({Kind::end, 0});
-  std::vector<int32_t> stacks;
-  bool accepts = false;
-  close(root_reference, -1, stacks, accepts);
-  initial_ = intern_state(std::move(stacks), accepts);
+  try {
+    charge(elements_.size() * sizeof(Element) + byte_sets_.size() * sizeof(ByteSet));
+    states_.emplace_back();  // kDead
+    state_ids_.emplace(std::string(1, '\0'), kDead);
+    // The root rule as if referenced by a one-element alternative of its own.
+    const int32_t root_reference = static_cast<int32_t>(elements_.size());
+    elements_.push_back({Kind::rule, grammar.root()});
+    elements_.push_back({Kind::end, 0});
+    std::vector<int32_t> stacks;
+    bool accepts = false;
+    close(root_reference, -1, stacks, accepts);
+    initial_ = intern_state(std::move(stacks), accepts);
+  } catch (...) {
+    if (memory_ != nullptr) memory_->release(bytes_);
+    throw;
+  }
+}
+
+GrammarAutomaton::~GrammarAutomaton() {
+  if (memory_ != nullptr) memory_->release(bytes_);
+}
+
+void GrammarAutomaton::charge(size_t bytes) {
+  if (memory_ != nullptr && !memory_->try_reserve(bytes)) {
+    if (reclaim_) reclaim_();
+    memory_->reserve(bytes);
+  }
+  bytes_ += bytes;
 }
 
 int32_t GrammarAutomaton::intern_frame(int32_t position, int32_t parent) {
   const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(position)) << 32) |
                        static_cast<uint32_t>(parent);
-  auto [it, inserted] = frame_ids_.emplace(key, static_cast<int32_t>(frames_.size()));
-  if (inserted) {
-    TESSERA_REQUIRE(frames_.size() < kMaxFrames,
-                    "structured output: the grammar's parse stacks passed {} frames; the output "
-                    "nests too deeply for this grammar",
-                    kMaxFrames);
-    frames_.push_back({position, parent});
-  }
-  return it->second;
+  if (auto found = frame_ids_.find(key); found != frame_ids_.end()) return found->second;
+  TESSERA_REQUIRE(frames_.size() < kMaxFrames,
+                  "structured output: the grammar's parse stacks passed {} frames; the output "
+                  "nests too deeply for this grammar",
+                  kMaxFrames);
+  charge(sizeof(Frame) + sizeof(key) + sizeof(int32_t) + kHashEntryBytes);
+  const auto id = static_cast<int32_t>(frames_.size());
+  frames_.push_back({position, parent});
+  frame_ids_.emplace(key, id);
+  return id;
 }
 
 void GrammarAutomaton::close(int32_t position, int32_t parent, std::vector<int32_t>& stacks,
@@ -97,6 +125,8 @@ GrammarStateId GrammarAutomaton::intern_state(std::vector<int32_t> stacks, bool 
                   "structured output: the grammar's automaton passed {} states; simplify the "
                   "schema or grammar",
                   kMaxStates);
+  // The state, its stacks, and its key in state_ids_ (the stacks again).
+  charge(sizeof(State) + 2 * key.size() + sizeof(std::string) + kHashEntryBytes);
   const auto id = static_cast<GrammarStateId>(states_.size());
   State state;
   state.stacks = std::move(stacks);
@@ -121,6 +151,7 @@ GrammarStateId GrammarAutomaton::compute_advance(GrammarStateId state, uint8_t b
       stacks.empty() && !accepts ? kDead : intern_state(std::move(stacks), accepts);
   State& source = states_[static_cast<size_t>(state)];
   if (!source.next) {
+    charge(sizeof(std::array<GrammarStateId, 256>));
     source.next = std::make_unique<std::array<GrammarStateId, 256>>();
     source.next->fill(-1);
   }

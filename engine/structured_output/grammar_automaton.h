@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "engine/structured_output/grammar.h"
+#include "engine/structured_output/grammar_memory.h"
 
 namespace tessera {
 
@@ -30,7 +32,15 @@ class GrammarAutomaton {
   static constexpr size_t kMaxStacksPerState = 1 << 12;
   static constexpr GrammarStateId kDead = 0;  // no stack left: nothing can follow
 
-  explicit GrammarAutomaton(const Grammar& grammar);
+  // `memory`, when given, is charged for the frames, states and transition tables as they are
+  // made (an Error when it is full), and released when the automaton goes.
+  explicit GrammarAutomaton(const Grammar& grammar, GrammarMemory* memory = nullptr);
+  ~GrammarAutomaton();
+  // Called when the memory is full, before the automaton gives up: its owner frees what it can
+  // (CompiledGrammar drops its cached masks).
+  void on_memory_full(std::function<void()> reclaim) { reclaim_ = std::move(reclaim); }
+  GrammarAutomaton(const GrammarAutomaton&) = delete;
+  GrammarAutomaton& operator=(const GrammarAutomaton&) = delete;
 
   GrammarStateId initial() const { return initial_; }
   GrammarStateId advance(GrammarStateId state, uint8_t byte) {
@@ -59,6 +69,8 @@ class GrammarAutomaton {
   }
   size_t num_states() const { return states_.size(); }
   size_t num_frames() const { return frames_.size(); }
+  // The heap bytes charged to the memory so far (an estimate of what the automaton holds).
+  size_t bytes() const { return bytes_; }
 
  private:
   enum class Kind : uint8_t { byte_set, rule, end };
@@ -82,6 +94,7 @@ class GrammarAutomaton {
   // sets `accepts` when the root can end.
   void close(int32_t position, int32_t parent, std::vector<int32_t>& stacks, bool& accepts);
   GrammarStateId intern_state(std::vector<int32_t> stacks, bool accepts);
+  void charge(size_t bytes);
 
   std::vector<Element> elements_;                  // every alternative, each closed by an end
   std::vector<std::vector<int32_t>> rule_starts_;  // per rule: its alternatives' positions
@@ -91,6 +104,9 @@ class GrammarAutomaton {
   std::vector<State> states_;
   std::unordered_map<std::string, GrammarStateId> state_ids_;
   GrammarStateId initial_ = kDead;
+  GrammarMemory* memory_ = nullptr;
+  size_t bytes_ = 0;
+  std::function<void()> reclaim_;
 };
 
 }  // namespace tessera

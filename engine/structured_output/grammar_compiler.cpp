@@ -46,9 +46,22 @@ Grammar constraint_grammar(const OutputConstraint& constraint) {
   TESSERA_CHECK(false, "unknown constraint kind");
 }
 
-GrammarCompiler::GrammarCompiler(const Tokenizer& tokenizer, int64_t logits_width, size_t capacity)
-    : tokenizer_(tokenizer), logits_width_(logits_width), capacity_(capacity) {
+GrammarCompiler::GrammarCompiler(const Tokenizer& tokenizer, int64_t logits_width, size_t capacity,
+                                 size_t memory_bytes)
+    : tokenizer_(tokenizer),
+      logits_width_(logits_width),
+      capacity_(capacity),
+      memory_(std::make_shared<GrammarMemory>(memory_bytes)) {
   TESSERA_CHECK(capacity_ > 0, "a grammar cache of no entries");
+}
+
+void GrammarCompiler::evict_unused_above(size_t bytes) {
+  for (auto it = cache_.end(); it != cache_.begin() && memory_->used() > bytes;) {
+    --it;
+    if (it->second.use_count() > 1) continue;  // a request still uses it
+    it = cache_.erase(it);
+    ++statistics_.evicted;
+  }
 }
 
 std::shared_ptr<const TokenVocabulary> GrammarCompiler::vocabulary() {
@@ -80,8 +93,14 @@ std::shared_ptr<CompiledGrammar> GrammarCompiler::compile(const OutputConstraint
       }
   }
   std::shared_ptr<const TokenVocabulary> tokens = vocabulary();
+  {
+    // Room for the new grammar: a quarter of the memory, as far as unused grammars can give it.
+    std::lock_guard lock(mutex_);
+    evict_unused_above(memory_->limit() - memory_->limit() / 4);
+  }
   const auto start = std::chrono::steady_clock::now();
-  auto compiled = std::make_shared<CompiledGrammar>(constraint_grammar(constraint), tokens);
+  auto compiled =
+      std::make_shared<CompiledGrammar>(constraint_grammar(constraint), tokens, memory_);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (compile_seconds) *compile_seconds = seconds;
@@ -95,7 +114,9 @@ std::shared_ptr<CompiledGrammar> GrammarCompiler::compile(const OutputConstraint
 
 GrammarCompilerStatistics GrammarCompiler::statistics() const {
   std::lock_guard lock(mutex_);
-  return statistics_;
+  GrammarCompilerStatistics result = statistics_;
+  result.memory_bytes = memory_->used();
+  return result;
 }
 
 }  // namespace tessera
