@@ -59,6 +59,8 @@ GrammarStatistics CompiledGrammar::statistics() {
   std::lock_guard lock(mutex_);
   GrammarStatistics result = statistics_;
   result.automaton_states = static_cast<int64_t>(automaton_.num_states());
+  result.automaton_bytes = automaton_.bytes();
+  result.mask_bytes = mask_bytes_;
   return result;
 }
 

@@ -22,6 +22,8 @@ struct GrammarStatistics {
   int64_t masks_computed = 0;  // walks of the vocabulary (a state met for the first time)
   int64_t masks_reused = 0;
   int64_t automaton_states = 0;
+  size_t automaton_bytes = 0;  // charged to the shared memory (grammar_memory.h)
+  size_t mask_bytes = 0;       // of the masks cached now
 };
 
 class CompiledGrammar {

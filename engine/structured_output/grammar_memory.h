@@ -32,8 +32,8 @@ class GrammarMemory {
   void reserve(size_t bytes) {
     TESSERA_REQUIRE(try_reserve(bytes),
                     "structured output: the compiled grammars in use would need more than their "
-                    "{} MiB together; send fewer distinct schemas at once, or simpler ones",
-                    limit_ >> 20);
+                    "{:.4g} MiB together; send fewer distinct schemas at once, or simpler ones",
+                    static_cast<double>(limit_) / (1 << 20));
   }
   size_t used() const { return used_.load(); }
   size_t limit() const { return limit_; }

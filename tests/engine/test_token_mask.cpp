@@ -22,9 +22,8 @@ bool allowed(std::span<const uint32_t> words, int32_t token) {
 
 // Walks `steps` tokens: checks each mask against a token-by-token replay, then takes a random
 // allowed token. Returns the text made.
-std::string checked_walk(const Tokenizer& tokenizer, const OutputConstraint& constraint, int steps,
-                         uint32_t seed) {
-  GrammarCompiler compiler(tokenizer, tokenizer.vocab_size() + 3);  // wider logits, as models pad
+std::string checked_walk(const Tokenizer& tokenizer, GrammarCompiler& compiler,
+                         const OutputConstraint& constraint, int steps, uint32_t seed) {
   std::shared_ptr<CompiledGrammar> grammar = compiler.compile(constraint);
   const TokenVocabulary& vocabulary = grammar->vocabulary();
   const std::vector<int32_t> end_ids = tokenizer.eos_ids();
@@ -69,7 +68,8 @@ OutputConstraint person_schema() {
 TEST(TokenMask, MatchesTheGrammarTokenByTokenOnStories260K) {
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(kStoriesGguf);
   for (uint32_t seed = 1; seed <= 3; ++seed) {
-    const std::string text = checked_walk(*tokenizer, person_schema(), 60, seed);
+    GrammarCompiler compiler(*tokenizer, tokenizer->vocab_size() + 3);  // wider, as models pad
+    const std::string text = checked_walk(*tokenizer, compiler, person_schema(), 60, seed);
     EXPECT_EQ(text.rfind("{", 0), 0u) << text;
     EXPECT_NE(text.find("\"name\""), std::string::npos) << text;
   }
@@ -77,7 +77,8 @@ TEST(TokenMask, MatchesTheGrammarTokenByTokenOnStories260K) {
 
 TEST(TokenMask, MatchesTheGrammarTokenByTokenOnQwen3) {
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(kModels + "/tokenizers/qwen3");
-  const std::string text = checked_walk(*tokenizer, person_schema(), 12, 7);
+  GrammarCompiler compiler(*tokenizer, tokenizer->vocab_size());
+  const std::string text = checked_walk(*tokenizer, compiler, person_schema(), 12, 7);
   EXPECT_EQ(text.rfind("{", 0), 0u) << text;
 }
 
@@ -128,6 +129,71 @@ TEST(TokenMask, ACompleteChoiceTerminates) {
   compiler.compile(constraint);
   EXPECT_EQ(compiler.statistics().compiled, 1);
   EXPECT_EQ(compiler.statistics().reused, 1);
+}
+
+// The memory all compiled grammars share (grammar_memory.h). A walk whose masks do not all fit
+// drops them as it goes: the same masks (checked token by token), the same text, never more memory
+// than the limit.
+TEST(GrammarMemory, MasksThatDoNotFitAreDropped) {
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(kStoriesGguf);
+  GrammarCompiler roomy(*tokenizer, tokenizer->vocab_size());
+  const std::string text = checked_walk(*tokenizer, roomy, person_schema(), 40, 5);
+  const GrammarStatistics before = roomy.compile(person_schema())->statistics();
+  const size_t mask_bytes = static_cast<size_t>((tokenizer->vocab_size() + 31) / 32) * 4;
+  ASSERT_GT(before.masks_computed, 8);
+  // The automaton the walk made, and room for four masks.
+  const size_t limit = before.automaton_bytes + 4 * mask_bytes;
+  GrammarCompiler tight(*tokenizer, tokenizer->vocab_size(), GrammarCompiler::kDefaultCapacity,
+                        limit);
+  EXPECT_EQ(checked_walk(*tokenizer, tight, person_schema(), 40, 5), text);
+  const GrammarStatistics after = tight.compile(person_schema())->statistics();
+  EXPECT_GT(before.mask_bytes, 4 * mask_bytes);
+  EXPECT_LE(after.mask_bytes, 4 * mask_bytes);
+  EXPECT_LE(tight.statistics().memory_bytes, limit);
+}
+
+// Grammars no request holds are dropped, least recently used first, to make room for new ones;
+// what is dropped is given back.
+TEST(GrammarMemory, UnusedGrammarsAreDroppedToMakeRoom) {
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(kStoriesGguf);
+  const auto digits = [](int i) {
+    OutputConstraint constraint;
+    constraint.kind = OutputConstraint::Kind::regex;
+    constraint.field = "guided_regex";
+    constraint.text = "[0-9]{" + std::to_string(i) + "}x";
+    return constraint;
+  };
+  std::vector<uint32_t> words(static_cast<size_t>((tokenizer->vocab_size() + 31) / 32));
+  GrammarCompiler roomy(*tokenizer, tokenizer->vocab_size());
+  GrammarMatcher(roomy.compile(digits(40))).fill_mask(words, tokenizer->eos_ids());
+  const size_t one = roomy.statistics().memory_bytes;  // the largest of them, one mask made
+  ASSERT_GT(one, 0u);
+  GrammarCompiler tight(*tokenizer, tokenizer->vocab_size(), GrammarCompiler::kDefaultCapacity,
+                        8 * one);
+  std::shared_ptr<CompiledGrammar> held = tight.compile(digits(1));
+  for (int i = 2; i <= 40; ++i) {
+    GrammarMatcher matcher(tight.compile(digits(i)));
+    matcher.fill_mask(words, tokenizer->eos_ids());
+    EXPECT_LE(tight.statistics().memory_bytes, 8 * one) << i;
+  }
+  EXPECT_GT(tight.statistics().evicted, 0);
+  // The grammar a request holds stays cached: compiling it again reuses it.
+  const int64_t compiled = tight.statistics().compiled;
+  EXPECT_EQ(tight.compile(digits(1)), held);
+  EXPECT_EQ(tight.statistics().compiled, compiled);
+}
+
+// A grammar that cannot fit even alone is an error naming the limit, and gives back what it took.
+TEST(GrammarMemory, AGrammarThatCannotFitIsAnErrorNamingTheLimit) {
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(kStoriesGguf);
+  GrammarCompiler tiny(*tokenizer, tokenizer->vocab_size(), GrammarCompiler::kDefaultCapacity, 256);
+  try {
+    tiny.compile(person_schema());
+    FAIL() << "compiled within 256 bytes";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("MiB together"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(tiny.statistics().memory_bytes, 0u);
 }
 
 }  // namespace
