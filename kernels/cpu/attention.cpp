@@ -10,7 +10,7 @@
 
 #include "runtime/cpu/cpu_features.h"
 #ifdef TESSERA_CPU_X86
-#include <immintrin.h>
+#include "kernels/quant/avx2_dot.h"
 #endif
 
 #include "kernels/attention_metadata.h"
@@ -80,11 +80,7 @@ __attribute__((target("avx2,fma"))) float head_dot_avx2(const float* q, const fl
     sums[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), sums[0]);
     d += 8;
   }
-  const __m256 both = _mm256_add_ps(sums[0], sums[1]);
-  __m128 sum = _mm_add_ps(_mm256_castps256_ps128(both), _mm256_extractf128_ps(both, 1));
-  sum = _mm_add_ps(sum, _mm_movehl_ps(sum, sum));
-  sum = _mm_add_ss(sum, _mm_movehdup_ps(sum));
-  float dot = _mm_cvtss_f32(sum);
+  float dot = quant::avx2_sum(_mm256_add_ps(sums[0], sums[1]));
   for (; d < head_size; ++d) dot += q[d] * k[d];
   return dot;
 }
