@@ -142,6 +142,7 @@ const Fields& fields() {
     f["engine.tokenizer"] = scalar<&E::model, &M::tokenizer>("a path");
     f["engine.device"] = scalar<&E::model, &M::device>("cpu, cuda or cuda:N");
     f["engine.dtype"] = string_choice<&E::model, &M::dtype>({"auto", "f32", "bf16", "f16"});
+    f["engine.quantization"] = string_choice<&E::model, &M::quantization>({"none", "fp8"});
     f["engine.max_model_len"] =
         scalar<&E::model, &M::max_model_len>("an integer >= 0", in_range(0, kMaxPositions));
     f["engine.max_num_batched_tokens"] = scalar<&E::scheduler, &S::max_num_batched_tokens>(

@@ -21,6 +21,9 @@ struct ModelLoadConfig {
   std::string tokenizer;                           // empty: from the model folder/file
   std::string device = "cpu";
   std::string dtype = "auto";  // auto: f32 on the CPU, bf16 on a GPU
+  // none (as stored) or fp8: a float model's projections quantized to FP8 at load time
+  // (vLLM's --quantization fp8; models/loaders/fp8_weights.h).
+  std::string quantization = "none";
   int64_t max_model_len = 0;   // 0: the model's max_position_embeddings
 };
 

@@ -127,6 +127,50 @@ LinearArgs check_linear(const KernelArgs& args) {
   return LinearArgs{args.inputs[0], args.inputs[1], bias, args.outputs[0], shape};
 }
 
+Fp8LinearArgs check_fp8_linear(const KernelArgs& args) {
+  constexpr const char* kOp = "fp8_linear";
+  const Tensor& x = args.inputs[0];
+  const Tensor& weight = args.inputs[1];
+  const Tensor& scale = args.inputs[2];
+  const Tensor* input_scale = args.inputs.size() == 4 ? &args.inputs[3] : nullptr;
+  const Tensor& out = args.outputs[0];
+  require_float_contiguous(kOp, "x", x);
+  require_dtype(kOp, "weight", weight, DType::f8_e4m3);
+  require_dtype(kOp, "weight_scale", scale, DType::f32);
+  require_dtype(kOp, "output", out, x.dtype());
+  for (const Tensor* tensor : {&weight, &scale, &out, input_scale}) {
+    if (tensor == nullptr) continue;
+    require_contiguous(kOp, tensor->str().c_str(), *tensor);
+    TESSERA_REQUIRE(tensor->device() == x.device(), "{}: {} must be on {} with x", kOp,
+                    tensor->str(), x.device().str());
+  }
+  TESSERA_REQUIRE(x.dim() >= 1 && weight.dim() == 2 && weight.size(1) == x.size(-1),
+                  "{}: expected x [..., K] and weight [N, K], got {} and {}", kOp, x.str(),
+                  weight.str());
+  Fp8LinearArgs checked{x, weight, scale, input_scale, out};
+  checked.m = leading_numel(x);
+  checked.n = weight.size(0);
+  checked.k = weight.size(1);
+  const int64_t row_blocks = (checked.n + kFp8Block - 1) / kFp8Block;
+  const int64_t column_blocks = (checked.k + kFp8Block - 1) / kFp8Block;
+  checked.block_scaled = scale.dim() == 2;
+  const Shape expected_scale =
+      checked.block_scaled ? Shape{row_blocks, column_blocks} : Shape{checked.n};
+  TESSERA_REQUIRE(scale.sizes() == expected_scale,
+                  "{}: weight_scale {} must be [{}] or [{}, {}] for weight {}", kOp, scale.str(),
+                  checked.n, row_blocks, column_blocks, weight.str());
+  checked.activation = parse_fp8_activation_scale(args.attributes.get_string("activation"));
+  TESSERA_REQUIRE((checked.activation == Fp8ActivationScale::fixed) == (input_scale != nullptr),
+                  "{}: activation {} with{} input_scale", kOp,
+                  fp8_activation_scale_name(checked.activation),
+                  input_scale != nullptr ? "" : "out");
+  if (input_scale != nullptr) require_sizes(kOp, "input_scale", *input_scale, Shape{1});
+  Shape expected = x.sizes();
+  expected.back() = checked.n;
+  require_sizes(kOp, "output", out, expected);
+  return checked;
+}
+
 RotaryShape check_rotary_embedding(const KernelArgs& args, bool strided_rows) {
   constexpr const char* kOp = "rotary_embedding";
   const Tensor& positions = args.inputs[0];

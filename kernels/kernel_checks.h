@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "runtime/kernel_registry.h"
+#include "kernels/quant/fp8_scaling.h"
 #include "runtime/tensor.h"
 
 namespace tessera {
@@ -39,6 +40,20 @@ struct LinearArgs {
   MatmulShape shape;
 };
 LinearArgs check_linear(const KernelArgs& args);
+
+// The fp8_linear kernel's arguments (x, weight, weight_scale[, input_scale] -> out), checked:
+// contiguous, on one device, shapes as compile/ops/fp8_linear.cpp states them.
+struct Fp8LinearArgs {
+  const Tensor& x;
+  const Tensor& weight;        // f8_e4m3 [N, K]
+  const Tensor& weight_scale;  // f32 [N], or [ceil(N/128), ceil(K/128)] when block_scaled
+  const Tensor* input_scale;   // f32 [1] with activation fixed, else nullptr
+  const Tensor& out;
+  int64_t m = 0, n = 0, k = 0;
+  bool block_scaled = false;
+  Fp8ActivationScale activation = Fp8ActivationScale::token;
+};
+Fp8LinearArgs check_fp8_linear(const KernelArgs& args);
 
 // The embedding kernel's arguments (weight [V, D], ids -> out [..., D]), checked.
 struct EmbeddingArgs {

@@ -47,69 +47,24 @@ void add_mlp_weights(std::vector<WeightSpec>& specs, const ModelConfig& config, 
   specs.push_back({layer_weight(layer, "mlp.down_proj.weight"), {hidden, intermediate}});
 }
 
-Tensor fused_qkv(const ModelWeights& weights, int64_t layer, const char* kind) {
+Tensor fused_qkv_bias(const ModelWeights& weights, int64_t layer) {
   std::vector<Tensor> parts;
   for (const char* projection : {"q_proj", "k_proj", "v_proj"})
-    parts.push_back(weights.get(layer_weight(layer, "self_attn.") + projection + "." + kind));
+    parts.push_back(weights.get(layer_weight(layer, "self_attn.") + projection + ".bias"));
   return ops::cat(parts, 0);
 }
 
-Tensor fused_gate_up(const ModelWeights& weights, int64_t layer) {
-  return ops::cat(std::vector<Tensor>{weights.get(layer_weight(layer, "mlp.gate_proj.weight")),
-                                      weights.get(layer_weight(layer, "mlp.up_proj.weight"))},
-                  0);
-}
-
-StackedLinear stack_linear(std::vector<Tensor> parts) {
-  TESSERA_CHECK(!parts.empty(), "stack_linear of no weights");
-  StackedLinear linear;
-  for (const Tensor& part : parts)
-    if (part.dtype() != parts.front().dtype()) {
-      linear.parts = std::move(parts);
-      return linear;
-    }
-  if (!is_quantized(parts.front().dtype())) {
-    linear.stacked = ops::cat(parts, 0);
-    return linear;
-  }
-  // Whole rows of blocks, copied on their device (no kernel there has to know the format).
-  int64_t rows = 0;
-  for (const Tensor& part : parts) rows += part.size(0);
-  linear.stacked =
-      Tensor::empty({rows, parts.front().size(1)}, parts.front().dtype(), parts.front().device());
-  int64_t first = 0;
-  for (const Tensor& part : parts) {
-    linear.stacked.slice(0, first, first + part.size(0)).copy_from(part);
-    first += part.size(0);
-  }
-  return linear;
-}
-
-Tensor StackedLinear::apply(const Tensor& x, const Tensor& bias) const {
-  if (stacked.defined())
-    return bias.defined() ? ops::linear(x, stacked, bias) : ops::linear(x, stacked);
-  std::vector<Tensor> outputs;
-  for (const Tensor& part : parts) outputs.push_back(ops::linear(x, part));
-  Tensor joined = ops::cat(outputs, -1);
-  return bias.defined() ? ops::add(joined, bias) : joined;
-}
-
-std::vector<const Tensor*> StackedLinear::weights() const {
-  std::vector<const Tensor*> held{&stacked};
-  for (const Tensor& part : parts) held.push_back(&part);
-  return held;
-}
-
 StackedLinear qkv_projection(const ModelWeights& weights, int64_t layer) {
-  std::vector<Tensor> parts;
+  std::vector<LinearWeight> parts;
   for (const char* projection : {"q_proj", "k_proj", "v_proj"})
-    parts.push_back(weights.get(layer_weight(layer, "self_attn.") + projection + ".weight"));
+    parts.push_back(
+        linear_weight(weights, layer_weight(layer, "self_attn.") + projection + ".weight"));
   return stack_linear(std::move(parts));
 }
 
 StackedLinear gate_up_projection(const ModelWeights& weights, int64_t layer) {
-  return stack_linear({weights.get(layer_weight(layer, "mlp.gate_proj.weight")),
-                       weights.get(layer_weight(layer, "mlp.up_proj.weight"))});
+  return stack_linear({linear_weight(weights, layer_weight(layer, "mlp.gate_proj.weight")),
+                       linear_weight(weights, layer_weight(layer, "mlp.up_proj.weight"))});
 }
 
 std::array<Tensor, 3> split_qkv(const Tensor& qkv, const ModelConfig& config) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "models/linear_weight.h"
 #include "models/model.h"
 
 namespace tessera {
@@ -24,26 +25,12 @@ void add_attention_weights(std::vector<WeightSpec>& specs, const ModelConfig& co
 // The gated MLP of `layer`: gate_proj, up_proj, down_proj.
 void add_mlp_weights(std::vector<WeightSpec>& specs, const ModelConfig& config, int64_t layer);
 
-// Projections that read one input: stacked into one weight (one GEMM) when their dtypes agree;
-// a quantized mixture (Q4_K_M keeps attn_v in Q6_K beside a Q4_K attn_q) keeps them apart, one
-// GEMM each, their outputs joined along the last dim.
-struct StackedLinear {
-  Tensor stacked;             // the parts' rows stacked, when their dtypes agree
-  std::vector<Tensor> parts;  // otherwise the parts
-  // x @ weight^T (+ bias over the joined output).
-  Tensor apply(const Tensor& x, const Tensor& bias = Tensor()) const;
-  std::vector<const Tensor*> weights() const;  // the tensors held, for CausalLM's byte counts
-};
-StackedLinear stack_linear(std::vector<Tensor> parts);
 // q, k and v of `layer`; gate_proj and up_proj of `layer`.
 StackedLinear qkv_projection(const ModelWeights& weights, int64_t layer);
 StackedLinear gate_up_projection(const ModelWeights& weights, int64_t layer);
 
-// q, k and v of `layer` stacked into one projection [(Hq + 2 Hk) * D, ...] (one GEMM);
-// `kind` is "weight" or "bias".
-Tensor fused_qkv(const ModelWeights& weights, int64_t layer, const char* kind);
-// gate_proj and up_proj of `layer` stacked: [2 * intermediate, hidden].
-Tensor fused_gate_up(const ModelWeights& weights, int64_t layer);
+// q, k and v biases of `layer` (attention_bias) stacked: [(Hq + 2 Hk) * D].
+Tensor fused_qkv_bias(const ModelWeights& weights, int64_t layer);
 // {query, key, value} column slices of the fused projection's output [T, (Hq + 2 Hk) * D].
 std::array<Tensor, 3> split_qkv(const Tensor& qkv, const ModelConfig& config);
 

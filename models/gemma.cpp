@@ -47,10 +47,10 @@ class GemmaModel final : public CausalLM {
     // Norm scales are (1 + weight) in f32, as transformers computes them.
     Tensor input_norm, post_attention_norm, pre_feedforward_norm, post_feedforward_norm;
     Tensor q_norm, k_norm;  // [D], Gemma 3
-    Tensor qkv_proj;        // [(Hq + 2 Hk) * D, hidden]
-    Tensor o_proj;          // [hidden, Hq * D]
-    Tensor gate_up_proj;    // [2 * intermediate, hidden]
-    Tensor down_proj;       // [hidden, intermediate]
+    StackedLinear qkv_proj;      // [(Hq + 2 Hk) * D, hidden]
+    LinearWeight o_proj;         // [hidden, Hq * D]
+    StackedLinear gate_up_proj;  // [2 * intermediate, hidden]
+    LinearWeight down_proj;      // [hidden, intermediate]
   };
   // Gemma's RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w) in f32, rounded once to x's dtype
   // (Llama rounds before the weight).
@@ -89,10 +89,10 @@ GemmaModel::GemmaModel(ModelWeights weights, int64_t max_positions)
       layer.q_norm = norm_scale(get("self_attn.q_norm.weight"));
       layer.k_norm = norm_scale(get("self_attn.k_norm.weight"));
     }
-    layer.qkv_proj = fused_qkv(weights, i, "weight");
-    layer.o_proj = get("self_attn.o_proj.weight");
-    layer.gate_up_proj = fused_gate_up(weights, i);
-    layer.down_proj = get("mlp.down_proj.weight");
+    layer.qkv_proj = qkv_projection(weights, i);
+    layer.o_proj = linear_weight(weights, layer_weight(i, "self_attn.o_proj.weight"));
+    layer.gate_up_proj = gate_up_projection(weights, i);
+    layer.down_proj = linear_weight(weights, layer_weight(i, "mlp.down_proj.weight"));
     layers_.push_back(std::move(layer));
   }
   global_rope_ = make_cos_sin_cache(c, max_positions, device());
@@ -106,10 +106,14 @@ GemmaModel::GemmaModel(ModelWeights weights, int64_t max_positions)
   }
   count_weight_bytes({&embed_tokens_, &final_norm_, &global_rope_});
   if (!c.tie_word_embeddings) count_weight_bytes({&lm_head_});
-  for (const Layer& layer : layers_)
+  for (const Layer& layer : layers_) {
     count_weight_bytes({&layer.input_norm, &layer.post_attention_norm, &layer.pre_feedforward_norm,
-                        &layer.post_feedforward_norm, &layer.q_norm, &layer.k_norm, &layer.qkv_proj,
-                        &layer.o_proj, &layer.gate_up_proj, &layer.down_proj});
+                        &layer.post_feedforward_norm, &layer.q_norm, &layer.k_norm});
+    for (const std::vector<const Tensor*>& held :
+         {layer.qkv_proj.tensors(), layer.o_proj.tensors(), layer.gate_up_proj.tensors(),
+          layer.down_proj.tensors()})
+      count_weight_bytes(held);
+  }
 }
 
 Tensor GemmaModel::norm(const Tensor& x, const Tensor& scale) const {
@@ -136,7 +140,7 @@ Tensor GemmaModel::attention_block(const Layer& layer, int64_t index, const Tens
                                    const Tensor& positions) const {
   const ModelConfig& c = config_;
   const int64_t head = c.head_dim, q_width = c.num_heads * head, kv_width = c.num_kv_heads * head;
-  Tensor qkv = ops::linear(hidden, layer.qkv_proj);
+  Tensor qkv = layer.qkv_proj.apply(hidden);
   auto [query, key, value] = split_qkv(qkv, c);
   if (c.qk_norm) {  // Gemma 3: each head's vector normalized before RoPE
     query = ops::reshape(norm(ops::reshape(query, {-1, c.num_heads, head}), layer.q_norm),
@@ -151,7 +155,7 @@ Tensor GemmaModel::attention_block(const Layer& layer, int64_t index, const Tens
   Tensor attended =
       ops::attention(rotated_query, rotated_key, value, index, c.num_heads, c.num_kv_heads, head,
                      c.attention_scale(), window, c.attn_logit_softcapping);
-  return reduce_over_ranks(ops::linear(attended, layer.o_proj), parallel_);
+  return reduce_over_ranks(layer.o_proj.apply(attended), parallel_);
 }
 
 Tensor GemmaModel::forward(const Tensor& input_ids, const Tensor& positions) const {
@@ -166,9 +170,9 @@ Tensor GemmaModel::forward(const Tensor& input_ids, const Tensor& positions) con
     hidden = attention_block(layer, static_cast<int64_t>(i), hidden, positions);
     hidden = norm(hidden, layer.post_attention_norm);
     std::tie(hidden, residual) = add_norm(hidden, residual, layer.pre_feedforward_norm);
-    Tensor gate_up = ops::linear(hidden, layer.gate_up_proj);
+    Tensor gate_up = layer.gate_up_proj.apply(hidden);
     Tensor activated = ops::gelu_and_mul(gate_up, c.hidden_act == "gelu" ? "none" : "tanh");
-    hidden = norm(reduce_over_ranks(ops::linear(activated, layer.down_proj), parallel_),
+    hidden = norm(reduce_over_ranks(layer.down_proj.apply(activated), parallel_),
                   layer.post_feedforward_norm);
   }
   return add_norm(hidden, residual, final_norm_).first;

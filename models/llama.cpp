@@ -45,9 +45,9 @@ class LlamaModel final : public CausalLM {
     StackedLinear qkv_proj;      // [(Hq + 2 Hk) * D, hidden]
     Tensor qkv_bias;             // only with attention_bias
     Tensor q_norm, k_norm;       // [D] with qk_norm
-    Tensor o_proj;               // [hidden, Hq * D]
+    LinearWeight o_proj;         // [hidden, Hq * D]
     StackedLinear gate_up_proj;  // [2 * intermediate, hidden]
-    Tensor down_proj;            // [hidden, intermediate]
+    LinearWeight down_proj;      // [hidden, intermediate]
   };
   Tensor attention_block(const Layer& layer, int64_t index, const Tensor& hidden,
                          const Tensor& positions) const;
@@ -68,14 +68,14 @@ LlamaModel::LlamaModel(ModelWeights weights, int64_t max_positions)
     layer.input_norm = get("input_layernorm.weight");
     layer.post_attention_norm = get("post_attention_layernorm.weight");
     layer.qkv_proj = qkv_projection(weights, i);
-    if (c.attention_bias) layer.qkv_bias = fused_qkv(weights, i, "bias");
+    if (c.attention_bias) layer.qkv_bias = fused_qkv_bias(weights, i);
     if (c.qk_norm) {
       layer.q_norm = get("self_attn.q_norm.weight");
       layer.k_norm = get("self_attn.k_norm.weight");
     }
-    layer.o_proj = get("self_attn.o_proj.weight");
+    layer.o_proj = linear_weight(weights, layer_weight(i, "self_attn.o_proj.weight"));
     layer.gate_up_proj = gate_up_projection(weights, i);
-    layer.down_proj = get("mlp.down_proj.weight");
+    layer.down_proj = linear_weight(weights, layer_weight(i, "mlp.down_proj.weight"));
     layers_.push_back(std::move(layer));
   }
   cos_sin_cache_ = make_cos_sin_cache(c, max_positions, device());
@@ -84,9 +84,11 @@ LlamaModel::LlamaModel(ModelWeights weights, int64_t max_positions)
   if (!c.tie_word_embeddings) count_weight_bytes({&lm_head_});
   for (const Layer& layer : layers_) {
     count_weight_bytes({&layer.input_norm, &layer.post_attention_norm, &layer.qkv_bias,
-                        &layer.q_norm, &layer.k_norm, &layer.o_proj, &layer.down_proj});
-    count_weight_bytes(layer.qkv_proj.weights());
-    count_weight_bytes(layer.gate_up_proj.weights());
+                        &layer.q_norm, &layer.k_norm});
+    for (const auto* linear : {&layer.o_proj, &layer.down_proj})
+      count_weight_bytes(linear->tensors());
+    count_weight_bytes(layer.qkv_proj.tensors());
+    count_weight_bytes(layer.gate_up_proj.tensors());
   }
 }
 
@@ -109,7 +111,7 @@ Tensor LlamaModel::attention_block(const Layer& layer, int64_t index, const Tens
   Tensor attended =
       ops::attention(rotated_query, rotated_key, value, index, c.num_heads, c.num_kv_heads, head,
                      c.attention_scale(), c.layer_sliding_window(index));
-  return reduce_over_ranks(ops::linear(attended, layer.o_proj), parallel_);
+  return reduce_over_ranks(layer.o_proj.apply(attended), parallel_);
 }
 
 Tensor LlamaModel::forward(const Tensor& input_ids, const Tensor& positions) const {
@@ -133,7 +135,7 @@ Tensor LlamaModel::forward(const Tensor& input_ids, const Tensor& positions) con
     Tensor activated = c.hidden_act == "silu"
                            ? ops::silu_and_mul(gate_up)
                            : ops::gelu_and_mul(gate_up, c.hidden_act == "gelu" ? "none" : "tanh");
-    hidden = reduce_over_ranks(ops::linear(activated, layer.down_proj), parallel_);
+    hidden = reduce_over_ranks(layer.down_proj.apply(activated), parallel_);
   }
   return ops::fused_add_rms_norm(hidden, residual, final_norm_, c.rms_norm_eps).first;
 }

@@ -98,12 +98,23 @@ int64_t ModelConfig::layer_sliding_window(int64_t layer) const {
 std::string ModelConfig::str() const {
   return fmt::format(
       "{}: vocab {}, hidden {}, intermediate {}, layers {}, heads {}/{} (kv), head_dim {}, "
-      "rope_theta {}{}, tied {}, bias {}, qk_norm {}{}, stored {}",
+      "rope_theta {}{}, tied {}, bias {}, qk_norm {}{}, stored {}{}",
       architecture, vocab_size, hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads,
       head_dim, rope_theta, rope_scaling.type.empty() ? "" : " (" + rope_scaling.type + ")",
       tie_word_embeddings, attention_bias, qk_norm,
       sliding_window > 0 ? fmt::format(", sliding_window {}", sliding_window) : "",
-      dtype_name(checkpoint_dtype));
+      dtype_name(checkpoint_dtype), fp8.enabled() ? ", " + fp8.str() : "");
+}
+
+std::string Fp8Format::str() const {
+  const char* weights = weight_scale == WeightScale::block     ? "per 128x128 block"
+                        : weight_scale == WeightScale::channel ? "per channel"
+                                                               : "per tensor";
+  const char* activations = activation == Fp8ActivationScale::token   ? "per token"
+                            : activation == Fp8ActivationScale::group ? "per token and 128 columns"
+                                                                      : "fixed (input_scale)";
+  return fmt::format("{} FP8 e4m3: weights scaled {}, activations {}", method, weights,
+                     activations);
 }
 
 }  // namespace tessera

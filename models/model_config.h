@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/quant/fp8_scaling.h"
 #include "runtime/dtype.h"
 
 namespace tessera {
@@ -16,6 +17,21 @@ struct RopeScaling {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+};
+
+// How a checkpoint's FP8 linear weights are scaled (config.json's quantization_config, read by
+// models/fp8_format.cpp, or --quantization fp8); an empty method: no FP8 weights. Scales per
+// tensor are loaded as per-channel scales of equal values, so kernels see channel or block.
+struct Fp8Format {
+  enum class WeightScale { tensor, channel, block };
+  std::string method;  // "fp8", "compressed-tensors" or "online" (quantized at load time)
+  WeightScale weight_scale = WeightScale::channel;
+  Fp8ActivationScale activation = Fp8ActivationScale::token;
+  // Modules kept in their float dtype (lm_head, ...): names, name prefixes, or "re:" patterns.
+  std::vector<std::string> ignored;
+
+  bool enabled() const { return !method.empty(); }
+  std::string str() const;  // "fp8 (weights per 128x128 block, activations per token group)"
 };
 
 inline constexpr char kSlidingAttention[] = "sliding_attention";
@@ -49,6 +65,7 @@ struct ModelConfig {
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
   DType checkpoint_dtype = DType::f32;  // the dtype the weights are stored in
+  Fp8Format fp8;                        // FP8 linear weights, when enabled()
 
   // Throws naming the first inconsistent field (heads not dividing, zero sizes, ...); checks the
   // limits first.

@@ -32,6 +32,9 @@ struct ModelWeights {
 struct LoadOptions {
   DType dtype = DType::f32;  // run dtype; weights are cast to it
   Device device = kCPU;
+  // "" or "fp8": quantize a float checkpoint's projections to FP8 at load time
+  // (models/loaders/fp8_weights.h).
+  std::string quantization;
 };
 
 // Loads a model from: a Hugging Face folder (config.json + *.safetensors [+ index]), a llama2.c

@@ -1,19 +1,16 @@
 #include "models/tensor_parallel.h"
 
 #include <cstring>
+#include <optional>
 
 #include "compile/ops/ops.h"
+#include "kernels/quant/fp8_scaling.h"
 #include "models/architecture_registry.h"
 #include "models/model_weights.h"
 #include "runtime/check.h"
 
 namespace tessera {
 namespace {
-
-bool ends_with(const std::string& text, std::string_view suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // Rows or columns [start, start + count) of a quantized [N, K] weight, whole rows of blocks or
 // whole blocks of every row: a split inside a block is refused naming the tensor and the setting.
@@ -40,6 +37,19 @@ Tensor quantized_block(const Tensor& tensor, const std::string& name, int64_t di
   for (int64_t row = 0; row < rows; ++row)
     std::memcpy(target + row * part_bytes, source + row * row_bytes + offset, part_bytes);
   return part;
+}
+
+// The scales of an FP8 weight's rows or columns [start, start + count): per channel, the rows'
+// (every column shares them); per 128x128 block, whole blocks only, or the split is refused.
+Tensor fp8_scale_shard(const Tensor& scale, const std::string& name, int64_t dim, int64_t start,
+                       int64_t count, int size) {
+  if (scale.dim() == 1) return dim == 0 ? scale.slice(0, start, start + count).contiguous() : scale;
+  TESSERA_REQUIRE(start % kFp8Block == 0 && count % kFp8Block == 0,
+                  "'{}' scales 128x128 blocks and engine.tensor_parallel_size {} splits its "
+                  "weight's {} into parts of {}, not whole blocks: use a tensor_parallel_size "
+                  "that gives whole blocks, or 1",
+                  name, size, dim == 0 ? "rows" : "columns", count);
+  return scale.slice(dim, start / kFp8Block, (start + count) / kFp8Block).contiguous();
 }
 
 // Vocabulary rows [rank * rows, ...) padded with zero rows to `rows` (all-zero blocks of a
@@ -112,30 +122,35 @@ ModelWeights shard_weights(const ModelWeights& full, TensorParallel parallel, De
   const int64_t kv_start = c.num_kv_heads >= n ? r * kv_rows : (r * c.num_kv_heads / n) * d;
   const int64_t ffn = c.intermediate_size / n;
   const int64_t vocab_rows = vocab_shard_rows(c.vocab_size, n);
+  // The rows (dim 0) or columns (dim 1) of a projection's [N, K] weight that this rank holds.
+  struct Split {
+    int64_t dim, start, count;
+  };
+  const auto split_of = [&](const std::string& module) -> std::optional<Split> {
+    if (module.ends_with("self_attn.q_proj")) return Split{0, r * q_rows, q_rows};
+    if (module.ends_with("self_attn.k_proj") || module.ends_with("self_attn.v_proj"))
+      return Split{0, kv_start, kv_rows};
+    if (module.ends_with("self_attn.o_proj")) return Split{1, r * q_rows, q_rows};
+    if (module.ends_with("mlp.gate_proj") || module.ends_with("mlp.up_proj"))
+      return Split{0, r * ffn, ffn};
+    if (module.ends_with("mlp.down_proj")) return Split{1, r * ffn, ffn};
+    return std::nullopt;
+  };
   for (const auto& [name, tensor] : full.tensors) {
-    // Rows or columns of this weight, whole blocks where it is quantized.
-    const auto block = [&](const Tensor& whole, int64_t dim, int64_t start, int64_t count) {
-      if (is_quantized(whole.dtype())) return quantized_block(whole, name, dim, start, count, n);
-      return whole.slice(dim, start, start + count).contiguous();
-    };
-    Tensor part;
-    if (ends_with(name, "self_attn.q_proj.weight") || ends_with(name, "self_attn.q_proj.bias")) {
-      part = block(tensor, 0, r * q_rows, q_rows);
-    } else if (ends_with(name, "self_attn.k_proj.weight") ||
-               ends_with(name, "self_attn.k_proj.bias") ||
-               ends_with(name, "self_attn.v_proj.weight") ||
-               ends_with(name, "self_attn.v_proj.bias")) {
-      part = block(tensor, 0, kv_start, kv_rows);
-    } else if (ends_with(name, "self_attn.o_proj.weight")) {
-      part = block(tensor, 1, r * q_rows, q_rows);
-    } else if (ends_with(name, "mlp.gate_proj.weight") || ends_with(name, "mlp.up_proj.weight")) {
-      part = block(tensor, 0, r * ffn, ffn);
-    } else if (ends_with(name, "mlp.down_proj.weight")) {
-      part = block(tensor, 1, r * ffn, ffn);
-    } else if (name == "model.embed_tokens.weight" || name == "lm_head.weight") {
+    const size_t dot = name.rfind('.');
+    const std::string module = name.substr(0, dot), kind = name.substr(dot + 1);
+    const std::optional<Split> split = split_of(module);
+    Tensor part = tensor;  // norms, input scales: every rank applies them whole
+    if (name == "model.embed_tokens.weight" || name == "lm_head.weight") {
       part = vocab_block(tensor, vocab_rows, r);
-    } else {
-      part = tensor;  // norms: every rank applies them whole
+    } else if (split && (kind == "weight" || (kind == "bias" && split->dim == 0))) {
+      // Rows or columns of this weight, whole blocks where it is quantized.
+      part = is_quantized(tensor.dtype())
+                 ? quantized_block(tensor, name, split->dim, split->start, split->count, n)
+                 : tensor.slice(split->dim, split->start, split->start + split->count)
+                       .contiguous();
+    } else if (split && kind == "weight_scale") {
+      part = fp8_scale_shard(tensor, name, split->dim, split->start, split->count, n);
     }
     shard.tensors.emplace(name, part.to(device));
   }

@@ -17,6 +17,8 @@ size_t element_size(DType dtype) {
       return 4;
     case DType::i64:
       return 8;
+    case DType::f8_e4m3:
+      return 1;
     default:
       break;
   }
@@ -58,6 +60,11 @@ int64_t storage_bytes(DType dtype, int64_t count) {
 }
 
 void throw_quantized_visit(DType dtype) {
+  if (dtype == DType::f8_e4m3) {
+    throw Error(
+        "dtype f8_e4m3 is FP8 with scales kept beside it: this operation needs a plain dtype; "
+        "FP8 weights are read only through fp8_linear");
+  }
   throw Error(fmt::format(
       "dtype {} is quantized (blocks of {}): this operation needs a plain dtype; it reads "
       "quantized weights only through linear and embedding",
@@ -76,6 +83,8 @@ const char* dtype_name(DType dtype) {
       return "i32";
     case DType::i64:
       return "i64";
+    case DType::f8_e4m3:
+      return "f8_e4m3";
     case DType::q4_0:
       return "q4_0";
     case DType::q4_1:

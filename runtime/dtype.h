@@ -7,11 +7,13 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/float8.h"
 #include "runtime/half.h"
 
 namespace tessera {
 
-// The quantized dtypes are ggml's block formats (q8_0: blocks of 32 int8 with an f16 scale; the
+// f8_e4m3 is FP8 (runtime/float8.h): one byte per element, read only by the FP8 linear with its
+// scales beside it (models/linear_weight.h). The quantized dtypes are ggml's block formats (q8_0: blocks of 32 int8 with an f16 scale; the
 // _k formats: super-blocks of 256): a tensor of one holds whole blocks along its last dim, so it
 // has no element size; its bytes are block_bytes() per block_elements() elements.
 enum class DType : uint8_t {
@@ -20,6 +22,7 @@ enum class DType : uint8_t {
   bf16,
   i32,
   i64,
+  f8_e4m3,
   q4_0,
   q4_1,
   q5_0,
@@ -115,8 +118,13 @@ template <>
 struct HostType<DType::i64> {
   using type = int64_t;
 };
+template <>
+struct HostType<DType::f8_e4m3> {
+  using type = Float8E4M3;
+};
 
-// A quantized dtype has no host element type: visiting one is a bug in the caller.
+// A quantized dtype has no host element type, and FP8 is only read with its scales: visiting
+// either is a bug in the caller.
 [[noreturn]] void throw_quantized_visit(DType dtype);
 
 // Calls fn(HostType{}) for the runtime dtype: visit_dtype(dt, [&]<typename T>() {...}).
@@ -133,6 +141,7 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
       return fn.template operator()<int32_t>();
     case DType::i64:
       return fn.template operator()<int64_t>();
+    case DType::f8_e4m3:
     case DType::q4_0:
     case DType::q4_1:
     case DType::q5_0:
@@ -154,6 +163,8 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
 template <typename Fn>
 decltype(auto) visit_element_bits(DType dtype, Fn&& fn) {
   switch (element_size(dtype)) {
+    case 1:
+      return fn.template operator()<uint8_t>();
     case 2:
       return fn.template operator()<uint16_t>();
     case 4:

@@ -100,6 +100,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
   return bias ? call("linear", {x, weight, *bias}) : call("linear", {x, weight});
 }
+Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& weight_scale,
+                  const std::string& activation, const std::optional<Tensor>& input_scale) {
+  const Attributes attributes{{"activation", activation}};
+  return input_scale ? call("fp8_linear", {x, weight, weight_scale, *input_scale}, attributes)
+                     : call("fp8_linear", {x, weight, weight_scale}, attributes);
+}
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
   return call("embedding", {weight, ids});
 }

@@ -58,6 +58,10 @@ Tensor softmax(const Tensor& x);  // over the last dim
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x [..., K], weight [N, K], bias [N] -> x @ weight^T + bias, [..., N].
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = {});
+// x [..., K] @ (weight [N, K] f8_e4m3 scaled by weight_scale)^T -> [..., N], x quantized to e4m3
+// by `activation` ("token", "group", or "fixed" with input_scale): kernels/quant/fp8_scaling.h.
+Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& weight_scale,
+                  const std::string& activation, const std::optional<Tensor>& input_scale = {});
 // weight [V, D], ids (i32/i64) [...] -> [..., D]; ids outside [0, V) are an error.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 // A shard of a larger table: weight holds its rows [vocab_start, vocab_start + V); ids outside

@@ -25,6 +25,9 @@ void declare_model_flags(FlagSet& flag_set, ModelFlags& flags) {
                   "engine.tokenizer", overrides)
       .config_key({"--device", "", "D", "cpu (default), cuda, cuda:N"}, "engine.device", overrides)
       .config_key({"--dtype", "", "T", "auto, f32, bf16, f16"}, "engine.dtype", overrides)
+      .config_key({"--quantization", "-q", "Q",
+                   "fp8: quantize a float model's projections to FP8 at load time"},
+                  "engine.quantization", overrides)
       .config_key({"--max-model-len", "", "N", "cap on prompt + output tokens"},
                   "engine.max_model_len", overrides)
       .config_key({"--mode", "", "M", "eager, traced or compiled"}, "compilation.mode", overrides)

@@ -109,15 +109,17 @@ std::vector<std::shared_ptr<const CausalLM>> load_run_models(const EngineConfig&
   const std::vector<Device> devices = run_devices(config);
   const DType dtype = run_dtype(load, devices.front());
   const int ranks = static_cast<int>(devices.size());
+  const std::string quantization = load.quantization == "none" ? "" : load.quantization;
   if (ranks == 1) {
-    ModelWeights weights = load_model(load.model, LoadOptions{dtype, devices.front()});
+    ModelWeights weights =
+        load_model(load.model, LoadOptions{dtype, devices.front(), quantization});
     const int64_t positions = run_positions(load, weights.config, max_positions, devices);
     std::shared_ptr<const CausalLM> model = create_model(std::move(weights), positions);
     spdlog::info("weights of {}: {}", load.model, model->weight_formats_str());
     return {model};
   }
   // The whole model is read to the host once, then each rank's shard goes to its device.
-  const ModelWeights full = load_model(load.model, LoadOptions{dtype, kCPU});
+  const ModelWeights full = load_model(load.model, LoadOptions{dtype, kCPU, quantization});
   check_tensor_parallel(full.config, ranks);
   const int64_t positions = run_positions(load, full.config, max_positions, devices);
   std::vector<std::shared_ptr<const CausalLM>> models;

@@ -1,6 +1,7 @@
 #include "models/loaders/expected_weights.h"
 
 #include "models/architecture_registry.h"
+#include "models/loaders/fp8_weights.h"
 #include "runtime/check.h"
 
 namespace tessera::loaders {
@@ -42,9 +43,13 @@ std::map<std::string, Tensor> load_expected_weights(
                     found->file, described, shape_str(found->stored.shape), shape_str(spec.shape),
                     config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim,
                     config.intermediate_size, config.vocab_size);
-    TESSERA_REQUIRE(is_floating(found->stored.dtype) || is_quantized(found->stored.dtype),
+    TESSERA_REQUIRE(is_floating(found->stored.dtype) || is_quantized(found->stored.dtype) ||
+                        found->stored.dtype == DType::f8_e4m3,
                     "{}: tensor {} is stored as {}; weights must be F32, F16, BF16 or quantized",
                     found->file, described, dtype_name(found->stored.dtype));
+    TESSERA_REQUIRE(found->stored.dtype != DType::f8_e4m3 || is_projection_weight(spec.name),
+                    "{}: tensor {} is FP8; only the projections (q/k/v/o, gate/up/down) may be",
+                    found->file, described);
     const RowOrder order =
         stored_rope_pairs && spec.rope_rows ? RowOrder::rope_pairs_to_halves : RowOrder::as_stored;
     tensors.emplace(spec.name, materialize(found->stored, options, order, config.head_dim));

@@ -6,9 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "models/architecture_registry.h"
+#include "models/fp8_format.h"
 #include "models/hf_config_fields.h"
 #include "models/json_input.h"
 #include "models/loaders/expected_weights.h"
+#include "models/loaders/fp8_weights.h"
 #include "models/loaders/loaders.h"
 #include "models/loaders/safetensors.h"
 #include "runtime/check.h"
@@ -95,6 +97,7 @@ ModelConfig read_hf_config(const std::string& folder) {
   // Before the architecture's reader, which may allocate per layer (Gemma's layer_types).
   config.check_limits(config_path.string());
   architecture.read_hf_config(fields, config);
+  read_quantization_config(fields, config);
 
   // generation_config.json decides what generation stops on, as in transformers.
   const fs::path generation_path = fs::path(folder) / "generation_config.json";
@@ -187,6 +190,9 @@ ModelWeights load_hf_folder(const std::string& folder, const LoadOptions& option
   };
   weights.tensors = load_expected_weights(weights.config, missing_from, find, options,
                                           /*stored_rope_pairs=*/false);
+  load_fp8_scales(
+      weights.config, [&](const std::string& name) { return find(WeightSpec{name, {}}); },
+      missing_from, options.device, weights.tensors);
   // What the checkpoint holds (not the run dtype), for logs and memory estimates.
   if (const SafetensorsFile* file = file_of.at("model.embed_tokens.weight"))
     weights.config.checkpoint_dtype = *file->find("model.embed_tokens.weight")->dtype;

@@ -5,16 +5,18 @@
 #include <filesystem>
 
 #include "models/embedded_model.h"
+#include "models/loaders/fp8_weights.h"
 #include "models/loaders/loaders.h"
 #include "models/model_weights.h"
 #include "runtime/check.h"
 
 namespace tessera {
 
-ModelWeights load_model(const std::string& model, const LoadOptions& options) {
+namespace {
+
+ModelWeights load_checkpoint(const std::string& model, const LoadOptions& options) {
   namespace fs = std::filesystem;
   const std::string path = resolve_model_path(model);
-  const auto start = std::chrono::steady_clock::now();
   constexpr std::string_view kSyntheticPrefix = "synthetic:";
   ModelWeights weights;
   if (path.starts_with(kSyntheticPrefix)) {
@@ -42,6 +44,28 @@ ModelWeights load_model(const std::string& model, const LoadOptions& options) {
                       "llama2.c .bin, a .gguf file, embedded:NAME or synthetic:NAME",
                       path));
     }
+  }
+  return weights;
+}
+
+}  // namespace
+
+ModelWeights load_model(const std::string& model, const LoadOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  ModelWeights weights;
+  if (options.quantization.empty()) {
+    weights = load_checkpoint(model, options);
+  } else {
+    TESSERA_REQUIRE(options.quantization == "fp8",
+                    "quantization '{}' is not known; valid choices: {} (or leave it unset)",
+                    options.quantization, loaders::kQuantizationChoices);
+    // Quantized on the host, one projection at a time, then moved: the float copy never
+    // reaches the device.
+    LoadOptions on_host = options;
+    on_host.device = kCPU;
+    weights = load_checkpoint(model, on_host);
+    loaders::quantize_fp8_online(weights);
+    for (auto& [name, tensor] : weights.tensors) tensor = tensor.to(options.device);
   }
   spdlog::info("loaded {} in {:.2f} s: {}, {:.1f} MiB as {} on {}", weights.source,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),

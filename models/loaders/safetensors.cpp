@@ -21,6 +21,7 @@ std::optional<DType> parse_supported_dtype(const std::string& name) {
   if (name == "BF16") return DType::bf16;
   if (name == "I32") return DType::i32;
   if (name == "I64") return DType::i64;
+  if (name == "F8_E4M3") return DType::f8_e4m3;
   return std::nullopt;
 }
 
@@ -134,7 +135,7 @@ const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
 StoredTensor SafetensorsFile::stored(const SafetensorsEntry& entry) const {
   TESSERA_REQUIRE(entry.dtype.has_value(),
                   "{}: tensor '{}' has dtype {}, which is not supported; supported: F32, F16, "
-                  "BF16, I32, I64",
+                  "BF16, I32, I64, F8_E4M3",
                   path(), entry.name, entry.dtype_name);
   return StoredTensor{data_section_ + entry.begin, *entry.dtype, entry.shape};
 }
@@ -160,6 +161,8 @@ const char* safetensors_dtype_name(DType dtype) {
       return "I32";
     case DType::i64:
       return "I64";
+    case DType::f8_e4m3:
+      return "F8_E4M3";
     default:
       break;
   }

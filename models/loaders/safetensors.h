@@ -20,7 +20,7 @@ namespace tessera::loaders {
 struct SafetensorsEntry {
   std::string name;
   std::string dtype_name;      // as written in the header: "F32", "BF16", "F8_E4M3", ...
-  std::optional<DType> dtype;  // set for F32, F16, BF16, I32, I64
+  std::optional<DType> dtype;  // set for F32, F16, BF16, I32, I64, F8_E4M3
   Shape shape;
   size_t begin = 0;  // byte offsets into the data section
   size_t end = 0;
@@ -48,7 +48,8 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// Safetensors dtype names of the dtypes Tessera stores ("F32", "F16", "BF16", "I32", "I64").
+// Safetensors dtype names of the dtypes Tessera stores ("F32", "F16", "BF16", "I32", "I64",
+// "F8_E4M3").
 const char* safetensors_dtype_name(DType dtype);
 
 // Writes tensors (any device, any layout) to a safetensors file in the given order.

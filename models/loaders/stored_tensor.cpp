@@ -82,10 +82,11 @@ Tensor materialize(const StoredTensor& stored, const LoadOptions& options, RowOr
                    int64_t head_dim) {
   const bool quantized = is_quantized(stored.dtype);
   if (quantized && stored.shape.size() == 1) return dequantized_vector(stored, options);
-  // A quantized matrix keeps its blocks: the kernels of linear and embedding read them.
-  const DType target = quantized ? stored.dtype : options.dtype;
+  // A quantized matrix keeps its blocks, an FP8 one its codes: their kernels read them.
+  const bool kept = quantized || stored.dtype == DType::f8_e4m3;
+  const DType target = kept ? stored.dtype : options.dtype;
   const bool both_float = is_floating(stored.dtype) && is_floating(options.dtype);
-  TESSERA_REQUIRE(both_float || quantized || stored.dtype == options.dtype,
+  TESSERA_REQUIRE(both_float || kept || stored.dtype == options.dtype,
                   "cannot convert a stored {} tensor to {}: only floating-point weights are cast",
                   dtype_name(stored.dtype), dtype_name(options.dtype));
   // Rows are dim 0; a 1-D tensor (a bias) has one element per row.

@@ -264,11 +264,11 @@ TEST(LoaderErrors, SafetensorsUnsupportedDtypeAndSizeMismatch) {
                R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,20]}})", 24);
   expect_mentions(error_of([&] { loaders::SafetensorsFile reader(dir / "size.safetensors"); }),
                   {"size.safetensors", "'w'", "needs 24 bytes"});
-  write_header(dir / "fp8.safetensors",
-               R"({"w":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]}})", 4);
-  const loaders::SafetensorsFile fp8(dir / "fp8.safetensors");
-  expect_mentions(error_of([&] { fp8.stored(*fp8.find("w")); }),
-                  {"fp8.safetensors", "'w'", "F8_E4M3"});
+  write_header(dir / "e5m2.safetensors",
+               R"({"w":{"dtype":"F8_E5M2","shape":[4],"data_offsets":[0,4]}})", 4);
+  const loaders::SafetensorsFile e5m2(dir / "e5m2.safetensors");
+  expect_mentions(error_of([&] { e5m2.stored(*e5m2.find("w")); }),
+                  {"e5m2.safetensors", "'w'", "F8_E5M2"});
 }
 
 TEST(LoaderErrors, MissingTensorAndWrongShape) {
