@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "models/model_config.h"
 #include "models/tensor_parallel.h"
@@ -30,6 +31,10 @@ struct ModelWeights {
 };
 
 struct LoadOptions {
+  LoadOptions() = default;
+  LoadOptions(DType run_dtype, Device run_device, std::string quantize_to = "")
+      : dtype(run_dtype), device(run_device), quantization(std::move(quantize_to)) {}
+
   DType dtype = DType::f32;  // run dtype; weights are cast to it
   Device device = kCPU;
   // "" or "fp8": quantize a float checkpoint's projections to FP8 at load time

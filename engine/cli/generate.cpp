@@ -69,8 +69,8 @@ int run_generate(const std::vector<std::string>& args) {
   const ModelLoadConfig& engine = config.model;
   if (!options.model.model_given())
     fmt::print(stderr,
-               "no --model given: running the embedded default {} (random weights, byte "
-               "tokenizer; its text is noise)\n",
+               "no --model given: running the embedded default {} (llama2.c's 260K-parameter "
+               "model of TinyStories); give --model for another\n",
                engine.model);
   auto tokenizer = load_run_tokenizer(engine);
   auto models = load_run_models(config);

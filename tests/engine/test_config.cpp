@@ -248,6 +248,7 @@ TEST(Config, TheKeysAreTheFileFormat) {
                       "engine.model",
                       "engine.num_kv_blocks",
                       "engine.port",
+                      "engine.quantization",
                       "engine.scheduling_policy",
                       "engine.seed",
                       "engine.tensor_parallel_size",

@@ -13,6 +13,7 @@
 
 #include "compile/ir/op_registry.h"
 #include "compile/trace/dispatch.h"
+#include "runtime/float8.h"
 #include "runtime/tensor.h"
 #include "support/reference.h"
 
@@ -131,6 +132,13 @@ double draw_value(const InputSpec& spec, std::mt19937_64& rng) {
 }
 
 Tensor make_storage(const HostInput& input, Device device) {
+  if (input.spec.dtype == DType::f8_e4m3) {  // codes written directly: no host type converts
+    Tensor codes = Tensor::empty(input.storage_shape, DType::f8_e4m3);
+    auto* bytes = codes.data<uint8_t>();
+    for (size_t i = 0; i < input.storage_values.size(); ++i)
+      bytes[i] = Float8E4M3::from_float(static_cast<float>(input.storage_values[i]));
+    return codes.to(device);
+  }
   if (is_floating(input.spec.dtype)) {
     std::vector<float> values(input.storage_values.begin(), input.storage_values.end());
     return Tensor::from_floats(values, input.storage_shape, input.spec.dtype, device);
@@ -179,7 +187,13 @@ HostInput draw_input(const InputSpec& spec, std::mt19937_64& rng) {
   // Build once on the host to learn the view's strides and check the tensor holds exactly the
   // rounded values (this also checks runtime/half.h against the independent rounding).
   Tensor storage = make_storage(input, kCPU);
-  std::vector<double> stored = storage.to_doubles();
+  std::vector<double> stored;
+  if (spec.dtype == DType::f8_e4m3) {
+    for (int64_t i = 0; i < storage.numel(); ++i)
+      stored.push_back(Float8E4M3::to_float(storage.data<uint8_t>()[i]));
+  } else {
+    stored = storage.to_doubles();
+  }
   for (size_t i = 0; i < stored.size(); ++i) {
     if (stored[i] != input.storage_values[i]) {
       throw std::runtime_error(fmt::format(

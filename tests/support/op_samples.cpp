@@ -61,6 +61,7 @@ class SampleTable {
     add_softmax();
     add_matmul();
     add_linear();
+    add_fp8_linear();
     add_embedding();
     add_view_and_reshape();
     add_slice();
@@ -311,6 +312,33 @@ class SampleTable {
       add("linear",
           {spec({4, 6}, dtype, ValueKind::general, Layout::transposed),
            spec({5, 6}, dtype, ValueKind::general, Layout::step_slice), spec({5}, dtype)});
+    }
+  }
+
+  // x in every float dtype; e4m3 weights with scales per channel and per 128x128 block (partial
+  // blocks at the edges); x scaled per token, per token and 128 columns, or by a fixed scale.
+  void add_fp8_linear() {
+    struct Case {
+      Shape x;
+      Shape weight;
+      bool block_scaled;
+      std::string activation;
+    };
+    const std::vector<Case> cases = {
+        {{3, 200}, {300, 200}, true, "group"},  {{1, 256}, {384, 256}, true, "group"},
+        {{2, 3, 256}, {64, 256}, true, "token"}, {{5, 96}, {40, 96}, false, "token"},
+        {{1, 4097}, {65, 4097}, false, "token"}, {{4, 130}, {129, 130}, false, "fixed"},
+        {{2, 256}, {256, 256}, true, "fixed"}};
+    for (DType dtype : kFloatDTypes) {
+      for (const Case& c : cases) {
+        const Shape scale = c.block_scaled ? Shape{(c.weight[0] + 127) / 128,
+                                                   (c.weight[1] + 127) / 128}
+                                           : Shape{c.weight[0]};
+        Inputs inputs = {spec(c.x, dtype), spec(c.weight, DType::f8_e4m3),
+                         spec(scale, f32, ValueKind::positive)};
+        if (c.activation == "fixed") inputs.push_back(spec({1}, f32, ValueKind::positive));
+        add("fp8_linear", inputs, {{"activation", c.activation}}, accumulation_scale(c.x.back()));
+      }
     }
   }
 

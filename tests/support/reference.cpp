@@ -289,6 +289,54 @@ RefTensor linear(std::span<const RefTensor> inputs) {
   return out;
 }
 
+// fp8_linear (kernels/quant/fp8_scaling.h): x quantized to e4m3 by f32 scales computed as the
+// definition states (amax / 448, inverse 448 / amax, or the fixed input_scale), the weight's codes
+// times its scales per channel [N] or per 128 x 128 block, the products summed in float64.
+RefTensor fp8_linear(std::span<const RefTensor> inputs, const std::string& activation) {
+  require(inputs.size() == 3 || inputs.size() == 4, "fp8_linear takes x, weight, weight_scale");
+  const RefTensor& x = inputs[0];
+  const RefTensor& weight = inputs[1];
+  const RefTensor& scale = inputs[2];
+  const int64_t k = x.sizes.back(), n = weight.sizes[0], block = 128;
+  const int64_t column_blocks = (k + block - 1) / block;
+  const bool block_scaled = rank_of(scale) == 2;
+  const int64_t group = activation == "group" ? block : k;
+  Sizes out_sizes = x.sizes;
+  out_sizes.back() = n;
+  RefTensor out = make_tensor(out_sizes);
+  const int64_t rows = x.numel() / std::max<int64_t>(k, 1);
+  std::vector<double> quantized(static_cast<size_t>(k));
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t first = 0; first < k; first += group) {
+      const int64_t count = std::min(group, k - first);
+      float amax = 0;
+      for (int64_t i = 0; i < count; ++i)
+        amax = std::max(amax, static_cast<float>(std::fabs(x.values[row * k + first + i])));
+      float x_scale = amax > 0 ? amax / 448.0f : 1.0f;
+      float inverse = amax > 0 ? 448.0f / amax : 1.0f;
+      if (activation == "fixed") {
+        x_scale = static_cast<float>(inputs[3].values[0]);
+        inverse = 1.0f / x_scale;
+      }
+      for (int64_t i = 0; i < count; ++i) {
+        const float product = static_cast<float>(x.values[row * k + first + i]) * inverse;
+        quantized[first + i] = round_to_dtype(product, DType::f8_e4m3) * x_scale;
+      }
+    }
+    for (int64_t column = 0; column < n; ++column) {
+      double total = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const double weight_scale =
+            block_scaled ? scale.values[(column / block) * column_blocks + i / block]
+                         : scale.values[column];
+        total += quantized[i] * weight.values[column * k + i] * weight_scale;
+      }
+      out.values[row * n + column] = total;
+    }
+  }
+  return out;
+}
+
 // vocab_start >= 0: the weight holds rows [vocab_start, vocab_start + V) of a larger table.
 RefTensor embedding(const RefTensor& weight, const RefTensor& ids, int64_t vocab_start) {
   require(rank_of(weight) == 2, "embedding weight must be [V, D]");
@@ -533,7 +581,7 @@ std::vector<int64_t> unravel_index(int64_t flat_index, std::span<const int64_t> 
 }
 
 double round_to_dtype(double value, DType dtype) {
-  if (!is_floating(dtype)) return std::trunc(value);
+  if (!is_floating(dtype) && dtype != DType::f8_e4m3) return std::trunc(value);
   if (!std::isfinite(value) || value == 0.0) return value;
   // Precision (stored mantissa bits), smallest normal exponent and largest finite value.
   int mantissa_bits = 23;
@@ -546,6 +594,11 @@ double round_to_dtype(double value, DType dtype) {
   } else if (dtype == DType::bf16) {
     mantissa_bits = 7;
     max_finite = std::ldexp(2.0 - std::ldexp(1.0, -7), 127);
+  } else if (dtype == DType::f8_e4m3) {  // no infinities: Tessera saturates at +-448
+    mantissa_bits = 3;
+    min_exponent = -6;
+    max_finite = 448.0;
+    value = std::clamp(value, -max_finite, max_finite);
   }
   int exponent = 0;
   std::frexp(value, &exponent);  // value = m * 2^exponent with |m| in [0.5, 1)
@@ -595,6 +648,7 @@ std::vector<RefTensor> reference_op(const std::string& op, std::span<const RefTe
     return {matmul(inputs[0], inputs[1])};
   }
   if (op == "linear") return {linear(inputs)};
+  if (op == "fp8_linear") return {fp8_linear(inputs, attributes.get_string("activation"))};
   if (op == "embedding") {
     require_inputs(inputs, 2, op);
     return {embedding(inputs[0], inputs[1], attributes.get_int("vocab_start", -1))};
