@@ -16,6 +16,7 @@
 #include "models/loaders/loaders.h"
 #include "models/loaders/safetensors.h"
 #include "models/tensor_parallel.h"
+#include "runtime/backend/backend.h"
 #include "runtime/float8.h"
 #include "support/loader_files.h"
 #include "support/runner_steps.h"
@@ -281,14 +282,16 @@ const nlohmann::json kTokenActivations = {
 const nlohmann::json kStaticActivations = {
     {"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}, {"dynamic", false}};
 
-// The last-token logits of each step of a fixed token sequence (a prompt, then decode steps).
-std::vector<std::vector<float>> logits_of(ModelWeights weights) {
+// The last-token logits of each step of a fixed token sequence: a prompt of `prompt` tokens,
+// then 8 decode steps.
+std::vector<std::vector<float>> logits_of(ModelWeights weights, int64_t prompt = 6,
+                                          CompilationMode mode = CompilationMode::eager) {
   std::shared_ptr<const CausalLM> model = create_model(std::move(weights), 64);
-  RunnerConfig config = testing::runner_config(CompilationMode::eager);
+  RunnerConfig config = testing::runner_config(mode);
   ModelRunner runner(model, with_kv_blocks_for(config, model->max_positions()));
   std::vector<int32_t> ids;
-  for (int i = 0; i < 14; ++i) ids.push_back((i * 37 + 5) % 512);
-  std::vector<int64_t> chunks{6};
+  for (int i = 0; i < prompt + 8; ++i) ids.push_back((i * 37 + 5) % 512);
+  std::vector<int64_t> chunks{prompt};
   chunks.resize(9, 1);
   return testing::logits_by_chunks(runner, ids, chunks);
 }
@@ -374,6 +377,50 @@ TEST(Fp8Checkpoint, QuantizationAtLoadTimeServesThroughTheEngine) {
   online.quantization = "fp8";
   EXPECT_THAT(testing::error_of([&] { load_model("synthetic:small:q8_0", online); }),
               HasSubstr("q8_0 already"));
+}
+
+// On a GPU: a 40-token prompt goes through cuBLASLt's FP8 matmul, the decode steps through the
+// gemv; both quantize x to the CPU's codes, so the logits differ by summation order and the FP8
+// tensor cores' narrower accumulator only, and the greedy picks are the CPU's wherever the CPU's
+// top two logits are not within that difference.
+TEST(GpuFp8Checkpoint, LogitsAndGreedyPicksMatchTheCpu) {
+  Device gpu;
+  if (!first_gpu(&gpu))
+    GTEST_SKIP() << "no GPU device available (needs a CUDA or HIP build and a device)";
+  const ModelWeights dense = load_model("synthetic:small", LoadOptions{});
+  struct Case {
+    const char* name;
+    Layout layout;
+    nlohmann::json quantization;
+  };
+  const Case cases[] = {{"block", Layout::block, kBlockConfig},
+                        {"channel", Layout::channel, compressed_config("channel", kTokenActivations)},
+                        {"static", Layout::tensor_static,
+                         compressed_config("tensor", kStaticActivations)}};
+  for (const Case& c : cases) {
+    TempDir dir;
+    write_fp8_folder(dir / c.name, dense, c.layout, c.quantization);
+    const auto cpu = logits_of(load_model(dir / c.name, LoadOptions{}), 40);
+    for (CompilationMode mode : {CompilationMode::eager, CompilationMode::compiled}) {
+      SCOPED_TRACE(fmt::format("{} {}", c.name, enum_name(mode)));
+      const auto on_gpu =
+          logits_of(load_model(dir / c.name, LoadOptions{DType::f32, gpu}), 40, mode);
+      const double difference = relative_difference(on_gpu, cpu);
+      std::printf("%s %s: GPU against CPU, max logit difference %.3e of the largest\n", c.name,
+                  std::string(enum_name(mode)).c_str(), difference);
+      EXPECT_LT(difference, 2e-3);
+      for (size_t step = 0; step < cpu.size(); ++step) {
+        std::vector<float> sorted = cpu[step];
+        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+        const auto pick = [](const std::vector<float>& row) {
+          return std::max_element(row.begin(), row.end()) - row.begin();
+        };
+        if (sorted[0] - sorted[1] > 4e-3 * std::fabs(sorted[0])) {
+          EXPECT_EQ(pick(on_gpu[step]), pick(cpu[step])) << "step " << step;
+        }
+      }
+    }
+  }
 }
 
 // ---- what is refused ----

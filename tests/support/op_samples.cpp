@@ -316,7 +316,9 @@ class SampleTable {
   }
 
   // x in every float dtype; e4m3 weights with scales per channel and per 128x128 block (partial
-  // blocks at the edges); x scaled per token, per token and 128 columns, or by a fixed scale.
+  // blocks at the edges; sizes multiples of 16, as GPUs need); x scaled per token, per token and
+  // 128 columns, or by a fixed scale; rows for a GPU's gemv (up to 8) and for its library GEMM
+  // (9 and 33: padded to multiples of 4).
   void add_fp8_linear() {
     struct Case {
       Shape x;
@@ -325,10 +327,11 @@ class SampleTable {
       std::string activation;
     };
     const std::vector<Case> cases = {
-        {{3, 200}, {300, 200}, true, "group"},  {{1, 256}, {384, 256}, true, "group"},
-        {{2, 3, 256}, {64, 256}, true, "token"}, {{5, 96}, {40, 96}, false, "token"},
-        {{1, 4097}, {65, 4097}, false, "token"}, {{4, 130}, {129, 130}, false, "fixed"},
-        {{2, 256}, {256, 256}, true, "fixed"}};
+        {{3, 208}, {304, 208}, true, "group"},   {{1, 256}, {384, 256}, true, "group"},
+        {{9, 384}, {272, 384}, true, "group"},   {{2, 3, 256}, {64, 256}, true, "token"},
+        {{33, 512}, {128, 512}, true, "token"},  {{5, 96}, {48, 96}, false, "token"},
+        {{1, 4096}, {64, 4096}, false, "token"}, {{12, 160}, {80, 160}, false, "token"},
+        {{4, 144}, {128, 144}, false, "fixed"},  {{40, 256}, {256, 256}, true, "fixed"}};
     for (DType dtype : kFloatDTypes) {
       for (const Case& c : cases) {
         const Shape scale = c.block_scaled ? Shape{(c.weight[0] + 127) / 128,

@@ -135,6 +135,16 @@ class BlasCall {
   void* workspace_ = nullptr;
 };
 
+}  // namespace
+
+void with_blas_lt(Device device, gpuStream_t stream,
+                  const std::function<void(gpublasLtHandle_t, void*)>& fn) {
+  BlasCall call(device, stream);
+  fn(call.lt_handle(), call.workspace());
+}
+
+namespace {
+
 // Enqueues the GEMM through BLASLt with `plan` and one of its algorithms (by default the one it
 // runs).
 void enqueue_lt(const LtPlan& plan, const GemmProblem& problem, const BlasCall& call,

@@ -15,6 +15,7 @@
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/gpu_vendor.h"
 #include "kernels/linear_path.h"
+#include "runtime/device.h"
 #include "runtime/dtype.h"
 
 namespace tessera::gpu {
@@ -34,6 +35,12 @@ namespace tessera::gpu {
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 // Lt algorithms a linear at skinny sizes times (the heuristic's first ones).
 constexpr int kLtCandidates = kLibraryAlgorithms;
+
+// Runs fn(handle, workspace) with the device's cuBLASLt handle and `stream`'s workspace
+// (kWorkspaceBytes), under the lock every GEMM of the device takes (gemm.cpp): GEMM files with
+// plans of their own (fp8_linear.cu) share the handle and workspaces.
+void with_blas_lt(Device device, gpuStream_t stream,
+                  const std::function<void(gpublasLtHandle_t, void*)>& fn);
 
 // Owns one BLASLt descriptor. Destroying cannot report a failure (destructors must not throw).
 template <typename Handle, auto destroy>

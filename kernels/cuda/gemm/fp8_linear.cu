@@ -1,0 +1,417 @@
+// fp8_linear on CUDA (sm_89 and newer: FP8 tensor cores). x is quantized to e4m3 by a kernel of
+// its own (codes and scales as kernels/quant/fp8_scaling.h defines them: the same float
+// operations as the CPU, so both devices quantize x to the same codes), then
+//   - up to kFp8GemvMaxRows rows (decode): a weight-streaming kernel, a warp per output column,
+//     16 weight codes per lane per load, the scales applied per 128 columns or at the end;
+//   - more rows: a cuBLASLt FP8 matmul with the scales as its operands' scale vectors (per
+//     channel and per token: OUTER_VEC; per block: BLK128x128 with x's VEC128; fixed: a scalar).
+// CUDA only: the HIP module leaves this file out (ROCm as Debian ships it has no hipBLASLt), so
+// fp8_linear on an AMD device has no kernel, and the error names the op and the device.
+#include <cuda_fp8.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/gemm/lt_plan.h"
+#include "kernels/cuda/gpu_runtime.h"
+#include "kernels/cuda/programmatic_launch.cuh"
+#include "kernels/kernel_checks.h"
+#include "runtime/check.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/profiler/profiler.h"
+
+namespace tessera::gpu {
+namespace {
+
+// Rows of x up to which the weight-streaming kernel runs (decode); more go to cuBLASLt.
+constexpr int64_t kFp8GemvMaxRows = 8;
+// cuBLASLt's FP8 matmuls take rows of x in multiples of this.
+constexpr int64_t kPaddedRows = 4;
+constexpr int kWarpsPerBlock = 4;
+// Bytes of e4m3 codes one lane loads at a time: 16 columns, an eighth of a 128-column group.
+constexpr int kLaneColumns = 16;
+
+// Round to nearest even, saturating at +-448 (runtime/float8.h's rule).
+__device__ inline uint8_t e4m3_code(float value) {
+  return __nv_cvt_float_to_fp8(value, __NV_SATFINITE, __NV_E4M3);
+}
+
+// The two e4m3 values of a 16-bit pair of codes, exactly (through f16, which holds every one).
+__device__ inline float2 e4m3_pair(uint16_t codes) {
+  const __half2_raw pair = __nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3);
+  return __half22float2(*reinterpret_cast<const __half2*>(&pair));
+}
+
+__device__ inline float warp_max(float value) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+__device__ inline float warp_sum(float value) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+
+// Where x's scale of row `row`, column group `group` goes: row-major [m, groups], or, for
+// cuBLASLt's VEC128 (its column-major [groups, m] with the rows adjacent), group-major.
+struct ScaleLayout {
+  bool group_major = false;
+  int64_t rows = 0, groups = 0;
+  __device__ int64_t index(int64_t row, int64_t group) const {
+    return group_major ? group * rows + row : row * groups + group;
+  }
+};
+
+// One block per row of x: per segment of `amax_group` columns (the whole row per token) its
+// amax, then its codes; the segment's scale is written for each of the `scale_group` groups it
+// covers (per token with block-scaled weights: the row's one scale for every 128 columns).
+// fixed_scale: the checkpoint's input scale instead of an amax.
+// Rows from `rows` up to the grid's (cuBLASLt's padding) get zero codes and scale 1.
+template <typename T>
+__global__ void quantize_x_kernel(const T* x, int64_t rows, int64_t k, int64_t amax_group,
+                                  int64_t scale_group, const float* fixed_scale, uint8_t* codes,
+                                  float* scales, ScaleLayout layout) {
+  wait_for_prior_grids();
+  const int64_t row = blockIdx.x;
+  const T* row_x = x + row * k;
+  uint8_t* row_codes = codes + row * k;
+  if (row >= rows) {
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) row_codes[i] = 0;
+    for (int64_t group = threadIdx.x; group < layout.groups; group += blockDim.x)
+      scales[layout.index(row, group)] = 1.0f;
+    return;
+  }
+  __shared__ float warp_amax[32];
+  for (int64_t first = 0; first < k; first += amax_group) {
+    const int64_t count = min(amax_group, k - first);
+    float scale, inverse;
+    if (fixed_scale != nullptr) {
+      scale = *fixed_scale;
+      inverse = 1.0f / scale;
+    } else {
+      float amax = 0.0f;
+      for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+        amax = fmaxf(amax, fabsf(to_float(row_x[first + i])));
+      amax = warp_max(amax);
+      const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+      if (lane == 0) warp_amax[warp] = amax;
+      __syncthreads();
+      amax = lane < blockDim.x / 32 ? warp_amax[lane] : 0.0f;
+      amax = warp_max(amax);
+      __syncthreads();  // warp_amax is reused by the next segment
+      scale = fp8_dynamic_scale(amax);
+      inverse = fp8_dynamic_inverse(amax);
+    }
+    for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+      row_codes[first + i] = e4m3_code(to_float(row_x[first + i]) * inverse);
+    const int64_t last_group = (first + count - 1) / scale_group;
+    for (int64_t group = first / scale_group + threadIdx.x; group <= last_group;
+         group += blockDim.x)
+      scales[layout.index(row, group)] = scale;
+  }
+}
+
+// cuBLASLt reads 128x128 block scales with each row of blocks padded to a multiple of 4 floats
+// (measured: an unpadded [Nb, Kb] with Kb % 4 != 0 gives wrong outputs).
+constexpr int64_t kBlockScaleRowAlignment = 4;
+__global__ void pad_block_scales_kernel(const float* scales, int64_t row_blocks,
+                                        int64_t column_blocks, int64_t padded_columns,
+                                        float* padded) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= row_blocks * padded_columns) return;
+  const int64_t row = i / padded_columns, column = i % padded_columns;
+  padded[i] = column < column_blocks ? scales[row * column_blocks + column] : 0.0f;
+}
+
+// out[m, n] for m <= Rows: a warp per weight row n. Each lane takes 16 columns at a time (a
+// uint4 of codes), decodes them and x's codes at the same columns, and keeps one partial sum per
+// row of x; per block of weight scales (and per 128-column group of x's scales) the partial is
+// scaled as it is added, otherwise the row's sum is scaled once at the end.
+template <typename T, int Rows>
+__global__ void fp8_gemv_kernel(int64_t m, int64_t n, int64_t k,
+                                const uint8_t* weight, const float* weight_scales,
+                                bool block_scaled, const uint8_t* x_codes, const float* x_scales,
+                                int64_t x_groups, T* out) {
+  const int64_t column = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (column >= n) return;
+  const uint4* row = reinterpret_cast<const uint4*>(weight + column * k);
+  const int64_t chunks = k / kLaneColumns;
+  const int64_t column_blocks = (k + kFp8Block - 1) / kFp8Block;
+  // The weight is this kernel's own input: its loads start before x's quantization ends.
+  uint4 next = lane < chunks ? row[lane] : uint4{};
+  wait_for_prior_grids();
+  const bool grouped = block_scaled || x_groups > 1;
+  float sums[Rows] = {};
+  for (int64_t chunk = lane; chunk < chunks; chunk += 32) {
+    const uint4 codes = next;
+    if (chunk + 32 < chunks) next = row[chunk + 32];
+    float w[kLaneColumns];
+    const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 low = e4m3_pair(static_cast<uint16_t>(words[i] & 0xffffu));
+      const float2 high = e4m3_pair(static_cast<uint16_t>(words[i] >> 16));
+      w[4 * i] = low.x;
+      w[4 * i + 1] = low.y;
+      w[4 * i + 2] = high.x;
+      w[4 * i + 3] = high.y;
+    }
+    const int64_t group = chunk * kLaneColumns / kFp8Block;
+    const float weight_scale =
+        block_scaled ? weight_scales[(column / kFp8Block) * column_blocks + group] : 1.0f;
+#pragma unroll
+    for (int r = 0; r < Rows; ++r) {
+      if (r >= m) break;
+      const uint4 xs = *reinterpret_cast<const uint4*>(x_codes + r * k + chunk * kLaneColumns);
+      const uint32_t x_words[4] = {xs.x, xs.y, xs.z, xs.w};
+      float partial = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 low = e4m3_pair(static_cast<uint16_t>(x_words[i] & 0xffffu));
+        const float2 high = e4m3_pair(static_cast<uint16_t>(x_words[i] >> 16));
+        partial = fmaf(low.x, w[4 * i], partial);
+        partial = fmaf(low.y, w[4 * i + 1], partial);
+        partial = fmaf(high.x, w[4 * i + 2], partial);
+        partial = fmaf(high.y, w[4 * i + 3], partial);
+      }
+      sums[r] += grouped ? partial * (x_scales[r * x_groups + (x_groups > 1 ? group : 0)] *
+                                      weight_scale)
+                         : partial;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) {
+    if (r >= m) break;
+    float total = warp_sum(sums[r]);
+    if (!grouped) total *= x_scales[r];
+    if (!block_scaled) total *= weight_scales[column];
+    if (lane == 0) out[r * n + column] = from_compute<T>(total);
+  }
+}
+
+// x's codes and scales, kept per device and stream for the process (a captured graph replays
+// into them, as kept_scratch in quantized_linear.cu does for its quantized x).
+// Also, for cuBLASLt, room for the output of padded rows and for padded block scales.
+struct QuantizedX {
+  uint8_t* codes;
+  float* scales;
+  void* padded_out;
+  float* padded_weight_scales;
+};
+int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+QuantizedX x_scratch(Device device, gpuStream_t stream, int64_t m, int64_t k, int64_t groups,
+                     int64_t out_bytes, int64_t weight_scale_count) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, gpuStream_t>, std::vector<Tensor>> buffers;
+  const int64_t code_bytes = round_up(m * k, 256);
+  const int64_t scale_bytes = round_up(4 * m * groups, 256);
+  const int64_t padded_out_bytes = round_up(out_bytes, 256);
+  const int64_t bytes = code_bytes + scale_bytes + padded_out_bytes + 4 * weight_scale_count;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::vector<Tensor>& kept = buffers[{device.index, stream}];
+  if (kept.empty() || static_cast<int64_t>(kept.back().nbytes()) < bytes)
+    kept.push_back(Tensor::empty({(bytes + 3) / 4}, DType::f32, device));
+  auto* base = static_cast<uint8_t*>(kept.back().data_ptr());
+  return QuantizedX{base, reinterpret_cast<float*>(base + code_bytes),
+                    base + code_bytes + scale_bytes,
+                    reinterpret_cast<float*>(base + code_bytes + scale_bytes + padded_out_bytes)};
+}
+
+// A cuBLASLt FP8 plan per problem and device: descriptor, layouts and the heuristic's algorithm.
+struct Fp8Plan {
+  LtMatmulDesc matmul;
+  LtLayout weight, x, out;
+  cublasLtMatmulAlgo_t algorithm{};
+};
+using Fp8PlanKey = std::tuple<int, int64_t, int64_t, int64_t, int, bool, int>;
+
+cudaDataType out_type(DType dtype) {
+  switch (dtype) {
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::f16:
+      return CUDA_R_16F;
+    default:
+      return CUDA_R_32F;
+  }
+}
+
+template <typename Attribute>
+void set_attribute(const LtMatmulDesc& matmul, cublasLtMatmulDescAttributes_t name,
+                   const Attribute& value) {
+  GPUBLAS_CHECK(cublasLtMatmulDescSetAttribute(matmul.get(), name, &value, sizeof(value)));
+}
+
+// out (col-major [n, m]) = weight^T (col-major [k, n], transposed) x (col-major [k, m]), with m
+// padded to `padded_rows` (the extra rows land in the scratch output, then the real ones are
+// copied out).
+void run_cublaslt(const Fp8LinearArgs& args, const QuantizedX& x, int64_t padded_rows,
+                  gpuStream_t stream) {
+  const Device device = args.out.device();
+  const int x_mode = args.block_scaled || args.activation == Fp8ActivationScale::group
+                         ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+                     : args.activation == Fp8ActivationScale::fixed
+                         ? CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F
+                         : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  const int weight_mode = args.block_scaled ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                                            : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  const int64_t m = padded_rows;
+  const Fp8PlanKey key{device.index, m, args.n, args.k, static_cast<int>(args.out.dtype()),
+                       args.block_scaled, x_mode};
+  static std::mutex mutex;
+  static std::map<Fp8PlanKey, std::unique_ptr<Fp8Plan>> plans;
+  const void* weight_scales = args.weight_scale.data_ptr();
+  if (args.block_scaled && args.weight_scale.size(1) % kBlockScaleRowAlignment != 0) {
+    const int64_t row_blocks = args.weight_scale.size(0), column_blocks = args.weight_scale.size(1);
+    const int64_t padded_columns = round_up(column_blocks, kBlockScaleRowAlignment);
+    pad_block_scales_kernel<<<grid_size(row_blocks * padded_columns, 256), 256, 0, stream>>>(
+        static_cast<const float*>(weight_scales), row_blocks, column_blocks, padded_columns,
+        x.padded_weight_scales);
+    GPU_CHECK_LAUNCH("pad the 128x128 block scales");
+    weight_scales = x.padded_weight_scales;
+  }
+  void* out = m == args.m ? args.out.data_ptr() : x.padded_out;
+  with_blas_lt(device, stream, [&](cublasLtHandle_t handle, void* workspace) {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::unique_ptr<Fp8Plan>& plan = plans[key];
+    if (plan == nullptr) {
+      auto made = std::make_unique<Fp8Plan>();
+      GPUBLAS_CHECK(cublasLtMatmulDescCreate(made->matmul.address(), CUBLAS_COMPUTE_32F,
+                                             CUDA_R_32F));
+      set_attribute(made->matmul, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+      set_attribute(made->matmul, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+      set_attribute(made->matmul, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, weight_mode);
+      set_attribute(made->matmul, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, x_mode);
+      GPUBLAS_CHECK(cublasLtMatrixLayoutCreate(made->weight.address(), CUDA_R_8F_E4M3, args.k,
+                                               args.n, args.k));
+      GPUBLAS_CHECK(
+          cublasLtMatrixLayoutCreate(made->x.address(), CUDA_R_8F_E4M3, args.k, m, args.k));
+      GPUBLAS_CHECK(cublasLtMatrixLayoutCreate(made->out.address(), out_type(args.out.dtype()),
+                                               args.n, m, args.n));
+      LtPreference preference;
+      GPUBLAS_CHECK(cublasLtMatmulPreferenceCreate(preference.address()));
+      const size_t workspace_bytes = kWorkspaceBytes;
+      GPUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+          preference.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+          sizeof(workspace_bytes)));
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      // The pointers must be set for the heuristic to see the scale modes' layouts.
+      set_attribute(made->matmul, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, weight_scales);
+      set_attribute(made->matmul, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                    static_cast<const void*>(x.scales));
+      const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+          handle, made->matmul.get(), made->weight.get(), made->x.get(), made->out.get(),
+          made->out.get(), preference.get(), 1, &result, &found);
+      TESSERA_REQUIRE(status == CUBLAS_STATUS_SUCCESS && found > 0,
+                      "fp8_linear on {}: cuBLASLt has no FP8 matmul for x [{}, {}] and weight "
+                      "[{}, {}] with {} weight scales ({})",
+                      device.str(), m, args.k, args.n, args.k,
+                      args.block_scaled ? "128x128 block" : "per-channel",
+                      cublasGetStatusString(status));
+      made->algorithm = result.algo;
+      plan = std::move(made);
+    }
+    set_attribute(plan->matmul, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, weight_scales);
+    const void* x_scale =
+        args.input_scale != nullptr ? args.input_scale->data_ptr() : static_cast<void*>(x.scales);
+    set_attribute(plan->matmul, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale);
+    const float alpha = 1.0f, beta = 0.0f;
+    GPUBLAS_CHECK(cublasLtMatmul(handle, plan->matmul.get(), &alpha, args.weight.data_ptr(),
+                                 plan->weight.get(), x.codes, plan->x.get(), &beta, out,
+                                 plan->out.get(), out, plan->out.get(), &plan->algorithm,
+                                 workspace, kWorkspaceBytes, stream));
+  });
+  if (out != args.out.data_ptr()) {  // the real rows are the padded output's first ones
+    GPU_CHECK(gpuMemcpyAsync(args.out.data_ptr(), out, args.out.nbytes(),
+                             gpuMemcpyDeviceToDevice, stream));
+  }
+}
+
+template <typename T>
+void launch_gemv(const Fp8LinearArgs& args, const QuantizedX& x, int64_t x_groups,
+                 gpuStream_t stream) {
+  const int device = args.out.device().index;
+  const auto launch = [&]<int Rows>() {
+    launch_programmatic(fp8_gemv_kernel<T, Rows>, grid_size(args.n, kWarpsPerBlock),
+                        kWarpsPerBlock * 32, 0, stream, device, args.m, args.n, args.k,
+                        static_cast<const uint8_t*>(args.weight.data_ptr()),
+                        static_cast<const float*>(args.weight_scale.data_ptr()),
+                        args.block_scaled, static_cast<const uint8_t*>(x.codes),
+                        static_cast<const float*>(x.scales), x_groups,
+                        static_cast<T*>(args.out.data_ptr()));
+  };
+  if (args.m == 1) {
+    launch.template operator()<1>();
+  } else if (args.m <= 2) {
+    launch.template operator()<2>();
+  } else if (args.m <= 4) {
+    launch.template operator()<4>();
+  } else {
+    launch.template operator()<8>();
+  }
+  GPU_CHECK_LAUNCH("fp8_gemv");
+}
+
+void fp8_linear_entry(const KernelArgs& kernel_args) {
+  const Fp8LinearArgs args = check_fp8_linear(kernel_args);
+  const Device device = args.out.device();
+  const DeviceLimits& limits = device_limits(device.index);
+  TESSERA_REQUIRE(limits.compute_major >= 9,
+                  "fp8_linear: {} has no FP8 tensor cores (compute capability {}.x; FP8 needs "
+                  "Hopper, 9.0, or newer): load a float checkpoint, without --quantization fp8",
+                  device.str(), limits.compute_major);
+  TESSERA_REQUIRE(args.k % kLaneColumns == 0 && args.n % kLaneColumns == 0,
+                  "fp8_linear on {}: the weight [{}, {}] needs both sizes multiples of {} (FP8 "
+                  "matmuls read whole 16-byte rows)",
+                  device.str(), args.n, args.k, kLaneColumns);
+  if (args.out.numel() == 0) return;
+  LaunchScope scope(device);
+  const gpuStream_t stream = scope.stream();
+  // x's scale groups: 128 columns where the weight's scales or x's own change every 128 columns.
+  const bool grouped = args.block_scaled || args.activation == Fp8ActivationScale::group;
+  const int64_t group = grouped ? kFp8Block : args.k;
+  const int64_t groups = (args.k + group - 1) / group;
+  const bool gemv = args.m <= kFp8GemvMaxRows;
+  // cuBLASLt's FP8 matmuls take rows of x in multiples of 4 (measured: 9 rows have no algorithm
+  // with block scales); the padding rows are zeros.
+  const int64_t rows = gemv ? args.m : round_up(args.m, kPaddedRows);
+  const int64_t padded_out_bytes =
+      rows == args.m ? 0 : rows * args.n * static_cast<int64_t>(element_size(args.out.dtype()));
+  const QuantizedX x = x_scratch(device, stream, rows, args.k, groups, padded_out_bytes,
+                                 args.block_scaled ? args.weight_scale.size(0) *
+                                                         round_up(args.weight_scale.size(1),
+                                                                  kBlockScaleRowAlignment)
+                                                   : 0);
+  // cuBLASLt's VEC128 scales sit group-major, [groups][rows]; the gemv reads them row-major.
+  const ScaleLayout layout{!gemv && grouped, rows, groups};
+  // Per token, x's amax spans the row even where its scale repeats per 128 columns.
+  const int64_t amax_group = args.activation == Fp8ActivationScale::group ? kFp8Block : args.k;
+  const float* fixed = args.input_scale != nullptr
+                           ? static_cast<const float*>(args.input_scale->data_ptr())
+                           : nullptr;
+  visit_device_float_dtype("fp8_linear", args.x.dtype(), [&]<typename T>() {
+    launch_programmatic(quantize_x_kernel<T>, static_cast<unsigned>(rows), 128, 0, stream,
+                        device.index, static_cast<const T*>(args.x.data_ptr()), args.m, args.k,
+                        amax_group, group, fixed, x.codes, x.scales, layout);
+    GPU_CHECK_LAUNCH("quantize x to e4m3");
+    if (gemv) {
+      launch_gemv<T>(args, x, groups, stream);
+    } else {
+      run_cublaslt(args, x, rows, stream);
+    }
+  });
+  annotate_launch(gemv ? "fp8_gemv" : "cublaslt_fp8");
+}
+
+TESSERA_REGISTER_KERNEL("fp8_linear", kGpuDeviceType, fp8_linear_entry);
+
+}  // namespace
+}  // namespace tessera::gpu

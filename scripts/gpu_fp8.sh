@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Run ON THE GPU MACHINE, from the repo root, with .gpu-deps carried (made here by
+# scripts/fetch_gpu_deps.sh), like scripts/gpu_check.sh: builds with CUDA for sm_90 only the
+# targets of FP8, runs their tests (the gpu ones must run, not skip: no GPU is a failure here),
+# then the FP8 linear lab (checks against the CPU kernel, then times beside bf16), then the decode
+# sweep of the 1B and 8B shapes in bf16 and with --quantization fp8 at batch 1, 8, 32 and 128
+# (sweep.txt). TESSERA_FP8_STEPS picks stages ("tests lab sweep"). Logs go to $OUT when set, else
+# build/gpu-fp8/. Arguments go to the configure step. Exits non-zero when the build, a test, the
+# lab's checks or a sweep fail.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+jobs=${TESSERA_JOBS:-16}
+build_dir=build
+log_dir=${OUT:-$build_dir/gpu-fp8}
+mkdir -p "$log_dir"
+say() { echo "gpu_fp8: $*"; }
+
+source scripts/gpu_env.sh
+
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+configure_cuda_build "$build_dir" "$log_dir/configure.log" -DTESSERA_HIP=OFF "$@" >/dev/null ||
+  { say "configure failed (see $log_dir/configure.log)"; tail -20 "$log_dir/configure.log"; exit 1; }
+targets=(tessera tessera-cuda test_fp8 test_op_conformance fp8_linear_lab)
+cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}" >"$log_dir/build.log" 2>&1 ||
+  { say "build failed (see $log_dir/build.log)"; grep -E "error" "$log_dir/build.log" | head -20; exit 1; }
+
+steps=" ${TESSERA_FP8_STEPS:-tests lab sweep} "
+status=0
+if [[ $steps == *" tests "* ]]; then
+  for test in test_fp8 test_op_conformance; do
+    "$build_dir/tests/$test" >"$log_dir/$test.log" 2>&1
+    rc=$?
+    # A skipped gpu test means no GPU was seen: on this machine that is a failure, not a pass.
+    if grep -q "SKIPPED.*Gpu" "$log_dir/$test.log"; then
+      say "$test: gpu tests SKIPPED (no GPU seen?)"
+      status=1
+    fi
+    say "$test: $(grep -E '^\[  (PASSED|FAILED)' "$log_dir/$test.log" | tr '\n' ' ') (exit $rc)"
+    grep -E "FAILED|GPU against CPU|op conformance on" "$log_dir/$test.log" | head -20
+    [[ $rc -eq 0 ]] || status=1
+  done
+fi
+
+if [[ $steps == *" lab "* ]]; then
+  "$build_dir/bench/fp8_linear_lab" ${TESSERA_FP8_LAB_ARGS:-} >"$log_dir/fp8_linear_lab.log" 2>&1 ||
+    status=1
+  cat "$log_dir/fp8_linear_lab.log"
+fi
+
+if [[ $steps == *" sweep "* ]]; then
+  : >"$log_dir/sweep.txt"
+  for model in llama-1b llama-8b; do
+    for quantization in none fp8; do
+      echo "## synthetic:$model --quantization $quantization" >>"$log_dir/sweep.txt"
+      timeout 300 "$build_dir/tessera" bench sweep --model "synthetic:$model" --device cuda \
+        --quantization "$quantization" --modes compiled --cudagraph-modes full_and_piecewise \
+        --batch-sizes 1,8,32,128 --context 128 --steps 64 >>"$log_dir/sweep.txt" 2>&1 ||
+        { say "sweep of $model ($quantization) failed"; status=1; }
+    done
+  done
+  cat "$log_dir/sweep.txt"
+fi
+say "done (exit $status); logs in $log_dir"
+exit $status
