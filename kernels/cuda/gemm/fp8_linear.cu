@@ -66,7 +66,7 @@ struct ScaleLayout {
   }
 };
 
-// One block per row of x: per segment of `amax_group` columns (the whole row per token) its
+// One block per row of x (codes for cuBLASLt, or their f32 values for the gemv): per segment of `amax_group` columns (the whole row per token) its
 // amax, then its codes; the segment's scale is written for each of the `scale_group` groups it
 // covers (per token with block-scaled weights: the row's one scale for every 128 columns).
 // fixed_scale: the checkpoint's input scale instead of an amax.
@@ -74,7 +74,7 @@ struct ScaleLayout {
 template <typename T>
 __global__ void quantize_x_kernel(const T* x, int64_t rows, int64_t k, int64_t amax_group,
                                   int64_t scale_group, const float* fixed_scale, uint8_t* codes,
-                                  float* scales, ScaleLayout layout) {
+                                  float* values, float* scales, ScaleLayout layout) {
   wait_for_prior_grids();
   const int64_t row = blockIdx.x;
   const T* row_x = x + row * k;
@@ -106,8 +106,14 @@ __global__ void quantize_x_kernel(const T* x, int64_t rows, int64_t k, int64_t a
       scale = fp8_dynamic_scale(amax);
       inverse = fp8_dynamic_inverse(amax);
     }
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
-      row_codes[first + i] = e4m3_code(to_float(row_x[first + i]) * inverse);
+    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+      const uint8_t code = e4m3_code(to_float(row_x[first + i]) * inverse);
+      if (values != nullptr) {  // the gemv's x: each code's value (a pair's first byte)
+        values[row * k + first + i] = e4m3_pair(code).x;
+      } else {
+        row_codes[first + i] = code;
+      }
+    }
     const int64_t last_group = (first + count - 1) / scale_group;
     for (int64_t group = first / scale_group + threadIdx.x; group <= last_group;
          group += blockDim.x)
@@ -128,13 +134,15 @@ __global__ void pad_block_scales_kernel(const float* scales, int64_t row_blocks,
 }
 
 // out[m, n] for m <= Rows: a warp per weight row n. Each lane takes 16 columns at a time (a
-// uint4 of codes), decodes them and x's codes at the same columns, and keeps one partial sum per
-// row of x; per block of weight scales (and per 128-column group of x's scales) the partial is
-// scaled as it is added, otherwise the row's sum is scaled once at the end.
+// uint4 of codes), kLoadsInFlight of them loaded before any is used (a decode step's rows are
+// short: one load at a time leaves the memory idle); x's codes come as f32 values from the
+// quantize kernel. Per block of weight scales (and per 128-column group of x's scales) a partial
+// sum is scaled as it is added; otherwise the row's sum is scaled once at the end.
+constexpr int kLoadsInFlight = 4;
 template <typename T, int Rows>
 __global__ void fp8_gemv_kernel(int64_t m, int64_t n, int64_t k,
                                 const uint8_t* weight, const float* weight_scales,
-                                bool block_scaled, const uint8_t* x_codes, const float* x_scales,
+                                bool block_scaled, const float* x_values, const float* x_scales,
                                 int64_t x_groups, T* out) {
   const int64_t column = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -142,48 +150,60 @@ __global__ void fp8_gemv_kernel(int64_t m, int64_t n, int64_t k,
   const uint4* row = reinterpret_cast<const uint4*>(weight + column * k);
   const int64_t chunks = k / kLaneColumns;
   const int64_t column_blocks = (k + kFp8Block - 1) / kFp8Block;
-  // The weight is this kernel's own input: its loads start before x's quantization ends.
-  uint4 next = lane < chunks ? row[lane] : uint4{};
-  wait_for_prior_grids();
   const bool grouped = block_scaled || x_groups > 1;
   float sums[Rows] = {};
-  for (int64_t chunk = lane; chunk < chunks; chunk += 32) {
-    const uint4 codes = next;
-    if (chunk + 32 < chunks) next = row[chunk + 32];
-    float w[kLaneColumns];
-    const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
+  bool waited = false;
+  for (int64_t base = lane; base < chunks; base += 32 * kLoadsInFlight) {
+    uint4 codes[kLoadsInFlight];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 low = e4m3_pair(static_cast<uint16_t>(words[i] & 0xffffu));
-      const float2 high = e4m3_pair(static_cast<uint16_t>(words[i] >> 16));
-      w[4 * i] = low.x;
-      w[4 * i + 1] = low.y;
-      w[4 * i + 2] = high.x;
-      w[4 * i + 3] = high.y;
+    for (int u = 0; u < kLoadsInFlight; ++u) {
+      const int64_t chunk = base + 32 * u;
+      codes[u] = chunk < chunks ? __ldg(row + chunk) : uint4{};
     }
-    const int64_t group = chunk * kLaneColumns / kFp8Block;
-    const float weight_scale =
-        block_scaled ? weight_scales[(column / kFp8Block) * column_blocks + group] : 1.0f;
+    // The weight is this kernel's own input: its first loads go out before x's quantization
+    // ends.
+    if (!waited) {
+      wait_for_prior_grids();
+      waited = true;
+    }
 #pragma unroll
-    for (int r = 0; r < Rows; ++r) {
-      if (r >= m) break;
-      const uint4 xs = *reinterpret_cast<const uint4*>(x_codes + r * k + chunk * kLaneColumns);
-      const uint32_t x_words[4] = {xs.x, xs.y, xs.z, xs.w};
-      float partial = 0.0f;
+    for (int u = 0; u < kLoadsInFlight; ++u) {
+      const int64_t chunk = base + 32 * u;
+      if (chunk >= chunks) break;
+      float w[kLaneColumns];
+      const uint32_t words[4] = {codes[u].x, codes[u].y, codes[u].z, codes[u].w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const float2 low = e4m3_pair(static_cast<uint16_t>(x_words[i] & 0xffffu));
-        const float2 high = e4m3_pair(static_cast<uint16_t>(x_words[i] >> 16));
-        partial = fmaf(low.x, w[4 * i], partial);
-        partial = fmaf(low.y, w[4 * i + 1], partial);
-        partial = fmaf(high.x, w[4 * i + 2], partial);
-        partial = fmaf(high.y, w[4 * i + 3], partial);
+        const float2 low = e4m3_pair(static_cast<uint16_t>(words[i] & 0xffffu));
+        const float2 high = e4m3_pair(static_cast<uint16_t>(words[i] >> 16));
+        w[4 * i] = low.x;
+        w[4 * i + 1] = low.y;
+        w[4 * i + 2] = high.x;
+        w[4 * i + 3] = high.y;
       }
-      sums[r] += grouped ? partial * (x_scales[r * x_groups + (x_groups > 1 ? group : 0)] *
-                                      weight_scale)
-                         : partial;
+      const int64_t group = chunk * kLaneColumns / kFp8Block;
+      const float weight_scale =
+          block_scaled ? weight_scales[(column / kFp8Block) * column_blocks + group] : 1.0f;
+#pragma unroll
+      for (int r = 0; r < Rows; ++r) {
+        if (r >= m) break;
+        const float4* xs = reinterpret_cast<const float4*>(x_values + r * k + chunk * kLaneColumns);
+        float partial = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float4 x4 = xs[i];
+          partial = fmaf(x4.x, w[4 * i], partial);
+          partial = fmaf(x4.y, w[4 * i + 1], partial);
+          partial = fmaf(x4.z, w[4 * i + 2], partial);
+          partial = fmaf(x4.w, w[4 * i + 3], partial);
+        }
+        sums[r] += grouped ? partial * (x_scales[r * x_groups + (x_groups > 1 ? group : 0)] *
+                                        weight_scale)
+                           : partial;
+      }
     }
   }
+  if (!waited) wait_for_prior_grids();
 #pragma unroll
   for (int r = 0; r < Rows; ++r) {
     if (r >= m) break;
@@ -198,7 +218,7 @@ __global__ void fp8_gemv_kernel(int64_t m, int64_t n, int64_t k,
 // into them, as kept_scratch in quantized_linear.cu does for its quantized x).
 // Also, for cuBLASLt, room for the output of padded rows and for padded block scales.
 struct QuantizedX {
-  uint8_t* codes;
+  uint8_t* codes;  // for cuBLASLt; the gemv takes their values, f32, in the same space
   float* scales;
   void* padded_out;
   float* padded_weight_scales;
@@ -210,7 +230,7 @@ QuantizedX x_scratch(Device device, gpuStream_t stream, int64_t m, int64_t k, in
                      int64_t out_bytes, int64_t weight_scale_count) {
   static std::mutex mutex;
   static std::map<std::tuple<int, gpuStream_t>, std::vector<Tensor>> buffers;
-  const int64_t code_bytes = round_up(m * k, 256);
+  const int64_t code_bytes = round_up(4 * m * k, 256);  // room for f32 values too
   const int64_t scale_bytes = round_up(4 * m * groups, 256);
   const int64_t padded_out_bytes = round_up(out_bytes, 256);
   const int64_t bytes = code_bytes + scale_bytes + padded_out_bytes + 4 * weight_scale_count;
@@ -255,10 +275,10 @@ void set_attribute(const LtMatmulDesc& matmul, cublasLtMatmulDescAttributes_t na
 void run_cublaslt(const Fp8LinearArgs& args, const QuantizedX& x, int64_t padded_rows,
                   gpuStream_t stream) {
   const Device device = args.out.device();
+  // A fixed input scale is written per row like a dynamic one (cuBLASLt has no per-channel
+  // weight with a scalar x: measured, "an unsupported value").
   const int x_mode = args.block_scaled || args.activation == Fp8ActivationScale::group
                          ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
-                     : args.activation == Fp8ActivationScale::fixed
-                         ? CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F
                          : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
   const int weight_mode = args.block_scaled ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
                                             : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
@@ -320,9 +340,8 @@ void run_cublaslt(const Fp8LinearArgs& args, const QuantizedX& x, int64_t padded
       plan = std::move(made);
     }
     set_attribute(plan->matmul, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, weight_scales);
-    const void* x_scale =
-        args.input_scale != nullptr ? args.input_scale->data_ptr() : static_cast<void*>(x.scales);
-    set_attribute(plan->matmul, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale);
+    set_attribute(plan->matmul, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                  static_cast<const void*>(x.scales));
     const float alpha = 1.0f, beta = 0.0f;
     GPUBLAS_CHECK(cublasLtMatmul(handle, plan->matmul.get(), &alpha, args.weight.data_ptr(),
                                  plan->weight.get(), x.codes, plan->x.get(), &beta, out,
@@ -344,7 +363,7 @@ void launch_gemv(const Fp8LinearArgs& args, const QuantizedX& x, int64_t x_group
                         kWarpsPerBlock * 32, 0, stream, device, args.m, args.n, args.k,
                         static_cast<const uint8_t*>(args.weight.data_ptr()),
                         static_cast<const float*>(args.weight_scale.data_ptr()),
-                        args.block_scaled, static_cast<const uint8_t*>(x.codes),
+                        args.block_scaled, reinterpret_cast<const float*>(x.codes),
                         static_cast<const float*>(x.scales), x_groups,
                         static_cast<T*>(args.out.data_ptr()));
   };
@@ -400,7 +419,8 @@ void fp8_linear_entry(const KernelArgs& kernel_args) {
   visit_device_float_dtype("fp8_linear", args.x.dtype(), [&]<typename T>() {
     launch_programmatic(quantize_x_kernel<T>, static_cast<unsigned>(rows), 128, 0, stream,
                         device.index, static_cast<const T*>(args.x.data_ptr()), args.m, args.k,
-                        amax_group, group, fixed, x.codes, x.scales, layout);
+                        amax_group, group, fixed, x.codes,
+                        gemv ? reinterpret_cast<float*>(x.codes) : nullptr, x.scales, layout);
     GPU_CHECK_LAUNCH("quantize x to e4m3");
     if (gemv) {
       launch_gemv<T>(args, x, groups, stream);
