@@ -66,59 +66,80 @@ struct ScaleLayout {
   }
 };
 
-// One block per row of x (codes for cuBLASLt, or their f32 values for the gemv): per segment of `amax_group` columns (the whole row per token) its
-// amax, then its codes; the segment's scale is written for each of the `scale_group` groups it
-// covers (per token with block-scaled weights: the row's one scale for every 128 columns).
-// fixed_scale: the checkpoint's input scale instead of an amax.
-// Rows from `rows` up to the grid's (cuBLASLt's padding) get zero codes and scale 1.
+// One block (kQuantizeThreads) per row of x, four values per thread at a time (k is a multiple
+// of 16): per 128-column group (amax_group 128) a warp per group, no block barrier; per row
+// (token) the block reduces the amax, then quantizes from the cache. The scale is written for
+// each of the `scale_group` groups a segment covers (per token with block-scaled weights: the
+// row's one scale for every 128 columns). x becomes codes (cuBLASLt) or the codes' f32 values
+// (`values`, the gemv). fixed_scale: the checkpoint's input scale instead of an amax. Rows from
+// `rows` up to the grid's (cuBLASLt's padding) get zero codes and scale 1.
+constexpr int kQuantizeThreads = 1024;
+template <typename T>
+__device__ inline float4 load4(const T* source) {
+  const Pack<T, 4> pack = load_pack<4>(source);
+  return float4{to_float(pack.values[0]), to_float(pack.values[1]), to_float(pack.values[2]),
+                to_float(pack.values[3])};
+}
+__device__ inline float max4(float4 v) {
+  return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+}
+__device__ inline void store4(float4 v, float inverse, uint8_t* codes, float* values,
+                              int64_t at) {
+  const uint8_t c0 = e4m3_code(v.x * inverse), c1 = e4m3_code(v.y * inverse);
+  const uint8_t c2 = e4m3_code(v.z * inverse), c3 = e4m3_code(v.w * inverse);
+  if (values != nullptr) {
+    const float2 low = e4m3_pair(static_cast<uint16_t>(c0 | (c1 << 8)));
+    const float2 high = e4m3_pair(static_cast<uint16_t>(c2 | (c3 << 8)));
+    *reinterpret_cast<float4*>(values + at) = float4{low.x, low.y, high.x, high.y};
+  } else {
+    *reinterpret_cast<uint32_t*>(codes + at) = c0 | (c1 << 8) | (c2 << 16) | (uint32_t{c3} << 24);
+  }
+}
+
 template <typename T>
 __global__ void quantize_x_kernel(const T* x, int64_t rows, int64_t k, int64_t amax_group,
                                   int64_t scale_group, const float* fixed_scale, uint8_t* codes,
                                   float* values, float* scales, ScaleLayout layout) {
   wait_for_prior_grids();
   const int64_t row = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const T* row_x = x + row * k;
-  uint8_t* row_codes = codes + row * k;
   if (row >= rows) {
-    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) row_codes[i] = 0;
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) codes[row * k + i] = 0;
     for (int64_t group = threadIdx.x; group < layout.groups; group += blockDim.x)
       scales[layout.index(row, group)] = 1.0f;
     return;
   }
-  __shared__ float warp_amax[32];
-  for (int64_t first = 0; first < k; first += amax_group) {
-    const int64_t count = min(amax_group, k - first);
-    float scale, inverse;
-    if (fixed_scale != nullptr) {
-      scale = *fixed_scale;
-      inverse = 1.0f / scale;
-    } else {
-      float amax = 0.0f;
-      for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
-        amax = fmaxf(amax, fabsf(to_float(row_x[first + i])));
-      amax = warp_max(amax);
-      const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-      if (lane == 0) warp_amax[warp] = amax;
-      __syncthreads();
-      amax = lane < blockDim.x / 32 ? warp_amax[lane] : 0.0f;
-      amax = warp_max(amax);
-      __syncthreads();  // warp_amax is reused by the next segment
-      scale = fp8_dynamic_scale(amax);
-      inverse = fp8_dynamic_inverse(amax);
+  if (amax_group == kFp8Block && fixed_scale == nullptr) {
+    for (int64_t group = warp; group * kFp8Block < k; group += warps) {
+      const int64_t at = group * kFp8Block + 4 * lane;
+      const float4 v = at < k ? load4(row_x + at) : float4{};
+      const float amax = warp_max(max4(v));
+      if (at < k) store4(v, fp8_dynamic_inverse(amax), codes, values, row * k + at);
+      if (lane == 0) scales[layout.index(row, group)] = fp8_dynamic_scale(amax);
     }
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-      const uint8_t code = e4m3_code(to_float(row_x[first + i]) * inverse);
-      if (values != nullptr) {  // the gemv's x: each code's value (a pair's first byte)
-        values[row * k + first + i] = e4m3_pair(code).x;
-      } else {
-        row_codes[first + i] = code;
-      }
-    }
-    const int64_t last_group = (first + count - 1) / scale_group;
-    for (int64_t group = first / scale_group + threadIdx.x; group <= last_group;
-         group += blockDim.x)
-      scales[layout.index(row, group)] = scale;
+    return;
   }
+  float scale, inverse;
+  if (fixed_scale != nullptr) {
+    scale = *fixed_scale;
+    inverse = 1.0f / scale;
+  } else {
+    __shared__ float warp_amax[32];
+    float amax = 0.0f;
+    for (int64_t at = 4 * threadIdx.x; at < k; at += 4 * blockDim.x)
+      amax = fmaxf(amax, max4(load4(row_x + at)));
+    amax = warp_max(amax);
+    if (lane == 0) warp_amax[warp] = amax;
+    __syncthreads();
+    amax = warp_max(lane < warps ? warp_amax[lane] : 0.0f);
+    scale = fp8_dynamic_scale(amax);
+    inverse = fp8_dynamic_inverse(amax);
+  }
+  for (int64_t at = 4 * threadIdx.x; at < k; at += 4 * blockDim.x)
+    store4(load4(row_x + at), inverse, codes, values, row * k + at);
+  for (int64_t group = threadIdx.x; group < layout.groups; group += blockDim.x)
+    scales[layout.index(row, group)] = scale;
 }
 
 // cuBLASLt reads 128x128 block scales with each row of blocks padded to a multiple of 4 floats
@@ -417,7 +438,8 @@ void fp8_linear_entry(const KernelArgs& kernel_args) {
                            ? static_cast<const float*>(args.input_scale->data_ptr())
                            : nullptr;
   visit_device_float_dtype("fp8_linear", args.x.dtype(), [&]<typename T>() {
-    launch_programmatic(quantize_x_kernel<T>, static_cast<unsigned>(rows), 128, 0, stream,
+    launch_programmatic(quantize_x_kernel<T>, static_cast<unsigned>(rows), kQuantizeThreads, 0,
+                        stream,
                         device.index, static_cast<const T*>(args.x.data_ptr()), args.m, args.k,
                         amax_group, group, fixed, x.codes,
                         gemv ? reinterpret_cast<float*>(x.codes) : nullptr, x.scales, layout);
