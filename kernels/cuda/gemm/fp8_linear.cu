@@ -1,8 +1,8 @@
 // fp8_linear on CUDA (sm_89 and newer: FP8 tensor cores). x is quantized to e4m3 by a kernel of
 // its own (codes and scales as kernels/quant/fp8_scaling.h defines them: the same float
 // operations as the CPU, so both devices quantize x to the same codes), then
-//   - up to kFp8GemvMaxRows rows (decode): a weight-streaming kernel, a warp per output column,
-//     16 weight codes per lane per load, the scales applied per 128 columns or at the end;
+//   - up to kFp8GemvMaxRows rows (decode): a weight-streaming kernel on FP8 tensor cores (x's rows
+//     as the mma's 8 columns), the scales applied per 128 columns or at the end;
 //   - more rows: a cuBLASLt FP8 matmul with the scales as its operands' scale vectors (per
 //     channel and per token: OUTER_VEC; per block: BLK128x128 with x's VEC128; fixed: a scalar).
 // CUDA only: the HIP module leaves this file out (ROCm as Debian ships it has no hipBLASLt), so
@@ -27,11 +27,10 @@ namespace tessera::gpu {
 namespace {
 
 // Rows of x up to which the weight-streaming kernel runs (decode); more go to cuBLASLt.
-constexpr int64_t kFp8GemvMaxRows = 8;
+constexpr int64_t kFp8GemvMaxRows = 8;  // the mma's 8 columns
 // cuBLASLt's FP8 matmuls take rows of x in multiples of this.
 constexpr int64_t kPaddedRows = 4;
-constexpr int kWarpsPerBlock = 4;
-// Bytes of e4m3 codes one lane loads at a time: 16 columns, an eighth of a 128-column group.
+// The FP8 kernels read 16 columns (bytes of codes) at a time: sizes must be multiples of it.
 constexpr int kLaneColumns = 16;
 
 // Round to nearest even, saturating at +-448 (runtime/float8.h's rule).
@@ -39,23 +38,11 @@ __device__ inline uint8_t e4m3_code(float value) {
   return __nv_cvt_float_to_fp8(value, __NV_SATFINITE, __NV_E4M3);
 }
 
-// The two e4m3 values of a 16-bit pair of codes, exactly (through f16, which holds every one).
-__device__ inline float2 e4m3_pair(uint16_t codes) {
-  const __half2_raw pair = __nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3);
-  return __half22float2(*reinterpret_cast<const __half2*>(&pair));
-}
-
 __device__ inline float warp_max(float value) {
   for (int offset = 16; offset > 0; offset >>= 1)
     value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
   return value;
 }
-__device__ inline float warp_sum(float value) {
-  for (int offset = 16; offset > 0; offset >>= 1)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
-
 // Where x's scale of row `row`, column group `group` goes: row-major [m, groups], or, for
 // cuBLASLt's VEC128 (its column-major [groups, m] with the rows adjacent), group-major.
 struct ScaleLayout {
@@ -70,8 +57,8 @@ struct ScaleLayout {
 // of 16): per 128-column group (amax_group 128) a warp per group, no block barrier; per row
 // (token) the block reduces the amax, then quantizes from the cache. The scale is written for
 // each of the `scale_group` groups a segment covers (per token with block-scaled weights: the
-// row's one scale for every 128 columns). x becomes codes (cuBLASLt) or the codes' f32 values
-// (`values`, the gemv). fixed_scale: the checkpoint's input scale instead of an amax. Rows from
+// row's one scale for every 128 columns). fixed_scale: the checkpoint's input scale instead of an
+// amax. Rows from
 // `rows` up to the grid's (cuBLASLt's padding) get zero codes and scale 1.
 constexpr int kQuantizeThreads = 1024;
 template <typename T>
@@ -83,23 +70,16 @@ __device__ inline float4 load4(const T* source) {
 __device__ inline float max4(float4 v) {
   return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 }
-__device__ inline void store4(float4 v, float inverse, uint8_t* codes, float* values,
-                              int64_t at) {
-  const uint8_t c0 = e4m3_code(v.x * inverse), c1 = e4m3_code(v.y * inverse);
-  const uint8_t c2 = e4m3_code(v.z * inverse), c3 = e4m3_code(v.w * inverse);
-  if (values != nullptr) {
-    const float2 low = e4m3_pair(static_cast<uint16_t>(c0 | (c1 << 8)));
-    const float2 high = e4m3_pair(static_cast<uint16_t>(c2 | (c3 << 8)));
-    *reinterpret_cast<float4*>(values + at) = float4{low.x, low.y, high.x, high.y};
-  } else {
-    *reinterpret_cast<uint32_t*>(codes + at) = c0 | (c1 << 8) | (c2 << 16) | (uint32_t{c3} << 24);
-  }
+__device__ inline void store4(float4 v, float inverse, uint8_t* codes) {
+  const uint32_t c0 = e4m3_code(v.x * inverse), c1 = e4m3_code(v.y * inverse);
+  const uint32_t c2 = e4m3_code(v.z * inverse), c3 = e4m3_code(v.w * inverse);
+  *reinterpret_cast<uint32_t*>(codes) = c0 | (c1 << 8) | (c2 << 16) | (c3 << 24);
 }
 
 template <typename T>
 __global__ void quantize_x_kernel(const T* x, int64_t rows, int64_t k, int64_t amax_group,
                                   int64_t scale_group, const float* fixed_scale, uint8_t* codes,
-                                  float* values, float* scales, ScaleLayout layout) {
+                                  float* scales, ScaleLayout layout) {
   wait_for_prior_grids();
   const int64_t row = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
@@ -115,7 +95,7 @@ __global__ void quantize_x_kernel(const T* x, int64_t rows, int64_t k, int64_t a
       const int64_t at = group * kFp8Block + 4 * lane;
       const float4 v = at < k ? load4(row_x + at) : float4{};
       const float amax = warp_max(max4(v));
-      if (at < k) store4(v, fp8_dynamic_inverse(amax), codes, values, row * k + at);
+      if (at < k) store4(v, fp8_dynamic_inverse(amax), codes + row * k + at);
       if (lane == 0) scales[layout.index(row, group)] = fp8_dynamic_scale(amax);
     }
     return;
@@ -137,7 +117,7 @@ __global__ void quantize_x_kernel(const T* x, int64_t rows, int64_t k, int64_t a
     inverse = fp8_dynamic_inverse(amax);
   }
   for (int64_t at = 4 * threadIdx.x; at < k; at += 4 * blockDim.x)
-    store4(load4(row_x + at), inverse, codes, values, row * k + at);
+    store4(load4(row_x + at), inverse, codes + row * k + at);
   for (int64_t group = threadIdx.x; group < layout.groups; group += blockDim.x)
     scales[layout.index(row, group)] = scale;
 }
@@ -154,92 +134,113 @@ __global__ void pad_block_scales_kernel(const float* scales, int64_t row_blocks,
   padded[i] = column < column_blocks ? scales[row * column_blocks + column] : 0.0f;
 }
 
-// out[m, n] for m <= Rows: a warp per weight row n. Each lane takes 16 columns at a time (a
-// uint4 of codes), kLoadsInFlight of them loaded before any is used (a decode step's rows are
-// short: one load at a time leaves the memory idle); x's codes come as f32 values from the
-// quantize kernel. Per block of weight scales (and per 128-column group of x's scales) a partial
-// sum is scaled as it is added; otherwise the row's sum is scaled once at the end.
-constexpr int kLoadsInFlight = 4;
-template <typename T, int Rows>
-__global__ void fp8_gemv_kernel(int64_t m, int64_t n, int64_t k,
-                                const uint8_t* weight, const float* weight_scales,
-                                bool block_scaled, const float* x_values, const float* x_scales,
-                                int64_t x_groups, T* out) {
-  const int64_t column = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (column >= n) return;
-  const uint4* row = reinterpret_cast<const uint4*>(weight + column * k);
-  const int64_t chunks = k / kLaneColumns;
-  const int64_t column_blocks = (k + kFp8Block - 1) / kFp8Block;
+// acc (16x8 f32) += a (16x32 e4m3) @ b (32x8 e4m3): the register layout of mma.cuh's s8
+// m16n8k32 (A {row g, k 4q..}, {row g+8, k 4q..}, {row g, k 16+4q..}, {row g+8, k 16+4q..}; B
+// {k 4q.., col g}, {k 16+4q.., col g}); sm_89 and newer.
+__device__ __forceinline__ void mma_e4m3_16x8x32(float (&acc)[4], uint32_t a0, uint32_t a1,
+                                                 uint32_t a2, uint32_t a3, uint32_t b0,
+                                                 uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// out[m, n] for m <= kMmaTokens (decode): FP8 tensor cores with x's rows as the mma's 8 columns.
+// A block takes 16 weight rows; its warps split k in steps of 128 (one scale block), each step two
+// halves of 64 columns. A lane (g = lane / 4, q = lane % 4) loads 16 bytes of rows g and g + 8
+// and of x's row (token) g at columns 16q..16q+15 of the half: the mma sums over k in any order
+// as long as A and B agree, so the lane's 16 bytes feed two mmas (words 0-1, then 2-3) in place of
+// the k slots 4q.. and 16+4q... Each step's sum is scaled by its block's scales as it is added;
+// per channel and per token the scales come once at the end. The warps' sums meet in shared
+// memory.
+constexpr int kMmaWarps = 8;
+constexpr int kMmaRows = 16;
+constexpr int kMmaTokens = 8;
+template <typename T>
+__global__ void __launch_bounds__(kMmaWarps * 32)
+    fp8_mma_gemv_kernel(int64_t m, int64_t n, int64_t k, const uint8_t* weight,
+                        const float* weight_scales, bool block_scaled, const uint8_t* x_codes,
+                        const float* x_scales, int64_t x_groups, T* out) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows;
+  const int64_t steps = (k + kFp8Block - 1) / kFp8Block;
+  const int64_t column_blocks = steps;
   const bool grouped = block_scaled || x_groups > 1;
-  float sums[Rows] = {};
+  const uint8_t* row_low = weight + (row0 + g) * k;
+  const uint8_t* row_high = weight + (row0 + g + 8) * k;
+  const uint8_t* x_row = g < m ? x_codes + g * k : nullptr;
+  float total[4] = {};
+  // The weight is this kernel's own input: the first step's loads go out before x's
+  // quantization ends.
   bool waited = false;
-  for (int64_t base = lane; base < chunks; base += 32 * kLoadsInFlight) {
-    uint4 codes[kLoadsInFlight];
+  for (int64_t step = warp; step < steps; step += kMmaWarps) {
+    uint4 low[2], high[2], xs[2];
 #pragma unroll
-    for (int u = 0; u < kLoadsInFlight; ++u) {
-      const int64_t chunk = base + 32 * u;
-      codes[u] = chunk < chunks ? __ldg(row + chunk) : uint4{};
+    for (int half = 0; half < 2; ++half) {
+      const int64_t column = step * kFp8Block + half * 64 + q * 16;
+      const bool inside = column < k;
+      low[half] = inside ? __ldg(reinterpret_cast<const uint4*>(row_low + column)) : uint4{};
+      high[half] = inside ? __ldg(reinterpret_cast<const uint4*>(row_high + column)) : uint4{};
     }
-    // The weight is this kernel's own input: its first loads go out before x's quantization
-    // ends.
     if (!waited) {
       wait_for_prior_grids();
       waited = true;
     }
 #pragma unroll
-    for (int u = 0; u < kLoadsInFlight; ++u) {
-      const int64_t chunk = base + 32 * u;
-      if (chunk >= chunks) break;
-      float w[kLaneColumns];
-      const uint32_t words[4] = {codes[u].x, codes[u].y, codes[u].z, codes[u].w};
+    for (int half = 0; half < 2; ++half) {
+      const int64_t column = step * kFp8Block + half * 64 + q * 16;
+      xs[half] = x_row != nullptr && column < k
+                     ? *reinterpret_cast<const uint4*>(x_row + column)
+                     : uint4{};
+    }
+    float acc[4] = {};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 low = e4m3_pair(static_cast<uint16_t>(words[i] & 0xffffu));
-        const float2 high = e4m3_pair(static_cast<uint16_t>(words[i] >> 16));
-        w[4 * i] = low.x;
-        w[4 * i + 1] = low.y;
-        w[4 * i + 2] = high.x;
-        w[4 * i + 3] = high.y;
-      }
-      const int64_t group = chunk * kLaneColumns / kFp8Block;
-      const float weight_scale =
-          block_scaled ? weight_scales[(column / kFp8Block) * column_blocks + group] : 1.0f;
+    for (int half = 0; half < 2; ++half) {
+      mma_e4m3_16x8x32(acc, low[half].x, high[half].x, low[half].y, high[half].y, xs[half].x,
+                       xs[half].y);
+      mma_e4m3_16x8x32(acc, low[half].z, high[half].z, low[half].w, high[half].w, xs[half].z,
+                       xs[half].w);
+    }
+    if (!grouped) {
 #pragma unroll
-      for (int r = 0; r < Rows; ++r) {
-        if (r >= m) break;
-        const float4* xs = reinterpret_cast<const float4*>(x_values + r * k + chunk * kLaneColumns);
-        float partial = 0.0f;
+      for (int i = 0; i < 4; ++i) total[i] += acc[i];
+      continue;
+    }
+    // c0, c1: row g, tokens 2q and 2q + 1; c2, c3: row g + 8, the same tokens. Rows 16-aligned
+    // share their 128-row block.
+    const float weight_scale =
+        block_scaled ? weight_scales[(row0 / kFp8Block) * column_blocks + step] : 1.0f;
+    const int64_t group = x_groups > 1 ? step : 0;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float4 x4 = xs[i];
-          partial = fmaf(x4.x, w[4 * i], partial);
-          partial = fmaf(x4.y, w[4 * i + 1], partial);
-          partial = fmaf(x4.z, w[4 * i + 2], partial);
-          partial = fmaf(x4.w, w[4 * i + 3], partial);
-        }
-        sums[r] += grouped ? partial * (x_scales[r * x_groups + (x_groups > 1 ? group : 0)] *
-                                        weight_scale)
-                           : partial;
-      }
+    for (int i = 0; i < 4; ++i) {
+      const int64_t token = 2 * q + (i & 1);
+      const float x_scale = token < m ? x_scales[token * x_groups + group] : 0.0f;
+      total[i] += acc[i] * (x_scale * weight_scale);
     }
   }
   if (!waited) wait_for_prior_grids();
+  __shared__ float sums[kMmaWarps][kMmaRows][kMmaTokens];
 #pragma unroll
-  for (int r = 0; r < Rows; ++r) {
-    if (r >= m) break;
-    float total = warp_sum(sums[r]);
-    if (!grouped) total *= x_scales[r];
-    if (!block_scaled) total *= weight_scales[column];
-    if (lane == 0) out[r * n + column] = from_compute<T>(total);
-  }
+  for (int i = 0; i < 4; ++i) sums[warp][g + (i >= 2 ? 8 : 0)][2 * q + (i & 1)] = total[i];
+  __syncthreads();
+  if (threadIdx.x >= kMmaRows * kMmaTokens) return;
+  const int row = threadIdx.x / kMmaTokens, token = threadIdx.x % kMmaTokens;
+  if (token >= m) return;
+  float sum = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kMmaWarps; ++w) sum += sums[w][row][token];
+  if (!grouped) sum *= x_scales[token];
+  if (!block_scaled) sum *= weight_scales[row0 + row];
+  out[token * n + row0 + row] = from_compute<T>(sum);
 }
 
 // x's codes and scales, kept per device and stream for the process (a captured graph replays
 // into them, as kept_scratch in quantized_linear.cu does for its quantized x).
 // Also, for cuBLASLt, room for the output of padded rows and for padded block scales.
 struct QuantizedX {
-  uint8_t* codes;  // for cuBLASLt; the gemv takes their values, f32, in the same space
+  uint8_t* codes;
   float* scales;
   void* padded_out;
   float* padded_weight_scales;
@@ -251,7 +252,7 @@ QuantizedX x_scratch(Device device, gpuStream_t stream, int64_t m, int64_t k, in
                      int64_t out_bytes, int64_t weight_scale_count) {
   static std::mutex mutex;
   static std::map<std::tuple<int, gpuStream_t>, std::vector<Tensor>> buffers;
-  const int64_t code_bytes = round_up(4 * m * k, 256);  // room for f32 values too
+  const int64_t code_bytes = round_up(m * k, 256);
   const int64_t scale_bytes = round_up(4 * m * groups, 256);
   const int64_t padded_out_bytes = round_up(out_bytes, 256);
   const int64_t bytes = code_bytes + scale_bytes + padded_out_bytes + 4 * weight_scale_count;
@@ -376,28 +377,16 @@ void run_cublaslt(const Fp8LinearArgs& args, const QuantizedX& x, int64_t padded
 }
 
 template <typename T>
-void launch_gemv(const Fp8LinearArgs& args, const QuantizedX& x, int64_t x_groups,
-                 gpuStream_t stream) {
-  const int device = args.out.device().index;
-  const auto launch = [&]<int Rows>() {
-    launch_programmatic(fp8_gemv_kernel<T, Rows>, grid_size(args.n, kWarpsPerBlock),
-                        kWarpsPerBlock * 32, 0, stream, device, args.m, args.n, args.k,
-                        static_cast<const uint8_t*>(args.weight.data_ptr()),
-                        static_cast<const float*>(args.weight_scale.data_ptr()),
-                        args.block_scaled, reinterpret_cast<const float*>(x.codes),
-                        static_cast<const float*>(x.scales), x_groups,
-                        static_cast<T*>(args.out.data_ptr()));
-  };
-  if (args.m == 1) {
-    launch.template operator()<1>();
-  } else if (args.m <= 2) {
-    launch.template operator()<2>();
-  } else if (args.m <= 4) {
-    launch.template operator()<4>();
-  } else {
-    launch.template operator()<8>();
-  }
-  GPU_CHECK_LAUNCH("fp8_gemv");
+void launch_mma_gemv(const Fp8LinearArgs& args, const QuantizedX& x, int64_t x_groups,
+                     gpuStream_t stream) {
+  launch_programmatic(fp8_mma_gemv_kernel<T>, static_cast<unsigned>(args.n / kMmaRows),
+                      kMmaWarps * 32, 0, stream, args.out.device().index, args.m, args.n, args.k,
+                      static_cast<const uint8_t*>(args.weight.data_ptr()),
+                      static_cast<const float*>(args.weight_scale.data_ptr()),
+                      args.block_scaled, static_cast<const uint8_t*>(x.codes),
+                      static_cast<const float*>(x.scales), x_groups,
+                      static_cast<T*>(args.out.data_ptr()));
+  GPU_CHECK_LAUNCH("fp8_mma_gemv");
 }
 
 void fp8_linear_entry(const KernelArgs& kernel_args) {
@@ -441,11 +430,10 @@ void fp8_linear_entry(const KernelArgs& kernel_args) {
     launch_programmatic(quantize_x_kernel<T>, static_cast<unsigned>(rows), kQuantizeThreads, 0,
                         stream,
                         device.index, static_cast<const T*>(args.x.data_ptr()), args.m, args.k,
-                        amax_group, group, fixed, x.codes,
-                        gemv ? reinterpret_cast<float*>(x.codes) : nullptr, x.scales, layout);
+                        amax_group, group, fixed, x.codes, x.scales, layout);
     GPU_CHECK_LAUNCH("quantize x to e4m3");
     if (gemv) {
-      launch_gemv<T>(args, x, groups, stream);
+      launch_mma_gemv<T>(args, x, groups, stream);
     } else {
       run_cublaslt(args, x, rows, stream);
     }
