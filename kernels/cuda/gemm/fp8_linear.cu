@@ -27,7 +27,8 @@ namespace tessera::gpu {
 namespace {
 
 // Rows of x up to which the weight-streaming kernel runs (decode); more go to cuBLASLt.
-constexpr int64_t kFp8GemvMaxRows = 8;  // the mma's 8 columns
+// (4 tiles of the mma's 8 columns; measured: cuBLASLt's FP8 matmul is no faster than bf16 at 32)
+constexpr int64_t kFp8GemvMaxRows = 32;
 // cuBLASLt's FP8 matmuls take rows of x in multiples of this.
 constexpr int64_t kPaddedRows = 4;
 // The FP8 kernels read 16 columns (bytes of codes) at a time: sizes must be multiples of it.
@@ -147,36 +148,35 @@ __device__ __forceinline__ void mma_e4m3_16x8x32(float (&acc)[4], uint32_t a0, u
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// out[m, n] for m <= kMmaTokens (decode): FP8 tensor cores with x's rows as the mma's 8 columns.
-// A block takes 16 weight rows; its warps split k in steps of 128 (one scale block), each step two
-// halves of 64 columns. A lane (g = lane / 4, q = lane % 4) loads 16 bytes of rows g and g + 8
-// and of x's row (token) g at columns 16q..16q+15 of the half: the mma sums over k in any order
-// as long as A and B agree, so the lane's 16 bytes feed two mmas (words 0-1, then 2-3) in place of
-// the k slots 4q.. and 16+4q... Each step's sum is scaled by its block's scales as it is added;
-// per channel and per token the scales come once at the end. The warps' sums meet in shared
-// memory.
+// out[m, n] for m <= 8 * Tiles (decode): FP8 tensor cores with x's rows as the mma's columns,
+// 8 per tile. A block takes 16 weight rows; its warps split k in steps of 128 (one scale block),
+// each step two halves of 64 columns. A lane (g = lane / 4, q = lane % 4) loads 16 bytes of rows
+// g and g + 8 and of x's rows g, g + 8, ... (one per tile) at columns 16q..16q+15 of the half:
+// the mma sums over k in any order as long as A and B agree, so the lane's 16 bytes feed two
+// mmas (words 0-1, then 2-3) in place of the k slots 4q.. and 16+4q... Each step's sum is scaled
+// by its block's scales as it is added; per channel and per token the scales come once at the
+// end. The warps' sums meet in shared memory.
 constexpr int kMmaWarps = 8;
 constexpr int kMmaRows = 16;
-constexpr int kMmaTokens = 8;
-template <typename T>
+constexpr int kMmaTileTokens = 8;
+template <typename T, int Tiles>
 __global__ void __launch_bounds__(kMmaWarps * 32)
     fp8_mma_gemv_kernel(int64_t m, int64_t n, int64_t k, const uint8_t* weight,
                         const float* weight_scales, bool block_scaled, const uint8_t* x_codes,
                         const float* x_scales, int64_t x_groups, T* out) {
+  constexpr int kTokens = kMmaTileTokens * Tiles;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMmaRows;
   const int64_t steps = (k + kFp8Block - 1) / kFp8Block;
-  const int64_t column_blocks = steps;
   const bool grouped = block_scaled || x_groups > 1;
   const uint8_t* row_low = weight + (row0 + g) * k;
   const uint8_t* row_high = weight + (row0 + g + 8) * k;
-  const uint8_t* x_row = g < m ? x_codes + g * k : nullptr;
-  float total[4] = {};
+  float total[Tiles][4] = {};
   // The weight is this kernel's own input: the first step's loads go out before x's
   // quantization ends.
   bool waited = false;
   for (int64_t step = warp; step < steps; step += kMmaWarps) {
-    uint4 low[2], high[2], xs[2];
+    uint4 low[2], high[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int64_t column = step * kFp8Block + half * 64 + q * 16;
@@ -188,52 +188,54 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
       wait_for_prior_grids();
       waited = true;
     }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t column = step * kFp8Block + half * 64 + q * 16;
-      xs[half] = x_row != nullptr && column < k
-                     ? *reinterpret_cast<const uint4*>(x_row + column)
-                     : uint4{};
-    }
-    float acc[4] = {};
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      mma_e4m3_16x8x32(acc, low[half].x, high[half].x, low[half].y, high[half].y, xs[half].x,
-                       xs[half].y);
-      mma_e4m3_16x8x32(acc, low[half].z, high[half].z, low[half].w, high[half].w, xs[half].z,
-                       xs[half].w);
-    }
-    if (!grouped) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) total[i] += acc[i];
-      continue;
-    }
-    // c0, c1: row g, tokens 2q and 2q + 1; c2, c3: row g + 8, the same tokens. Rows 16-aligned
-    // share their 128-row block.
     const float weight_scale =
-        block_scaled ? weight_scales[(row0 / kFp8Block) * column_blocks + step] : 1.0f;
+        block_scaled ? weight_scales[(row0 / kFp8Block) * steps + step] : 1.0f;
     const int64_t group = x_groups > 1 ? step : 0;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t token = 2 * q + (i & 1);
-      const float x_scale = token < m ? x_scales[token * x_groups + group] : 0.0f;
-      total[i] += acc[i] * (x_scale * weight_scale);
+    for (int tile = 0; tile < Tiles; ++tile) {
+      const int64_t x_row = tile * kMmaTileTokens + g;
+      float acc[4] = {};
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int64_t column = step * kFp8Block + half * 64 + q * 16;
+        const uint4 xs = x_row < m && column < k
+                             ? *reinterpret_cast<const uint4*>(x_codes + x_row * k + column)
+                             : uint4{};
+        mma_e4m3_16x8x32(acc, low[half].x, high[half].x, low[half].y, high[half].y, xs.x, xs.y);
+        mma_e4m3_16x8x32(acc, low[half].z, high[half].z, low[half].w, high[half].w, xs.z, xs.w);
+      }
+      // c0, c1: row g, tokens 2q and 2q + 1 of the tile; c2, c3: row g + 8, the same tokens.
+      // Rows 16-aligned share their 128-row block.
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (!grouped) {
+          total[tile][i] += acc[i];
+          continue;
+        }
+        const int64_t token = tile * kMmaTileTokens + 2 * q + (i & 1);
+        const float x_scale = token < m ? x_scales[token * x_groups + group] : 0.0f;
+        total[tile][i] += acc[i] * (x_scale * weight_scale);
+      }
     }
   }
   if (!waited) wait_for_prior_grids();
-  __shared__ float sums[kMmaWarps][kMmaRows][kMmaTokens];
+  __shared__ float sums[kMmaWarps][kMmaRows][kTokens];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) sums[warp][g + (i >= 2 ? 8 : 0)][2 * q + (i & 1)] = total[i];
+  for (int tile = 0; tile < Tiles; ++tile)
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      sums[warp][g + (i >= 2 ? 8 : 0)][tile * kMmaTileTokens + 2 * q + (i & 1)] = total[tile][i];
   __syncthreads();
-  if (threadIdx.x >= kMmaRows * kMmaTokens) return;
-  const int row = threadIdx.x / kMmaTokens, token = threadIdx.x % kMmaTokens;
-  if (token >= m) return;
-  float sum = 0.0f;
+  for (int index = threadIdx.x; index < kMmaRows * kTokens; index += blockDim.x) {
+    const int row = index / kTokens, token = index % kTokens;
+    if (token >= m) continue;
+    float sum = 0.0f;
 #pragma unroll
-  for (int w = 0; w < kMmaWarps; ++w) sum += sums[w][row][token];
-  if (!grouped) sum *= x_scales[token];
-  if (!block_scaled) sum *= weight_scales[row0 + row];
-  out[token * n + row0 + row] = from_compute<T>(sum);
+    for (int w = 0; w < kMmaWarps; ++w) sum += sums[w][row][token];
+    if (!grouped) sum *= x_scales[token];
+    if (!block_scaled) sum *= weight_scales[row0 + row];
+    out[token * n + row0 + row] = from_compute<T>(sum);
+  }
 }
 
 // x's codes and scales, kept per device and stream for the process (a captured graph replays
@@ -379,13 +381,22 @@ void run_cublaslt(const Fp8LinearArgs& args, const QuantizedX& x, int64_t padded
 template <typename T>
 void launch_mma_gemv(const Fp8LinearArgs& args, const QuantizedX& x, int64_t x_groups,
                      gpuStream_t stream) {
-  launch_programmatic(fp8_mma_gemv_kernel<T>, static_cast<unsigned>(args.n / kMmaRows),
-                      kMmaWarps * 32, 0, stream, args.out.device().index, args.m, args.n, args.k,
-                      static_cast<const uint8_t*>(args.weight.data_ptr()),
-                      static_cast<const float*>(args.weight_scale.data_ptr()),
-                      args.block_scaled, static_cast<const uint8_t*>(x.codes),
-                      static_cast<const float*>(x.scales), x_groups,
-                      static_cast<T*>(args.out.data_ptr()));
+  const auto launch = [&]<int Tiles>() {
+    launch_programmatic(fp8_mma_gemv_kernel<T, Tiles>, static_cast<unsigned>(args.n / kMmaRows),
+                        kMmaWarps * 32, 0, stream, args.out.device().index, args.m, args.n,
+                        args.k, static_cast<const uint8_t*>(args.weight.data_ptr()),
+                        static_cast<const float*>(args.weight_scale.data_ptr()),
+                        args.block_scaled, static_cast<const uint8_t*>(x.codes),
+                        static_cast<const float*>(x.scales), x_groups,
+                        static_cast<T*>(args.out.data_ptr()));
+  };
+  if (args.m <= kMmaTileTokens) {
+    launch.template operator()<1>();
+  } else if (args.m <= 2 * kMmaTileTokens) {
+    launch.template operator()<2>();
+  } else {
+    launch.template operator()<4>();
+  }
   GPU_CHECK_LAUNCH("fp8_mma_gemv");
 }
 
