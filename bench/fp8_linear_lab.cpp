@@ -1,5 +1,5 @@
 // FP8 linear lab: fp8_linear on the GPU (kernels/cuda/gemm/fp8_linear.cu: x quantized to e4m3,
-// then the weight-streaming gemv up to 8 rows or cuBLASLt's FP8 matmul) against the CPU kernel
+// then the tensor-core gemv up to 32 rows or cuBLASLt's FP8 matmul) against the CPU kernel
 // (itself checked against float64 by the op conformance test), per weight scale layout and
 // activation scale; then timed at Llama-3.2-1B and Llama-3.1-8B shapes beside the bf16 linear:
 // GB/s of the weight bytes against the copy bandwidth, TFLOP/s against the bf16 GEMM.
