@@ -1,5 +1,5 @@
 // FP8 linear lab: fp8_linear on the GPU (kernels/cuda/gemm/fp8_linear.cu: x quantized to e4m3,
-// then the tensor-core gemv up to 32 rows or cuBLASLt's FP8 matmul) against the CPU kernel
+// then the tensor-core gemv up to 16 rows or cuBLASLt's FP8 matmul) against the CPU kernel
 // (itself checked against float64 by the op conformance test), per weight scale layout and
 // activation scale; then timed at Llama-3.2-1B and Llama-3.1-8B shapes beside the bf16 linear:
 // GB/s of the weight bytes against the copy bandwidth, TFLOP/s against the bf16 GEMM.
@@ -53,8 +53,8 @@ int check_cases(LabRandom& random) {
     bool block_scaled;
     const char* activation;
   };
-  // Rows for the tensor-core gemv (up to 32, in tiles of 8) and for cuBLASLt (33 and 130: padded
-  // to multiples of 4); block
+  // Rows for the tensor-core gemv (up to 16, in tiles of 8) and for cuBLASLt (32, 33 and 130:
+  // padded to multiples of 4); block
   // rows of 1, 2, 3, 4 and 5 blocks of 128 columns (cuBLASLt reads them padded to 4).
   const Case cases[] = {{1, 384, 256, true, "group"},    {5, 256, 384, true, "group"},   {20, 256, 384, true, "group"},
                         {32, 512, 256, false, "token"},
@@ -112,7 +112,7 @@ void time_cases(const LabArgs& args, LabRandom& random) {
              "shape", "m", "bf16 us", "GB/s", "fp8ch us", "GB/s", "copy%", "fp8bl us",
              "TFLOP/s", "copy%", "bf16/ch");
   for (const Shape3& shape : kShapes) {
-    for (int64_t m : {1, 8, 32, 128, 512, 2048}) {
+    for (int64_t m : {1, 8, 16, 32, 128, 512, 2048}) {
       const std::string name = fmt::format("{} m{}", shape.name, m);
       if (!args.selects(name)) continue;
       const Tensor x = random.uniform({m, shape.k}, DType::bf16);

@@ -317,7 +317,7 @@ class SampleTable {
 
   // x in every float dtype; e4m3 weights with scales per channel and per 128x128 block (partial
   // blocks at the edges; sizes multiples of 16, as GPUs need); x scaled per token, per token and
-  // 128 columns, or by a fixed scale; rows for a GPU's gemv (up to 32) and for its library GEMM
+  // 128 columns, or by a fixed scale; rows for a GPU's gemv (up to 16) and for its library GEMM
   // (33 and 40: padded to multiples of 4).
   void add_fp8_linear() {
     struct Case {

@@ -2,7 +2,7 @@
 // its own (codes and scales as kernels/quant/fp8_scaling.h defines them: the same float
 // operations as the CPU, so both devices quantize x to the same codes), then
 //   - up to kFp8GemvMaxRows rows (decode): a weight-streaming kernel on FP8 tensor cores (x's rows
-//     as the mma's 8 columns), the scales applied per 128 columns or at the end;
+//     as the mma's columns), the scales applied per 128 columns or at the end;
 //   - more rows: a cuBLASLt FP8 matmul with the scales as its operands' scale vectors (per
 //     channel and per token: OUTER_VEC; per block: BLK128x128 with x's VEC128; fixed: a scalar).
 // CUDA only: the HIP module leaves this file out (ROCm as Debian ships it has no hipBLASLt), so
@@ -27,8 +27,9 @@ namespace tessera::gpu {
 namespace {
 
 // Rows of x up to which the weight-streaming kernel runs (decode); more go to cuBLASLt.
-// (4 tiles of the mma's 8 columns; measured: cuBLASLt's FP8 matmul is no faster than bf16 at 32)
-constexpr int64_t kFp8GemvMaxRows = 32;
+// (2 tiles of the mma's 8 columns; 4 tiles take 128 registers and ran at 40% of the copy
+// bandwidth at 32 rows, slower than cuBLASLt: docs/performance.md)
+constexpr int64_t kFp8GemvMaxRows = 16;
 // cuBLASLt's FP8 matmuls take rows of x in multiples of this.
 constexpr int64_t kPaddedRows = 4;
 // The FP8 kernels read 16 columns (bytes of codes) at a time: sizes must be multiples of it.
@@ -194,15 +195,21 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
 #pragma unroll
     for (int tile = 0; tile < Tiles; ++tile) {
       const int64_t x_row = tile * kMmaTileTokens + g;
-      float acc[4] = {};
+      uint4 xs[2];  // both halves' x before the mmas: one wait on memory per step, not two
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int64_t column = step * kFp8Block + half * 64 + q * 16;
-        const uint4 xs = x_row < m && column < k
-                             ? *reinterpret_cast<const uint4*>(x_codes + x_row * k + column)
-                             : uint4{};
-        mma_e4m3_16x8x32(acc, low[half].x, high[half].x, low[half].y, high[half].y, xs.x, xs.y);
-        mma_e4m3_16x8x32(acc, low[half].z, high[half].z, low[half].w, high[half].w, xs.z, xs.w);
+        xs[half] = x_row < m && column < k
+                       ? *reinterpret_cast<const uint4*>(x_codes + x_row * k + column)
+                       : uint4{};
+      }
+      float acc[4] = {};
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        mma_e4m3_16x8x32(acc, low[half].x, high[half].x, low[half].y, high[half].y, xs[half].x,
+                         xs[half].y);
+        mma_e4m3_16x8x32(acc, low[half].z, high[half].z, low[half].w, high[half].w, xs[half].z,
+                         xs[half].w);
       }
       // c0, c1: row g, tokens 2q and 2q + 1 of the tile; c2, c3: row g + 8, the same tokens.
       // Rows 16-aligned share their 128-row block.
@@ -390,12 +397,11 @@ void launch_mma_gemv(const Fp8LinearArgs& args, const QuantizedX& x, int64_t x_g
                         static_cast<const float*>(x.scales), x_groups,
                         static_cast<T*>(args.out.data_ptr()));
   };
+  static_assert(kFp8GemvMaxRows <= 2 * kMmaTileTokens);
   if (args.m <= kMmaTileTokens) {
     launch.template operator()<1>();
-  } else if (args.m <= 2 * kMmaTileTokens) {
-    launch.template operator()<2>();
   } else {
-    launch.template operator()<4>();
+    launch.template operator()<2>();
   }
   GPU_CHECK_LAUNCH("fp8_mma_gemv");
 }
