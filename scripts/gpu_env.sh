@@ -51,3 +51,22 @@ configure_cuda_build() {
     -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" "$@" 2>&1 | tee "$log"
   return "${PIPESTATUS[0]}"
 }
+
+# run_test_binaries BUILD_DIR LOG_DIR SCRIPT TEST...: runs each test binary with its output in
+# LOG_DIR/TEST.log and prints its summary line. A skipped gpu test means no GPU was seen: on a GPU
+# machine that is a failure, not a pass. Returns 1 when any test failed or skipped.
+run_test_binaries() {
+  local build=$1 logs=$2 script=$3 status=0 test rc
+  shift 3
+  for test in "$@"; do
+    "$build/tests/$test" >"$logs/$test.log" 2>&1
+    rc=$?
+    if grep -q "SKIPPED.*Gpu" "$logs/$test.log"; then
+      echo "$script: $test: gpu tests SKIPPED (no GPU seen?)"
+      status=1
+    fi
+    echo "$script: $test: $(grep -E '^\[  (PASSED|FAILED)' "$logs/$test.log" | tr '\n' ' ') (exit $rc)"
+    [[ $rc -eq 0 ]] || status=1
+  done
+  return $status
+}

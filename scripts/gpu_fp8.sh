@@ -27,18 +27,9 @@ cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}" >"$log_dir/build.
 steps=" ${TESSERA_FP8_STEPS:-tests lab sweep} "
 status=0
 if [[ $steps == *" tests "* ]]; then
-  for test in test_fp8 test_op_conformance; do
-    "$build_dir/tests/$test" >"$log_dir/$test.log" 2>&1
-    rc=$?
-    # A skipped gpu test means no GPU was seen: on this machine that is a failure, not a pass.
-    if grep -q "SKIPPED.*Gpu" "$log_dir/$test.log"; then
-      say "$test: gpu tests SKIPPED (no GPU seen?)"
-      status=1
-    fi
-    say "$test: $(grep -E '^\[  (PASSED|FAILED)' "$log_dir/$test.log" | tr '\n' ' ') (exit $rc)"
-    grep -E "FAILED|GPU against CPU|op conformance on" "$log_dir/$test.log" | head -20
-    [[ $rc -eq 0 ]] || status=1
-  done
+  run_test_binaries "$build_dir" "$log_dir" gpu_fp8 test_fp8 test_op_conformance || status=1
+  grep -hE "FAILED|GPU against CPU|op conformance on" "$log_dir"/test_{fp8,op_conformance}.log |
+    head -20
 fi
 
 if [[ $steps == *" lab "* ]]; then

@@ -28,17 +28,8 @@ cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}" >"$log_dir/build.
 steps=" ${TESSERA_QUANT_STEPS:-tests lab sweep} "
 status=0
 if [[ $steps == *" tests "* ]]; then
-  for test in test_quantized_kernels test_quantized_gguf test_quantized_gpu; do
-    "$build_dir/tests/$test" >"$log_dir/$test.log" 2>&1
-    rc=$?
-    # A skipped gpu test means no GPU was seen: on this machine that is a failure, not a pass.
-    if grep -q "SKIPPED.*Gpu" "$log_dir/$test.log"; then
-      say "$test: gpu tests SKIPPED (no GPU seen?)"
-      status=1
-    fi
-    say "$test: $(grep -E '^\[  (PASSED|FAILED)' "$log_dir/$test.log" | tr '\n' ' ') (exit $rc)"
-    [[ $rc -eq 0 ]] || status=1
-  done
+  run_test_binaries "$build_dir" "$log_dir" gpu_quantized test_quantized_kernels \
+    test_quantized_gguf test_quantized_gpu || status=1
 fi
 
 if [[ $steps == *" lab "* ]]; then

@@ -237,6 +237,21 @@ def main():
     for name in sorted(os.listdir(tiny)):
         with open(os.path.join(tiny, name, "config.json"), "rb") as config:
             write("fuzz_hf_config", name + ".json", config.read())
+    # FP8 checkpoints' quantization_config: the fp8 method per block, compressed-tensors per channel
+    with open(os.path.join(tiny, "qwen3", "config.json"), "rb") as config:
+        qwen3 = json.loads(config.read())
+    qwen3["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
+                                    "activation_scheme": "dynamic", "weight_block_size": [128, 128],
+                                    "modules_to_not_convert": ["lm_head", "re:.*mlp.*"]}
+    write("fuzz_hf_config", "qwen3_fp8_block.json", json.dumps(qwen3, indent=1).encode())
+    qwen3["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+        "config_groups": {"group_0": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "dynamic": False},
+            "input_activations": {"num_bits": 8, "type": "float", "strategy": "token",
+                                  "dynamic": True}}}}
+    write("fuzz_hf_config", "qwen3_fp8_channel.json", json.dumps(qwen3, indent=1).encode())
     with open(os.path.join(tiny, "llama", "config.json"), "rb") as config:
         with open(os.path.join(tiny, "llama", "generation_config.json"), "rb") as generation:
             write("fuzz_hf_config", "llama_with_generation.json", config.read() + b"\0" + generation.read())
