@@ -22,9 +22,9 @@ struct Shape3 {
   int64_t n, k;
 };
 // Llama-3.2-1B and Llama-3.1-8B projections (q/k/v stacked, gate/up stacked).
-constexpr Shape3 kShapes[] = {{"1b qkv", 3072, 2048},   {"1b o", 2048, 2048},
+constexpr Shape3 kShapes[] = {{"1b qkv", 3072, 2048},      {"1b o", 2048, 2048},
                               {"1b gate_up", 16384, 2048}, {"1b down", 2048, 8192},
-                              {"8b qkv", 6144, 4096},   {"8b gate_up", 28672, 4096},
+                              {"8b qkv", 6144, 4096},      {"8b gate_up", 28672, 4096},
                               {"8b down", 4096, 14336}};
 
 // Random e4m3 codes (no NaN) and positive scales for a weight [n, k].
@@ -43,8 +43,7 @@ Fp8Weight random_weight(LabRandom& random, int64_t n, int64_t k, bool block_scal
   }
   for (int64_t i = 0; i < n * k; ++i) bytes[i] = block[static_cast<size_t>(i % 4093)];
   const Shape scale_shape = block_scaled ? Shape{(n + 127) / 128, (k + 127) / 128} : Shape{n};
-  return {codes.to(random.device()),
-          random.uniform(scale_shape, DType::f32, 1e-3, 4e-3)};
+  return {codes.to(random.device()), random.uniform(scale_shape, DType::f32, 1e-3, 4e-3)};
 }
 
 int check_cases(LabRandom& random) {
@@ -56,14 +55,14 @@ int check_cases(LabRandom& random) {
   // Rows for the tensor-core gemv (up to 16, in tiles of 8) and for cuBLASLt (32, 33 and 130:
   // padded to multiples of 4); block
   // rows of 1, 2, 3, 4 and 5 blocks of 128 columns (cuBLASLt reads them padded to 4).
-  const Case cases[] = {{1, 384, 256, true, "group"},    {5, 256, 384, true, "group"},   {20, 256, 384, true, "group"},
-                        {32, 512, 256, false, "token"},
-                        {9, 512, 384, true, "group"},    {64, 512, 384, true, "group"},
-                        {300, 256, 512, true, "group"},  {130, 384, 640, true, "group"},
-                        {3, 272, 144, true, "token"},    {64, 256, 256, true, "token"},
-                        {33, 256, 128, true, "token"},   {1, 96, 160, false, "token"},
-                        {8, 256, 512, false, "token"},   {33, 256, 512, false, "token"},
-                        {2, 128, 256, false, "fixed"},   {129, 128, 256, false, "fixed"},
+  const Case cases[] = {{1, 384, 256, true, "group"},   {5, 256, 384, true, "group"},
+                        {20, 256, 384, true, "group"},  {32, 512, 256, false, "token"},
+                        {9, 512, 384, true, "group"},   {64, 512, 384, true, "group"},
+                        {300, 256, 512, true, "group"}, {130, 384, 640, true, "group"},
+                        {3, 272, 144, true, "token"},   {64, 256, 256, true, "token"},
+                        {33, 256, 128, true, "token"},  {1, 96, 160, false, "token"},
+                        {8, 256, 512, false, "token"},  {33, 256, 512, false, "token"},
+                        {2, 128, 256, false, "fixed"},  {129, 128, 256, false, "fixed"},
                         {16, 256, 256, true, "fixed"}};
   int failures = 0;
   for (const Case& c : cases) {
@@ -71,8 +70,7 @@ int check_cases(LabRandom& random) {
       const Fp8Weight weight = random_weight(random, c.n, c.k, c.block_scaled);
       const Tensor x = random.uniform({c.m, c.k}, dtype, -2.0, 2.0);
       std::optional<Tensor> fixed;
-      if (std::string(c.activation) == "fixed")
-        fixed = random.uniform({1}, DType::f32, 0.01, 0.02);
+      if (std::string(c.activation) == "fixed") fixed = random.uniform({1}, DType::f32, 0.01, 0.02);
       Tensor got;
       try {
         got = ops::fp8_linear(x, weight.codes, weight.scales, c.activation, fixed).to(kCPU);
@@ -88,8 +86,7 @@ int check_cases(LabRandom& random) {
       const std::vector<float> a = got.to_floats(), b = expected.to_floats();
       double largest = 0, worst = 0;
       for (float value : b) largest = std::max<double>(largest, std::fabs(value));
-      for (size_t i = 0; i < a.size(); ++i)
-        worst = std::max<double>(worst, std::fabs(a[i] - b[i]));
+      for (size_t i = 0; i < a.size(); ++i) worst = std::max<double>(worst, std::fabs(a[i] - b[i]));
       // Both quantize x to the same codes; sums differ in order, FP8 tensor cores sum in a
       // narrower accumulator, and bf16 rounds the output.
       const double allowed = largest * (dtype == DType::f32 ? 1e-3 : 8e-3);
@@ -108,9 +105,9 @@ void time_cases(const LabArgs& args, LabRandom& random) {
   const Ceilings ceilings = measure_ceilings(timer, random, true);
   fmt::print("copy bandwidth {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s\n", ceilings.copy_gb_per_s,
              ceilings.gemm_tflops);
-  fmt::print("{:12} {:>5} | {:>9} {:>7} | {:>9} {:>7} {:>6} | {:>9} {:>7} {:>6} | {:>6}\n",
-             "shape", "m", "bf16 us", "GB/s", "fp8ch us", "GB/s", "copy%", "fp8bl us",
-             "TFLOP/s", "copy%", "bf16/ch");
+  fmt::print("{:12} {:>5} | {:>9} {:>7} | {:>9} {:>7} {:>6} | {:>9} {:>7} {:>6} | {:>6}\n", "shape",
+             "m", "bf16 us", "GB/s", "fp8ch us", "GB/s", "copy%", "fp8bl us", "TFLOP/s", "copy%",
+             "bf16/ch");
   for (const Shape3& shape : kShapes) {
     for (int64_t m : {1, 8, 16, 32, 128, 512, 2048}) {
       const std::string name = fmt::format("{} m{}", shape.name, m);
@@ -146,8 +143,7 @@ int main(int argc, char** argv) {
   using namespace tessera::lab;
   return lab_main(
       "fp8_linear_lab",
-      "fp8_linear on the GPU against the CPU kernel, then timed beside the bf16 linear",
-      argc, argv,
+      "fp8_linear on the GPU against the CPU kernel, then timed beside the bf16 linear", argc, argv,
       [](const LabArgs& args) {
         LabRandom random(args.device);
         const int failures = args.skip_checks ? 0 : check_cases(random);

@@ -24,7 +24,7 @@ struct ModelLoadConfig {
   // none (as stored) or fp8: a float model's projections quantized to FP8 at load time
   // (vLLM's --quantization fp8; models/loaders/fp8_weights.h).
   std::string quantization = "none";
-  int64_t max_model_len = 0;   // 0: the model's max_position_embeddings
+  int64_t max_model_len = 0;  // 0: the model's max_position_embeddings
 };
 
 // The paged KV cache.

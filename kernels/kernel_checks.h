@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "runtime/kernel_registry.h"
 #include "kernels/quant/fp8_scaling.h"
+#include "runtime/kernel_registry.h"
 #include "runtime/tensor.h"
 
 namespace tessera {

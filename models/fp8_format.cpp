@@ -28,12 +28,13 @@ std::vector<std::string> module_list(const HfConfigFields& fields, const char* k
 
 void read_fp8_method(const HfConfigFields& q, const std::string& where, Fp8Format& format) {
   for (const auto& [key, value] : q.raw_object().items()) {
-    static const std::set<std::string> known = {
-        "quant_method", "fmt", "activation_scheme", "weight_block_size",
-        "ignored_layers", "modules_to_not_convert"};
+    static const std::set<std::string> known = {"quant_method",      "fmt",
+                                                "activation_scheme", "weight_block_size",
+                                                "ignored_layers",    "modules_to_not_convert"};
     if (!known.count(key))
-      refuse(where, key, value, "the fp8 method takes fmt, activation_scheme, "
-                                "weight_block_size, ignored_layers and modules_to_not_convert");
+      refuse(where, key, value,
+             "the fp8 method takes fmt, activation_scheme, "
+             "weight_block_size, ignored_layers and modules_to_not_convert");
   }
   const std::string fmt_name = q.text("fmt", "e4m3");
   if (fmt_name != "e4m3") refuse(where, "fmt", fmt_name, "FP8 weights must be e4m3");
@@ -51,8 +52,7 @@ void read_fp8_method(const HfConfigFields& q, const std::string& where, Fp8Forma
     format.activation = Fp8ActivationScale::group;
   } else {
     format.weight_scale = Fp8Format::WeightScale::tensor;
-    format.activation =
-        scheme == "static" ? Fp8ActivationScale::fixed : Fp8ActivationScale::token;
+    format.activation = scheme == "static" ? Fp8ActivationScale::fixed : Fp8ActivationScale::token;
   }
   for (const char* key : {"ignored_layers", "modules_to_not_convert"})
     for (const std::string& name : module_list(q, key)) format.ignored.push_back(name);
@@ -63,13 +63,14 @@ void read_fp8_method(const HfConfigFields& q, const std::string& where, Fp8Forma
 std::string compressed_args(const HfConfigFields& args, const std::string& where,
                             const std::string& path) {
   for (const auto& [key, value] : args.raw_object().items()) {
-    static const std::set<std::string> known = {"num_bits", "type", "strategy", "symmetric",
-                                                "dynamic", "group_size", "block_structure",
-                                                "actorder"};
+    static const std::set<std::string> known = {"num_bits",        "type",    "strategy",
+                                                "symmetric",       "dynamic", "group_size",
+                                                "block_structure", "actorder"};
     if (!known.count(key) && !kCalibrationKeys.count(key))
-      refuse(where, path + "." + key, value, "FP8 quantization args take num_bits, type, "
-                                             "strategy, symmetric, dynamic, group_size and "
-                                             "block_structure");
+      refuse(where, path + "." + key, value,
+             "FP8 quantization args take num_bits, type, "
+             "strategy, symmetric, dynamic, group_size and "
+             "block_structure");
   }
   if (args.integer("num_bits", 8) != 8)
     refuse(where, path + ".num_bits", args.raw("num_bits"), "FP8 is 8 bits");
@@ -82,13 +83,18 @@ std::string compressed_args(const HfConfigFields& args, const std::string& where
   return args.text("strategy", "tensor");
 }
 
-void read_compressed_tensors(const HfConfigFields& q, const std::string& where,
-                             Fp8Format& format) {
+void read_compressed_tensors(const HfConfigFields& q, const std::string& where, Fp8Format& format) {
   for (const auto& [key, value] : q.raw_object().items()) {
-    static const std::set<std::string> known = {
-        "quant_method", "config_groups", "ignore", "format", "quantization_status",
-        "kv_cache_scheme", "global_compression_ratio", "sparsity_config", "version",
-        "transform_config"};
+    static const std::set<std::string> known = {"quant_method",
+                                                "config_groups",
+                                                "ignore",
+                                                "format",
+                                                "quantization_status",
+                                                "kv_cache_scheme",
+                                                "global_compression_ratio",
+                                                "sparsity_config",
+                                                "version",
+                                                "transform_config"};
     if (!known.count(key))
       refuse(where, key, value, "compressed-tensors FP8 takes config_groups, ignore, format");
   }

@@ -46,7 +46,7 @@ class GemmaModel final : public CausalLM {
   struct Layer {
     // Norm scales are (1 + weight) in f32, as transformers computes them.
     Tensor input_norm, post_attention_norm, pre_feedforward_norm, post_feedforward_norm;
-    Tensor q_norm, k_norm;  // [D], Gemma 3
+    Tensor q_norm, k_norm;       // [D], Gemma 3
     StackedLinear qkv_proj;      // [(Hq + 2 Hk) * D, hidden]
     LinearWeight o_proj;         // [hidden, Hq * D]
     StackedLinear gate_up_proj;  // [2 * intermediate, hidden]

@@ -33,7 +33,9 @@ class HfConfigFields {
   // A nested object (rope_parameters, ...), read with the same checks; throws unless an object.
   HfConfigFields object(const char* key) const;
   const nlohmann::json& raw(const char* key) const { return object_[key]; }
-  const nlohmann::json& raw_object() const { return object_; }  // every key, for "unknown key" checks
+  const nlohmann::json& raw_object() const {
+    return object_;
+  }  // every key, for "unknown key" checks
   const std::string& file() const { return file_; }
 
  private:

@@ -31,8 +31,7 @@ bool fp8_stackable(const std::vector<LinearWeight>& parts) {
       return false;
     if (part.weight_scale.dim() == 2 && i + 1 < parts.size() && part.weight.size(0) % kFp8Block)
       return false;
-    if (part.input_scale.defined() &&
-        part.input_scale.to_floats() != first.input_scale.to_floats())
+    if (part.input_scale.defined() && part.input_scale.to_floats() != first.input_scale.to_floats())
       return false;
   }
   return true;
@@ -44,8 +43,8 @@ Tensor LinearWeight::apply(const Tensor& x, const Tensor& bias) const {
   if (!is_fp8()) return bias.defined() ? ops::linear(x, weight, bias) : ops::linear(x, weight);
   std::optional<Tensor> fixed;
   if (input_scale.defined()) fixed = input_scale;
-  Tensor out = ops::fp8_linear(x, weight, weight_scale, fp8_activation_scale_name(activation),
-                               fixed);
+  Tensor out =
+      ops::fp8_linear(x, weight, weight_scale, fp8_activation_scale_name(activation), fixed);
   return bias.defined() ? ops::add(out, bias) : out;
 }
 
@@ -57,7 +56,8 @@ LinearWeight linear_weight(const ModelWeights& weights, const std::string& weigh
   LinearWeight linear;
   linear.weight = weights.get(weight_name);
   if (!linear.is_fp8()) return linear;
-  const std::string module = weight_name.substr(0, weight_name.size() - std::string(".weight").size());
+  const std::string module =
+      weight_name.substr(0, weight_name.size() - std::string(".weight").size());
   linear.weight_scale = weights.get(module + ".weight_scale");
   linear.activation = weights.config.fp8.activation;
   if (linear.activation == Fp8ActivationScale::fixed)
@@ -69,7 +69,8 @@ StackedLinear stack_linear(std::vector<LinearWeight> parts) {
   TESSERA_CHECK(!parts.empty(), "stack_linear of no weights");
   StackedLinear linear;
   bool agree = true;
-  for (const LinearWeight& part : parts) agree &= part.weight.dtype() == parts.front().weight.dtype();
+  for (const LinearWeight& part : parts)
+    agree &= part.weight.dtype() == parts.front().weight.dtype();
   if (agree && parts.front().is_fp8()) agree = fp8_stackable(parts);
   if (!agree) {
     linear.parts = std::move(parts);

@@ -147,8 +147,7 @@ ModelWeights shard_weights(const ModelWeights& full, TensorParallel parallel, De
       // Rows or columns of this weight, whole blocks where it is quantized.
       part = is_quantized(tensor.dtype())
                  ? quantized_block(tensor, name, split->dim, split->start, split->count, n)
-                 : tensor.slice(split->dim, split->start, split->start + split->count)
-                       .contiguous();
+                 : tensor.slice(split->dim, split->start, split->start + split->count).contiguous();
     } else if (split && kind == "weight_scale") {
       part = fp8_scale_shard(tensor, name, split->dim, split->start, split->count, n);
     }

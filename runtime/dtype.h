@@ -13,9 +13,10 @@
 namespace tessera {
 
 // f8_e4m3 is FP8 (runtime/float8.h): one byte per element, read only by the FP8 linear with its
-// scales beside it (models/linear_weight.h). The quantized dtypes are ggml's block formats (q8_0: blocks of 32 int8 with an f16 scale; the
-// _k formats: super-blocks of 256): a tensor of one holds whole blocks along its last dim, so it
-// has no element size; its bytes are block_bytes() per block_elements() elements.
+// scales beside it (models/linear_weight.h). The quantized dtypes are ggml's block formats (q8_0:
+// blocks of 32 int8 with an f16 scale; the _k formats: super-blocks of 256): a tensor of one holds
+// whole blocks along its last dim, so it has no element size; its bytes are block_bytes() per
+// block_elements() elements.
 enum class DType : uint8_t {
   f32,
   f16,

@@ -25,11 +25,11 @@ void require_weight_scale_shape(const MetaArgs& args) {
                          scale[0].constant() == ceil_blocks(n) &&
                          scale[1].constant() == ceil_blocks(k);
   if (!per_channel && !per_block) {
-    throw_argument_error(args, 2,
-                         fmt::format("must be per output channel [{}] or per {} x {} block [{}, "
-                                     "{}] for the weight {}",
-                                     n, kFp8Block, kFp8Block, ceil_blocks(n), ceil_blocks(k),
-                                     args.input(1).str()));
+    throw_argument_error(
+        args, 2,
+        fmt::format("must be per output channel [{}] or per {} x {} block [{}, "
+                    "{}] for the weight {}",
+                    n, kFp8Block, kFp8Block, ceil_blocks(n), ceil_blocks(k), args.input(1).str()));
   }
 }
 
@@ -64,8 +64,7 @@ OpDef fp8_linear_op() {
     const bool fixed = activation == Fp8ActivationScale::fixed;
     if (fixed != (args.inputs.size() == 4)) {
       throw Error(fmt::format("{}: activation={} {} input_scale", args.op.name,
-                              fp8_activation_scale_name(activation),
-                              fixed ? "needs" : "takes no"));
+                              fp8_activation_scale_name(activation), fixed ? "needs" : "takes no"));
     }
     if (fixed) {
       require_dtype_in(args, 3, {DType::f32});

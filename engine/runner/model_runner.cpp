@@ -301,11 +301,11 @@ int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_b
         device.str(), total / kGiB, config_.cache.gpu_memory_utilization, budget / kGiB,
         weights / kGiB, (arena + transient_peak) / kGiB, arena / kGiB, transient_peak / kGiB,
         graph_bytes / kGiB, graph_budget / kGiB, other / kGiB);
-    spdlog::info("KV cache: {:.2f} GiB of {}, {} blocks, {} tokens, {:.1f}x concurrency at {} tokens",
-                 static_cast<double>(blocks) * static_cast<double>(block_bytes) / kGiB,
-                 dtype_name(model_->dtype()), blocks,
-                 tokens, static_cast<double>(tokens) / static_cast<double>(one_sequence),
-                 one_sequence);
+    spdlog::info(
+        "KV cache: {:.2f} GiB of {}, {} blocks, {} tokens, {:.1f}x concurrency at {} tokens",
+        static_cast<double>(blocks) * static_cast<double>(block_bytes) / kGiB,
+        dtype_name(model_->dtype()), blocks, tokens,
+        static_cast<double>(tokens) / static_cast<double>(one_sequence), one_sequence);
   }
   return blocks;
 }

@@ -109,9 +109,9 @@ void fp8_linear_kernel(const KernelArgs& kernel_args) {
         const float x_scale = x.scales[row * groups + g];
         for (int64_t j = 0; j < rows; ++j) {
           const int64_t column = first + j;
-          const float weight_scale =
-              args.block_scaled ? weight_scales[(column / kFp8Block) * column_blocks + g]
-                                : weight_scales[column];
+          const float weight_scale = args.block_scaled
+                                         ? weight_scales[(column / kFp8Block) * column_blocks + g]
+                                         : weight_scales[column];
           c[row * n + column] += partial[row * rows + j] * (x_scale * weight_scale);
         }
       }

@@ -20,8 +20,8 @@ Fp8ActivationScale parse_fp8_activation_scale(std::string_view name) {
   for (Fp8ActivationScale scale :
        {Fp8ActivationScale::token, Fp8ActivationScale::group, Fp8ActivationScale::fixed})
     if (name == fp8_activation_scale_name(scale)) return scale;
-  throw Error(fmt::format(
-      "unknown FP8 activation scale '{}'; valid choices: token, group, fixed", name));
+  throw Error(
+      fmt::format("unknown FP8 activation scale '{}'; valid choices: token, group, fixed", name));
 }
 
 }  // namespace tessera

@@ -22,9 +22,9 @@ namespace tessera {
 inline constexpr int64_t kFp8Block = 128;
 
 enum class Fp8ActivationScale : uint8_t {
-  token,   // dynamic, one scale per row of x
-  group,   // dynamic, one scale per row and kFp8Block columns
-  fixed,   // input_scale, from the checkpoint
+  token,  // dynamic, one scale per row of x
+  group,  // dynamic, one scale per row and kFp8Block columns
+  fixed,  // input_scale, from the checkpoint
 };
 
 // "token", "group", "fixed"; parse throws naming the valid choices.

@@ -22,11 +22,10 @@ int64_t ceil_blocks(int64_t size) {
 // A stored scale tensor as f32 on the host: F32, F16 or BF16, of the given element count.
 Tensor host_scales(const FoundTensor& found, const std::string& name, int64_t count,
                    const std::string& expected_shape) {
-  TESSERA_REQUIRE(found.stored_dtype_name.empty() && is_floating(found.stored.dtype),
-                  "{}: FP8 scale '{}' is stored as {}; scales must be F32, BF16 or F16",
-                  found.file, name,
-                  found.stored_dtype_name.empty() ? dtype_name(found.stored.dtype)
-                                                  : found.stored_dtype_name);
+  TESSERA_REQUIRE(
+      found.stored_dtype_name.empty() && is_floating(found.stored.dtype),
+      "{}: FP8 scale '{}' is stored as {}; scales must be F32, BF16 or F16", found.file, name,
+      found.stored_dtype_name.empty() ? dtype_name(found.stored.dtype) : found.stored_dtype_name);
   TESSERA_REQUIRE(shape_numel(found.stored.shape) == count,
                   "{}: FP8 scale '{}' has shape {} but its weight needs {}", found.file, name,
                   shape_str(found.stored.shape), expected_shape);
@@ -145,8 +144,8 @@ void quantize_fp8_online(ModelWeights& weights) {
     scales.emplace(module_of(name) + ".weight_scale", scale);
   }
   weights.tensors.merge(scales);
-  weights.config.fp8 = Fp8Format{"online", Fp8Format::WeightScale::channel,
-                                 Fp8ActivationScale::token, {}};
+  weights.config.fp8 =
+      Fp8Format{"online", Fp8Format::WeightScale::channel, Fp8ActivationScale::token, {}};
 }
 
 }  // namespace tessera::loaders

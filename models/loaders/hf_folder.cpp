@@ -191,7 +191,10 @@ ModelWeights load_hf_folder(const std::string& folder, const LoadOptions& option
   weights.tensors = load_expected_weights(weights.config, missing_from, find, options,
                                           /*stored_rope_pairs=*/false);
   load_fp8_scales(
-      weights.config, [&](const std::string& name) { return find(WeightSpec{name, {}}); },
+      weights.config,
+      [&](const std::string& name) {
+        return find(WeightSpec{name, {}});
+      },
       missing_from, options.device, weights.tensors);
   // What the checkpoint holds (not the run dtype), for logs and memory estimates.
   if (const SafetensorsFile* file = file_of.at("model.embed_tokens.weight"))

@@ -94,14 +94,15 @@ std::vector<double> fp8_linear_definition(const std::vector<float>& x, const Fp8
     for (int64_t first = 0; first < c.k; first += group) {
       const int64_t count = std::min(group, c.k - first);
       float amax = 0;
-      for (int64_t i = 0; i < count; ++i) amax = std::max(amax, std::fabs(x[row * c.k + first + i]));
+      for (int64_t i = 0; i < count; ++i)
+        amax = std::max(amax, std::fabs(x[row * c.k + first + i]));
       const bool is_fixed = c.activation == Fp8ActivationScale::fixed;
       const float scale = is_fixed ? fixed : fp8_dynamic_scale(amax);
       const float inverse = is_fixed ? 1.0f / fixed : fp8_dynamic_inverse(amax);
       for (int64_t i = 0; i < count; ++i)
-        quantized[first + i] =
-            static_cast<double>(static_cast<float>(Float8E4M3(x[row * c.k + first + i] * inverse))) *
-            scale;
+        quantized[first + i] = static_cast<double>(static_cast<float>(
+                                   Float8E4M3(x[row * c.k + first + i] * inverse))) *
+                               scale;
     }
     for (int64_t j = 0; j < c.n; ++j) {
       double sum = 0;
@@ -118,7 +119,7 @@ std::vector<double> fp8_linear_definition(const std::vector<float>& x, const Fp8
 
 TEST(Fp8Linear, CpuKernelComputesTheDefinitionForEveryScaleLayout) {
   const std::vector<Fp8Case> cases = {
-      {1, 300, 200, true, Fp8ActivationScale::group},   // partial blocks both ways
+      {1, 300, 200, true, Fp8ActivationScale::group},  // partial blocks both ways
       {5, 256, 384, true, Fp8ActivationScale::group},
       {3, 130, 257, true, Fp8ActivationScale::token},
       {4, 96, 160, false, Fp8ActivationScale::token},
@@ -147,9 +148,8 @@ TEST(Fp8Linear, CpuKernelComputesTheDefinitionForEveryScaleLayout) {
       std::optional<Tensor> input_scale;
       if (c.activation == Fp8ActivationScale::fixed)
         input_scale = Tensor::from_floats(std::vector<float>{fixed}, {1});
-      const Tensor out =
-          ops::fp8_linear(x_tensor, weight, Tensor::from_floats(scales, scale_shape),
-                          fp8_activation_scale_name(c.activation), input_scale);
+      const Tensor out = ops::fp8_linear(x_tensor, weight, Tensor::from_floats(scales, scale_shape),
+                                         fp8_activation_scale_name(c.activation), input_scale);
       ASSERT_EQ(out.dtype(), dtype);
       const std::vector<double> expected = fp8_linear_definition(x, c, codes, scales, fixed);
       const std::vector<float> actual = out.to_floats();
@@ -195,7 +195,8 @@ float block_amax(const std::vector<float>& values, int64_t k, int64_t row0, int6
                  int64_t col0, int64_t cols) {
   float amax = 0;
   for (int64_t r = row0; r < row0 + rows; ++r)
-    for (int64_t c = col0; c < col0 + cols; ++c) amax = std::max(amax, std::fabs(values[r * k + c]));
+    for (int64_t c = col0; c < col0 + cols; ++c)
+      amax = std::max(amax, std::fabs(values[r * k + c]));
   return amax;
 }
 
@@ -222,18 +223,18 @@ ModelWeights write_fp8_folder(const std::string& folder, const ModelWeights& den
     if (layout == Layout::block) {
       for (int64_t rb = 0; rb < row_blocks; ++rb)
         for (int64_t cb = 0; cb < column_blocks; ++cb)
-          scales.push_back(fp8_dynamic_scale(block_amax(values, k, rb * 128,
-                                                        std::min<int64_t>(128, n - rb * 128),
-                                                        cb * 128,
-                                                        std::min<int64_t>(128, k - cb * 128))));
+          scales.push_back(fp8_dynamic_scale(
+              block_amax(values, k, rb * 128, std::min<int64_t>(128, n - rb * 128), cb * 128,
+                         std::min<int64_t>(128, k - cb * 128))));
     } else if (layout == Layout::channel) {
-      for (int64_t r = 0; r < n; ++r) scales.push_back(fp8_dynamic_scale(block_amax(values, k, r, 1, 0, k)));
+      for (int64_t r = 0; r < n; ++r)
+        scales.push_back(fp8_dynamic_scale(block_amax(values, k, r, 1, 0, k)));
     } else {
       scales.push_back(fp8_dynamic_scale(block_amax(values, k, 0, n, 0, k)));
     }
     for (int64_t r = 0; r < n; ++r)
       for (int64_t c = 0; c < k; ++c) {
-        const float scale = layout == Layout::block     ? scales[(r / 128) * column_blocks + c / 128]
+        const float scale = layout == Layout::block ? scales[(r / 128) * column_blocks + c / 128]
                             : layout == Layout::channel ? scales[r]
                                                         : scales[0];
         code[r * k + c] = Float8E4M3::from_float(values[r * k + c] / scale);
@@ -272,8 +273,12 @@ nlohmann::json compressed_config(const std::string& weights, const nlohmann::jso
            {{"group_0",
              {{"targets", {"Linear"}},
               {"weights",
-               {{"num_bits", 8}, {"type", "float"}, {"strategy", weights}, {"symmetric", true},
-                {"dynamic", false}, {"observer", "minmax"}}},
+               {{"num_bits", 8},
+                {"type", "float"},
+                {"strategy", weights},
+                {"symmetric", true},
+                {"dynamic", false},
+                {"observer", "minmax"}}},
               {"input_activations", activations}}}}}};
 }
 
@@ -319,18 +324,24 @@ TEST(Fp8Checkpoint, EachFormatRunsCloseToTheModelOfItsDequantizedWeights) {
     nlohmann::json quantization;
     Shape q_scale_shape;  // of model.layers.0.self_attn.q_proj.weight_scale
   };
-  const std::vector<Case> cases = {
-      {"block", "small", Layout::block, kBlockConfig, {2, 2}},
-      {"block_partial", "tiny", Layout::block, kBlockConfig, {1, 1}},
-      {"channel_token", "small", Layout::channel, compressed_config("channel", kTokenActivations),
-       {256}},
-      {"tensor_static", "qwen3-tiny", Layout::tensor_static,
-       compressed_config("tensor", kStaticActivations), {128}}};
+  const std::vector<Case> cases = {{"block", "small", Layout::block, kBlockConfig, {2, 2}},
+                                   {"block_partial", "tiny", Layout::block, kBlockConfig, {1, 1}},
+                                   {"channel_token",
+                                    "small",
+                                    Layout::channel,
+                                    compressed_config("channel", kTokenActivations),
+                                    {256}},
+                                   {"tensor_static",
+                                    "qwen3-tiny",
+                                    Layout::tensor_static,
+                                    compressed_config("tensor", kStaticActivations),
+                                    {128}}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     TempDir dir;
     const ModelWeights dense = load_model("synthetic:" + c.synthetic, LoadOptions{});
-    const ModelWeights dequantized = write_fp8_folder(dir / c.name, dense, c.layout, c.quantization);
+    const ModelWeights dequantized =
+        write_fp8_folder(dir / c.name, dense, c.layout, c.quantization);
     ModelWeights loaded = load_model(dir / c.name, LoadOptions{});
     EXPECT_TRUE(loaded.config.fp8.enabled());
     EXPECT_EQ(loaded.get("model.layers.0.mlp.down_proj.weight").dtype(), DType::f8_e4m3);
@@ -350,8 +361,8 @@ TEST(Fp8Checkpoint, EachFormatRunsCloseToTheModelOfItsDequantizedWeights) {
 TEST(Fp8Checkpoint, ACheckpointAndItsQuantizationAtLoadTimeGiveOneModel) {
   TempDir dir;
   const ModelWeights dense = load_model("synthetic:small", LoadOptions{});
-  const ModelWeights numbers = write_fp8_folder(
-      dir / "channel", dense, Layout::channel, compressed_config("channel", kTokenActivations));
+  const ModelWeights numbers = write_fp8_folder(dir / "channel", dense, Layout::channel,
+                                                compressed_config("channel", kTokenActivations));
   const auto channel = logits_of(load_model(dir / "channel", LoadOptions{}));
   TempDir dense_dir;
   testing::write_hf_folder(dense_dir / "dense", numbers, testing::hf_config_json(numbers.config));
@@ -368,9 +379,7 @@ TEST(Fp8Checkpoint, QuantizationAtLoadTimeServesThroughTheEngine) {
       "", {"engine.model=synthetic:tiny", "engine.quantization=fp8", "engine.max_model_len=64"});
   auto models = load_run_models(config);
   EXPECT_THAT(models.front()->weight_formats_str(), HasSubstr("f8_e4m3"));
-  EXPECT_THAT(testing::error_of([] {
-                load_run_config("", {"engine.quantization=int4"});
-              }),
+  EXPECT_THAT(testing::error_of([] { load_run_config("", {"engine.quantization=int4"}); }),
               HasSubstr("fp8"));
   // A model quantized otherwise already is refused by name.
   LoadOptions online;
@@ -395,10 +404,10 @@ TEST(GpuFp8Checkpoint, LogitsAndGreedyPicksMatchTheCpu) {
     Layout layout;
     nlohmann::json quantization;
   };
-  const Case cases[] = {{"block", Layout::block, kBlockConfig},
-                        {"channel", Layout::channel, compressed_config("channel", kTokenActivations)},
-                        {"static", Layout::tensor_static,
-                         compressed_config("tensor", kStaticActivations)}};
+  const Case cases[] = {
+      {"block", Layout::block, kBlockConfig},
+      {"channel", Layout::channel, compressed_config("channel", kTokenActivations)},
+      {"static", Layout::tensor_static, compressed_config("tensor", kStaticActivations)}};
   for (const Case& c : cases) {
     TempDir dir;
     write_fp8_folder(dir / c.name, dense, c.layout, c.quantization);
@@ -491,13 +500,13 @@ TEST(Fp8Checkpoint, CheckpointDefectsAreRefusedNamingTheTensor) {
     return [fn](const std::string& folder) {
       loaders::SafetensorsFile file(folder + "/model.safetensors");
       ModelWeights weights;
-      for (const auto& [name, entry] : file.entries()) weights.tensors.emplace(name, file.read(name));
+      for (const auto& [name, entry] : file.entries())
+        weights.tensors.emplace(name, file.read(name));
       fn(weights);
       std::filesystem::remove(folder + "/model.safetensors");
-      loaders::save_safetensors(
-          folder + "/model.safetensors",
-          std::vector<std::pair<std::string, Tensor>>(weights.tensors.begin(),
-                                                      weights.tensors.end()));
+      loaders::save_safetensors(folder + "/model.safetensors",
+                                std::vector<std::pair<std::string, Tensor>>(weights.tensors.begin(),
+                                                                            weights.tensors.end()));
     };
   };
   const nlohmann::json channel = compressed_config("channel", kTokenActivations);
@@ -536,12 +545,11 @@ TEST(Fp8Checkpoint, CheckpointDefectsAreRefusedNamingTheTensor) {
                      channel),
               HasSubstr("'model.norm.weight' is FP8"));
   // Static activations without their input_scale.
-  EXPECT_THAT(
-      defect(edit([](ModelWeights& w) {
-               w.tensors.erase("model.layers.0.self_attn.o_proj.input_scale");
-             }),
-             compressed_config("tensor", kStaticActivations), Layout::tensor_static),
-      HasSubstr("has no 'model.layers.0.self_attn.o_proj.input_scale'"));
+  EXPECT_THAT(defect(edit([](ModelWeights& w) {
+                       w.tensors.erase("model.layers.0.self_attn.o_proj.input_scale");
+                     }),
+                     compressed_config("tensor", kStaticActivations), Layout::tensor_static),
+              HasSubstr("has no 'model.layers.0.self_attn.o_proj.input_scale'"));
 }
 
 // ---- tensor parallelism ----
@@ -562,7 +570,9 @@ TEST(Fp8TensorParallel, ScalesSplitWithTheirWeightsAndBlocksStayWhole) {
   // Per 128x128 block: k/v rows of 128 over 2 ranks are 64, half a block.
   write_fp8_folder(dir / "block", dense, Layout::block, kBlockConfig);
   const ModelWeights blocks = load_model(dir / "block", LoadOptions{});
-  EXPECT_THAT(testing::error_of([&] { shard_weights(blocks, TensorParallel{0, 2}, kCPU); }),
+  EXPECT_THAT(testing::error_of([&] {
+                shard_weights(blocks, TensorParallel{0, 2}, kCPU);
+              }),
               HasSubstr("not whole blocks"));
 }
 

@@ -40,8 +40,8 @@ bool rounds_before_accumulating(const std::string& op) {
 }
 
 bool is_accumulating_op(const std::string& op) {
-  return op == "sum" || op == "mean" || op == "matmul" || op == "linear" ||
-         op == "fp8_linear" || rounds_before_accumulating(op);
+  return op == "sum" || op == "mean" || op == "matmul" || op == "linear" || op == "fp8_linear" ||
+         rounds_before_accumulating(op);
 }
 
 // The decomposition rounds every intermediate to the dtype, so it gets some slack.

@@ -334,9 +334,9 @@ class SampleTable {
         {{4, 144}, {128, 144}, false, "fixed"},  {{40, 256}, {256, 256}, true, "fixed"}};
     for (DType dtype : kFloatDTypes) {
       for (const Case& c : cases) {
-        const Shape scale = c.block_scaled ? Shape{(c.weight[0] + 127) / 128,
-                                                   (c.weight[1] + 127) / 128}
-                                           : Shape{c.weight[0]};
+        const Shape scale = c.block_scaled
+                                ? Shape{(c.weight[0] + 127) / 128, (c.weight[1] + 127) / 128}
+                                : Shape{c.weight[0]};
         Inputs inputs = {spec(c.x, dtype), spec(c.weight, DType::f8_e4m3),
                          spec(scale, f32, ValueKind::positive)};
         if (c.activation == "fixed") inputs.push_back(spec({1}, f32, ValueKind::positive));

@@ -326,9 +326,9 @@ RefTensor fp8_linear(std::span<const RefTensor> inputs, const std::string& activ
     for (int64_t column = 0; column < n; ++column) {
       double total = 0;
       for (int64_t i = 0; i < k; ++i) {
-        const double weight_scale =
-            block_scaled ? scale.values[(column / block) * column_blocks + i / block]
-                         : scale.values[column];
+        const double weight_scale = block_scaled
+                                        ? scale.values[(column / block) * column_blocks + i / block]
+                                        : scale.values[column];
         total += quantized[i] * weight.values[column * k + i] * weight_scale;
       }
       out.values[row * n + column] = total;

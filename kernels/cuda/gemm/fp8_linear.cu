@@ -314,7 +314,7 @@ void run_cublaslt(const Fp8LinearArgs& args, const QuantizedX& x, int64_t padded
   const int weight_mode = args.block_scaled ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
                                             : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
   const int64_t m = padded_rows;
-  const Fp8PlanKey key{device.index, m, args.n, args.k, static_cast<int>(args.out.dtype()),
+  const Fp8PlanKey key{device.index,      m,     args.n, args.k, static_cast<int>(args.out.dtype()),
                        args.block_scaled, x_mode};
   static std::mutex mutex;
   static std::map<Fp8PlanKey, std::unique_ptr<Fp8Plan>> plans;
@@ -334,8 +334,8 @@ void run_cublaslt(const Fp8LinearArgs& args, const QuantizedX& x, int64_t padded
     std::unique_ptr<Fp8Plan>& plan = plans[key];
     if (plan == nullptr) {
       auto made = std::make_unique<Fp8Plan>();
-      GPUBLAS_CHECK(cublasLtMatmulDescCreate(made->matmul.address(), CUBLAS_COMPUTE_32F,
-                                             CUDA_R_32F));
+      GPUBLAS_CHECK(
+          cublasLtMatmulDescCreate(made->matmul.address(), CUBLAS_COMPUTE_32F, CUDA_R_32F));
       set_attribute(made->matmul, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
       set_attribute(made->matmul, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
       set_attribute(made->matmul, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, weight_mode);
@@ -376,12 +376,12 @@ void run_cublaslt(const Fp8LinearArgs& args, const QuantizedX& x, int64_t padded
     const float alpha = 1.0f, beta = 0.0f;
     GPUBLAS_CHECK(cublasLtMatmul(handle, plan->matmul.get(), &alpha, args.weight.data_ptr(),
                                  plan->weight.get(), x.codes, plan->x.get(), &beta, out,
-                                 plan->out.get(), out, plan->out.get(), &plan->algorithm,
-                                 workspace, kWorkspaceBytes, stream));
+                                 plan->out.get(), out, plan->out.get(), &plan->algorithm, workspace,
+                                 kWorkspaceBytes, stream));
   });
   if (out != args.out.data_ptr()) {  // the real rows are the padded output's first ones
-    GPU_CHECK(gpuMemcpyAsync(args.out.data_ptr(), out, args.out.nbytes(),
-                             gpuMemcpyDeviceToDevice, stream));
+    GPU_CHECK(gpuMemcpyAsync(args.out.data_ptr(), out, args.out.nbytes(), gpuMemcpyDeviceToDevice,
+                             stream));
   }
 }
 
@@ -390,12 +390,11 @@ void launch_mma_gemv(const Fp8LinearArgs& args, const QuantizedX& x, int64_t x_g
                      gpuStream_t stream) {
   const auto launch = [&]<int Tiles>() {
     launch_programmatic(fp8_mma_gemv_kernel<T, Tiles>, static_cast<unsigned>(args.n / kMmaRows),
-                        kMmaWarps * 32, 0, stream, args.out.device().index, args.m, args.n,
-                        args.k, static_cast<const uint8_t*>(args.weight.data_ptr()),
-                        static_cast<const float*>(args.weight_scale.data_ptr()),
-                        args.block_scaled, static_cast<const uint8_t*>(x.codes),
-                        static_cast<const float*>(x.scales), x_groups,
-                        static_cast<T*>(args.out.data_ptr()));
+                        kMmaWarps * 32, 0, stream, args.out.device().index, args.m, args.n, args.k,
+                        static_cast<const uint8_t*>(args.weight.data_ptr()),
+                        static_cast<const float*>(args.weight_scale.data_ptr()), args.block_scaled,
+                        static_cast<const uint8_t*>(x.codes), static_cast<const float*>(x.scales),
+                        x_groups, static_cast<T*>(args.out.data_ptr()));
   };
   static_assert(kFp8GemvMaxRows <= 2 * kMmaTileTokens);
   if (args.m <= kMmaTileTokens) {
@@ -431,11 +430,11 @@ void fp8_linear_entry(const KernelArgs& kernel_args) {
   const int64_t rows = gemv ? args.m : round_up(args.m, kPaddedRows);
   const int64_t padded_out_bytes =
       rows == args.m ? 0 : rows * args.n * static_cast<int64_t>(element_size(args.out.dtype()));
-  const QuantizedX x = x_scratch(device, stream, rows, args.k, groups, padded_out_bytes,
-                                 args.block_scaled ? args.weight_scale.size(0) *
-                                                         round_up(args.weight_scale.size(1),
-                                                                  kBlockScaleRowAlignment)
-                                                   : 0);
+  const QuantizedX x = x_scratch(
+      device, stream, rows, args.k, groups, padded_out_bytes,
+      args.block_scaled
+          ? args.weight_scale.size(0) * round_up(args.weight_scale.size(1), kBlockScaleRowAlignment)
+          : 0);
   // cuBLASLt's VEC128 scales sit group-major, [groups][rows]; the gemv reads them row-major.
   const ScaleLayout layout{!gemv && grouped, rows, groups};
   // Per token, x's amax spans the row even where its scale repeats per 128 columns.
@@ -445,9 +444,8 @@ void fp8_linear_entry(const KernelArgs& kernel_args) {
                            : nullptr;
   visit_device_float_dtype("fp8_linear", args.x.dtype(), [&]<typename T>() {
     launch_programmatic(quantize_x_kernel<T>, static_cast<unsigned>(rows), kQuantizeThreads, 0,
-                        stream,
-                        device.index, static_cast<const T*>(args.x.data_ptr()), args.m, args.k,
-                        amax_group, group, fixed, x.codes, x.scales, layout);
+                        stream, device.index, static_cast<const T*>(args.x.data_ptr()), args.m,
+                        args.k, amax_group, group, fixed, x.codes, x.scales, layout);
     GPU_CHECK_LAUNCH("quantize x to e4m3");
     if (gemv) {
       launch_mma_gemv<T>(args, x, groups, stream);
