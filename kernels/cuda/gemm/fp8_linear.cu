@@ -417,6 +417,11 @@ void fp8_linear_entry(const KernelArgs& kernel_args) {
                   "fp8_linear on {}: the weight [{}, {}] needs both sizes multiples of {} (FP8 "
                   "matmuls read whole 16-byte rows)",
                   device.str(), args.n, args.k, kLaneColumns);
+  // The kernels read 16 bytes at a time: a whole tensor is that aligned, a view may not be.
+  TESSERA_REQUIRE(reinterpret_cast<uintptr_t>(args.weight.data_ptr()) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(args.x.data_ptr()) % 16 == 0,
+                  "fp8_linear on {}: the weight {} and x {} must start on 16-byte boundaries",
+                  device.str(), args.weight.str(), args.x.str());
   if (args.out.numel() == 0) return;
   LaunchScope scope(device);
   const gpuStream_t stream = scope.stream();
