@@ -138,10 +138,15 @@ Fp8LinearArgs check_fp8_linear(const KernelArgs& args) {
   require_dtype(kOp, "weight", weight, DType::f8_e4m3);
   require_dtype(kOp, "weight_scale", scale, DType::f32);
   require_dtype(kOp, "output", out, x.dtype());
-  for (const Tensor* tensor : {&weight, &scale, &out, input_scale}) {
+  if (input_scale != nullptr) require_dtype(kOp, "input_scale", *input_scale, DType::f32);
+  const std::pair<const char*, const Tensor*> roles[] = {{"weight", &weight},
+                                                         {"weight_scale", &scale},
+                                                         {"output", &out},
+                                                         {"input_scale", input_scale}};
+  for (const auto& [role, tensor] : roles) {
     if (tensor == nullptr) continue;
-    require_contiguous(kOp, tensor->str().c_str(), *tensor);
-    TESSERA_REQUIRE(tensor->device() == x.device(), "{}: {} must be on {} with x", kOp,
+    require_contiguous(kOp, role, *tensor);
+    TESSERA_REQUIRE(tensor->device() == x.device(), "{}: {} ({}) must be on {} with x", kOp, role,
                     tensor->str(), x.device().str());
   }
   TESSERA_REQUIRE(x.dim() >= 1 && weight.dim() == 2 && weight.size(1) == x.size(-1),
@@ -151,6 +156,7 @@ Fp8LinearArgs check_fp8_linear(const KernelArgs& args) {
   checked.m = leading_numel(x);
   checked.n = weight.size(0);
   checked.k = weight.size(1);
+  TESSERA_REQUIRE(checked.k > 0, "{}: weight {} has no columns", kOp, weight.str());
   const int64_t row_blocks = (checked.n + kFp8Block - 1) / kFp8Block;
   const int64_t column_blocks = (checked.k + kFp8Block - 1) / kFp8Block;
   checked.block_scaled = scale.dim() == 2;

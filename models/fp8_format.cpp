@@ -164,6 +164,12 @@ void read_compressed_tensors(const HfConfigFields& q, const std::string& where, 
       format.activation == Fp8ActivationScale::fixed)
     refuse(where, path + ".input_activations.dynamic", false,
            "block-scaled weights take dynamic activations");
+  // Scales per 128 columns of x pair with weights scaled per 128x128 block (the form
+  // DeepSeek-V3 and Qwen3-FP8 use, and the one FP8 matmul libraries take).
+  if (format.activation == Fp8ActivationScale::group &&
+      format.weight_scale != Fp8Format::WeightScale::block)
+    refuse(where, path + ".input_activations.strategy", "group",
+           "activations per group of 128 go with weights per 128x128 block (strategy block)");
   for (const std::string& name : module_list(q, "ignore")) format.ignored.push_back(name);
 }
 

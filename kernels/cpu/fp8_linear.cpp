@@ -90,7 +90,7 @@ void fp8_linear_kernel(const KernelArgs& kernel_args) {
   const auto* codes = args.weight.data<uint8_t>();
   const float* weight_scales = args.weight_scale.data<float>();
   const int64_t column_blocks = (k + kFp8Block - 1) / kFp8Block;
-  const int64_t tile_rows = std::clamp<int64_t>(kTileBytes / (4 * k), 16, n);
+  const int64_t tile_rows = std::min(std::max<int64_t>(kTileBytes / (4 * k), 16), n);
   std::vector<float> tile(static_cast<size_t>(tile_rows * k));
   std::vector<float> partial(static_cast<size_t>(m * tile_rows));
   for (int64_t first = 0; first < n; first += tile_rows) {

@@ -31,13 +31,19 @@ enum class Fp8ActivationScale : uint8_t {
 const char* fp8_activation_scale_name(Fp8ActivationScale scale);
 Fp8ActivationScale parse_fp8_activation_scale(std::string_view name);
 
+// The smallest scale: below it the inverse would overflow to infinity and turn zeros into NaN
+// (vLLM's floor; a group this small is zero to e4m3 anyway). A fixed input scale below it is
+// refused when loaded.
+inline constexpr float kFp8MinScale = 1.0f / (448.0f * 512.0f);
+
 // The scale that maps a group whose largest magnitude is `amax` onto e4m3's +-448, and the
-// factor that quantizes it (an all-zero group takes 1: its codes are zero either way).
+// factor that quantizes it; groups whose amax is below 448 * kFp8MinScale (all-zero ones too)
+// take the floor.
 TESSERA_HOST_DEVICE inline float fp8_dynamic_scale(float amax) {
-  return amax > 0.0f ? amax / 448.0f : 1.0f;
+  return amax > 448.0f * kFp8MinScale ? amax / 448.0f : kFp8MinScale;
 }
 TESSERA_HOST_DEVICE inline float fp8_dynamic_inverse(float amax) {
-  return amax > 0.0f ? 448.0f / amax : 1.0f;
+  return amax > 448.0f * kFp8MinScale ? 448.0f / amax : 1.0f / kFp8MinScale;
 }
 
 }  // namespace tessera

@@ -50,6 +50,14 @@ std::map<std::string, Tensor> load_expected_weights(
     TESSERA_REQUIRE(found->stored.dtype != DType::f8_e4m3 || is_projection_weight(spec.name),
                     "{}: tensor {} is FP8; only the projections (q/k/v/o, gate/up/down) may be",
                     found->file, described);
+    if (found->stored.dtype == DType::f8_e4m3) {  // 0x7f and 0xff are e4m3's NaNs
+      const auto* codes = reinterpret_cast<const uint8_t*>(found->stored.data);
+      const int64_t count = shape_numel(found->stored.shape);
+      for (int64_t i = 0; i < count; ++i)
+        TESSERA_REQUIRE((codes[i] & 0x7f) != 0x7f,
+                        "{}: FP8 tensor {} holds a NaN (code 0x{:02x}) at element {}", found->file,
+                        described, codes[i], i);
+    }
     const RowOrder order =
         stored_rope_pairs && spec.rope_rows ? RowOrder::rope_pairs_to_halves : RowOrder::as_stored;
     tensors.emplace(spec.name, materialize(found->stored, options, order, config.head_dim));

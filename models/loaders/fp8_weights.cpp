@@ -108,8 +108,16 @@ void load_fp8_scales(const ModelConfig& config,
                     where, name, input_name);
     Tensor input_scale = host_scales(*input, input_name, 1, "[] or [1]");
     check_scale_values(input_scale, input->file, input_name, /*zero_allowed=*/false);
+    TESSERA_REQUIRE(input_scale.data<float>()[0] >= kFp8MinScale,
+                    "{}: FP8 input scale '{}' is {}, below the smallest scale {} (its inverse "
+                    "would overflow)",
+                    input->file, input_name, input_scale.data<float>()[0], kFp8MinScale);
     scales.emplace(input_name, input_scale.to(device));
   }
+  TESSERA_REQUIRE(!format.enabled() || !scales.empty(),
+                  "{}: config.json's quantization_config says {}, but no projection is stored as "
+                  "F8_E4M3",
+                  where, format.str());
   tensors.merge(scales);
 }
 

@@ -476,7 +476,14 @@ TEST(Fp8Checkpoint, ConfigOptionsItWouldNotHonorAreRefusedNamingKeyAndValue) {
       {with(channel, P("/config_groups/group_1"), channel["config_groups"]["group_0"]),
        {"2 groups"}},
       {with(channel, P("/ignore"), {"re:(unclosed"}), {"(unclosed"}},
-      {with(channel, P("/format"), "pack-quantized"), {"format", "pack-quantized"}}};
+      {with(channel, P("/format"), "pack-quantized"), {"format", "pack-quantized"}},
+      {with(channel, P("/config_groups/group_0/input_activations"),
+            {{"num_bits", 8},
+             {"type", "float"},
+             {"strategy", "group"},
+             {"group_size", 128},
+             {"dynamic", true}}),
+       {"input_activations.strategy", "strategy block"}}};
   for (const auto& [quantization, parts] : cases) {
     const std::string message = config_error(quantization);
     SCOPED_TRACE(quantization.dump());
@@ -544,6 +551,30 @@ TEST(Fp8Checkpoint, CheckpointDefectsAreRefusedNamingTheTensor) {
                      }),
                      channel),
               HasSubstr("'model.norm.weight' is FP8"));
+  // A NaN code (e4m3's 0x7f) in a weight.
+  EXPECT_THAT(
+      defect(edit([](ModelWeights& w) {
+               Tensor& down = w.tensors["model.layers.0.mlp.down_proj.weight"];
+               down.data<uint8_t>()[7] = 0x7f;
+             }),
+             channel),
+      HasSubstr("'model.layers.0.mlp.down_proj.weight' holds a NaN (code 0x7f) at element 7"));
+  // A quantization_config over float tensors.
+  {
+    TempDir dir;
+    nlohmann::json config = testing::hf_config_json(dense.config);
+    config["quantization_config"] = channel;
+    testing::write_hf_folder(dir / "m", dense, config);
+    EXPECT_THAT(testing::error_of([&] { load_model(dir / "m", LoadOptions{}); }),
+                HasSubstr("no projection is stored as F8_E4M3"));
+  }
+  // A fixed input scale whose inverse would overflow.
+  EXPECT_THAT(defect(edit([](ModelWeights& w) {
+                       w.tensors["model.layers.1.self_attn.o_proj.input_scale"] =
+                           Tensor::from_floats(std::vector<float>{1e-39f}, {});
+                     }),
+                     compressed_config("tensor", kStaticActivations), Layout::tensor_static),
+              HasSubstr("below the smallest scale"));
   // Static activations without their input_scale.
   EXPECT_THAT(defect(edit([](ModelWeights& w) {
                        w.tensors.erase("model.layers.0.self_attn.o_proj.input_scale");

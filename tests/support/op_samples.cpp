@@ -327,11 +327,12 @@ class SampleTable {
       std::string activation;
     };
     const std::vector<Case> cases = {
-        {{3, 208}, {304, 208}, true, "group"},   {{1, 256}, {384, 256}, true, "group"},
-        {{9, 384}, {272, 384}, true, "group"},   {{2, 3, 256}, {64, 256}, true, "token"},
-        {{33, 512}, {128, 512}, true, "token"},  {{5, 96}, {48, 96}, false, "token"},
-        {{1, 4096}, {64, 4096}, false, "token"}, {{12, 160}, {80, 160}, false, "token"},
-        {{4, 144}, {128, 144}, false, "fixed"},  {{40, 256}, {256, 256}, true, "fixed"}};
+        {{3, 208}, {304, 208}, true, "group"},  {{1, 256}, {384, 256}, true, "group"},
+        {{9, 384}, {272, 384}, true, "group"},  {{2, 3, 256}, {64, 256}, true, "token"},
+        {{33, 512}, {128, 512}, true, "token"}, {{33, 384}, {256, 384}, true, "group"},
+        {{5, 96}, {48, 96}, false, "token"},    {{1, 4096}, {64, 4096}, false, "token"},
+        {{12, 160}, {80, 160}, false, "token"}, {{4, 144}, {128, 144}, false, "fixed"},
+        {{40, 256}, {256, 256}, true, "fixed"}};
     for (DType dtype : kFloatDTypes) {
       for (const Case& c : cases) {
         const Shape scale = c.block_scaled

@@ -312,8 +312,10 @@ RefTensor fp8_linear(std::span<const RefTensor> inputs, const std::string& activ
       float amax = 0;
       for (int64_t i = 0; i < count; ++i)
         amax = std::max(amax, static_cast<float>(std::fabs(x.values[row * k + first + i])));
-      float x_scale = amax > 0 ? amax / 448.0f : 1.0f;
-      float inverse = amax > 0 ? 448.0f / amax : 1.0f;
+      // The floor of kernels/quant/fp8_scaling.h: 1 / (448 * 512).
+      const float floor_scale = 1.0f / (448.0f * 512.0f);
+      float x_scale = amax > 448.0f * floor_scale ? amax / 448.0f : floor_scale;
+      float inverse = amax > 448.0f * floor_scale ? 448.0f / amax : 1.0f / floor_scale;
       if (activation == "fixed") {
         x_scale = static_cast<float>(inputs[3].values[0]);
         inverse = 1.0f / x_scale;

@@ -142,11 +142,15 @@ __global__ void pad_block_scales_kernel(const float* scales, int64_t row_blocks,
 __device__ __forceinline__ void mma_e4m3_16x8x32(float (&acc)[4], uint32_t a0, uint32_t a1,
                                                  uint32_t a2, uint32_t a3, uint32_t b0,
                                                  uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  __trap();  // built for an older GPU: fp8_linear_entry refuses such a device before launching
+#endif
 }
 
 // out[m, n] for m <= 8 * Tiles (decode): FP8 tensor cores with x's rows as the mma's columns,
@@ -410,8 +414,8 @@ void fp8_linear_entry(const KernelArgs& kernel_args) {
   const Device device = args.out.device();
   const DeviceLimits& limits = device_limits(device.index);
   TESSERA_REQUIRE(limits.compute_major >= 9,
-                  "fp8_linear: {} has no FP8 tensor cores (compute capability {}.x; FP8 needs "
-                  "Hopper, 9.0, or newer): load a float checkpoint, without --quantization fp8",
+                  "fp8_linear: {} has compute capability {}.x; Tessera's FP8 kernels need 9.0 "
+                  "(Hopper) or newer: load a float checkpoint, without --quantization fp8",
                   device.str(), limits.compute_major);
   TESSERA_REQUIRE(args.k % kLaneColumns == 0 && args.n % kLaneColumns == 0,
                   "fp8_linear on {}: the weight [{}, {}] needs both sizes multiples of {} (FP8 "
