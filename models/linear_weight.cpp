@@ -52,12 +52,18 @@ std::vector<const Tensor*> LinearWeight::tensors() const {
   return {&weight, &weight_scale, &input_scale};
 }
 
+std::string projection_module(const std::string& weight_name) {
+  constexpr std::string_view kSuffix = ".weight";
+  TESSERA_CHECK(weight_name.ends_with(kSuffix), "projection weight {} without .weight",
+                weight_name);
+  return weight_name.substr(0, weight_name.size() - kSuffix.size());
+}
+
 LinearWeight linear_weight(const ModelWeights& weights, const std::string& weight_name) {
   LinearWeight linear;
   linear.weight = weights.get(weight_name);
   if (!linear.is_fp8()) return linear;
-  const std::string module =
-      weight_name.substr(0, weight_name.size() - std::string(".weight").size());
+  const std::string module = projection_module(weight_name);
   linear.weight_scale = weights.get(module + ".weight_scale");
   linear.activation = weights.config.fp8.activation;
   if (linear.activation == Fp8ActivationScale::fixed)

@@ -25,6 +25,9 @@ struct LinearWeight {
   std::vector<const Tensor*> tensors() const;  // what it holds, for byte counts
 };
 
+// "<module>" of a projection's "<module>.weight": where its scales are named.
+std::string projection_module(const std::string& weight_name);
+
 // The projection "<module>.weight" of `weights`, with its scales when it is FP8.
 LinearWeight linear_weight(const ModelWeights& weights, const std::string& weight_name);
 

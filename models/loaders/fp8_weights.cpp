@@ -4,16 +4,13 @@
 
 #include "kernels/quant/fp8_scaling.h"
 #include "models/fp8_format.h"
+#include "models/linear_weight.h"
 #include "runtime/check.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/float8.h"
 
 namespace tessera::loaders {
 namespace {
-
-std::string module_of(const std::string& weight_name) {
-  return weight_name.substr(0, weight_name.size() - std::string(".weight").size());
-}
 
 int64_t ceil_blocks(int64_t size) {
   return (size + kFp8Block - 1) / kFp8Block;
@@ -68,7 +65,7 @@ void load_fp8_scales(const ModelConfig& config,
                     "{}: tensor '{}' is FP8 but config.json has no quantization_config saying how "
                     "it is scaled",
                     where, name);
-    const std::string module = module_of(name);
+    const std::string module = projection_module(name);
     TESSERA_REQUIRE(!fp8_ignores(format, module),
                     "{}: tensor '{}' is FP8 but quantization_config lists '{}' as not quantized",
                     where, name, module);
@@ -149,7 +146,7 @@ void quantize_fp8_online(ModelWeights& weights) {
       }
     });
     weight = codes;
-    scales.emplace(module_of(name) + ".weight_scale", scale);
+    scales.emplace(projection_module(name) + ".weight_scale", scale);
   }
   weights.tensors.merge(scales);
   weights.config.fp8 =
