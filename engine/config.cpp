@@ -160,6 +160,8 @@ const Fields& fields() {
           if (!(v > 0 && v <= 1))
             throw Error(fmt::format("{}: must be in (0, 1], got {}", where, v));
         });
+    f["engine.kv_cache_dtype"] =
+        string_choice<&E::cache, &K::kv_cache_dtype>({"auto", "fp8", "fp8_e4m3"});
     f["engine.enable_prefix_caching"] = scalar<&E::cache, &K::enable_prefix_caching>(kBool);
     f["engine.tensor_parallel_size"] = scalar<&E::parallel, &ParallelConfig::tensor_parallel_size>(
         "an integer from 1 to 64 (devices from engine.device on)", in_range(1, 64));

@@ -11,6 +11,7 @@
 
 #include "compile/compilation_config.h"
 #include "models/embedded_model.h"
+#include "runtime/dtype.h"
 
 namespace tessera {
 
@@ -35,6 +36,13 @@ struct CacheConfig {
   int64_t num_kv_blocks = 0;
   double gpu_memory_utilization = 0.9;  // the share of GPU memory the KV cache may fill up to
   bool enable_prefix_caching = true;    // share KV blocks of common prompt prefixes (serve)
+  // auto: the model's dtype; fp8 (or fp8_e4m3): e4m3 codes with one scale per layer for K and
+  // one for V, the checkpoint's k_scale / v_scale or else 1 (vLLM's --kv-cache-dtype). Half the
+  // bytes of bf16: twice the tokens in the same memory.
+  std::string kv_cache_dtype = "auto";
+  DType dtype(DType model_dtype) const {
+    return kv_cache_dtype == "auto" ? model_dtype : DType::f8_e4m3;
+  }
 };
 
 // Each step's budget (engine/scheduler.h); the runner sizes its compiled plans and profiled

@@ -1,5 +1,7 @@
 #include "kernels/attention_metadata.h"
 
+#include <cmath>
+
 #include "runtime/check.h"
 
 namespace tessera {
@@ -17,6 +19,20 @@ void upload_metadata(AttentionMetadata& meta, Device device) {
   meta.device_seq_lens = ints(meta.seq_lens);
   meta.device_block_tables = ints(meta.block_tables);
   meta.device_slot_mapping = ints(meta.slot_mapping);
+}
+
+void check_cache_dtype(const PagedKVCache& cache, DType query_dtype, int64_t layer) {
+  const DType dtype = cache.key.dtype();
+  TESSERA_REQUIRE(cache.value.dtype() == dtype && (dtype == query_dtype || dtype == DType::f8_e4m3),
+                  "attention: layer {}'s KV cache holds {} keys and {} values; it must hold the "
+                  "query's {} or f8_e4m3 (engine.kv_cache_dtype fp8)",
+                  layer, dtype_name(dtype), dtype_name(cache.value.dtype()),
+                  dtype_name(query_dtype));
+  TESSERA_REQUIRE(std::isfinite(cache.key_scale) && cache.key_scale > 0 &&
+                      std::isfinite(cache.value_scale) && cache.value_scale > 0,
+                  "attention: layer {}'s KV cache scales (key {}, value {}) must be positive and "
+                  "finite",
+                  layer, cache.key_scale, cache.value_scale);
 }
 
 ForwardContext& current_forward_context() {

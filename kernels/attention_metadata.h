@@ -10,12 +10,20 @@
 
 namespace tessera {
 
+// A layer's cache holds the model's dtype, or e4m3 codes (f8_e4m3) of K / key_scale and
+// V / value_scale: per-tensor scales, the checkpoint's or 1 (engine.kv_cache_dtype fp8).
 struct PagedKVCache {
   Tensor key;    // [num_blocks, block_size, num_kv_heads, head_size]
   Tensor value;  // same
+  float key_scale = 1.0f;
+  float value_scale = 1.0f;
   int64_t block_size() const { return key.size(1); }
   int64_t num_blocks() const { return key.size(0); }
 };
+
+// Throws naming the layer unless its cache holds `query_dtype` or FP8 codes with positive finite
+// scales.
+void check_cache_dtype(const PagedKVCache& cache, DType query_dtype, int64_t layer);
 
 struct AttentionMetadata {
   int64_t num_seqs = 0;

@@ -101,8 +101,18 @@ void read_compressed_tensors(const HfConfigFields& q, const std::string& where, 
   const std::string format_name = q.text("format", "float-quantized");
   if (format_name != "float-quantized" && format_name != "naive-quantized")
     refuse(where, "format", format_name, "FP8 checkpoints are float-quantized");
-  for (const char* off : {"kv_cache_scheme", "sparsity_config", "transform_config"})
+  for (const char* off : {"sparsity_config", "transform_config"})
     if (q.has(off)) refuse(where, off, q.raw(off), "use null");
+  if (q.has("kv_cache_scheme") && !q.raw("kv_cache_scheme").is_null()) {
+    const HfConfigFields scheme = q.object("kv_cache_scheme");
+    if (compressed_args(scheme, where, "kv_cache_scheme") != "tensor")
+      refuse(where, "kv_cache_scheme.strategy", scheme.raw("strategy"),
+             "FP8 KV cache scales are per tensor (self_attn.k_scale and v_scale)");
+    if (scheme.boolean("dynamic", false))
+      refuse(where, "kv_cache_scheme.dynamic", true,
+             "KV cache scales are static (k_scale, v_scale)");
+    format.kv_cache_scales = true;
+  }
   const HfConfigFields groups = q.object("config_groups");
   TESSERA_REQUIRE(groups.raw_object().size() == 1,
                   "{}: quantization_config.config_groups has {} groups; FP8 checkpoints with one "

@@ -34,6 +34,16 @@ CausalLM::CausalLM(const ModelWeights& weights, const std::vector<WeightSpec>& e
                   "{}: every weight is quantized; the model needs its norms "
                   "in F32, F16 or BF16",
                   weights.source);
+  // The FP8 KV cache's scales, where the checkpoint gives them (models/loaders/fp8_weights.h).
+  if (weights.config.fp8.kv_cache_scales) {
+    auto scalar = [&](const std::string& name) {
+      return weights.get(name).to(kCPU).to_floats().at(0);
+    };
+    for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
+      const std::string prefix = fmt::format("model.layers.{}.self_attn.", layer);
+      kv_cache_scales_.push_back({scalar(prefix + "k_scale"), scalar(prefix + "v_scale")});
+    }
+  }
 }
 
 void CausalLM::count_weight_bytes(std::initializer_list<const Tensor*> tensors) {
@@ -56,6 +66,12 @@ std::string CausalLM::weight_formats_str() const {
   for (const auto& [bytes, dtype] : by_size)
     parts.push_back(fmt::format("{} {:.1f} MiB", dtype_name(dtype), bytes / 1048576.0));
   return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+KVCacheScales CausalLM::kv_cache_scales(int64_t layer) const {
+  TESSERA_CHECK(layer >= 0 && layer < config_.num_layers, "layer {} of {}", layer,
+                config_.num_layers);
+  return kv_cache_scales_.empty() ? KVCacheScales{} : kv_cache_scales_.at(layer);
 }
 
 }  // namespace tessera

@@ -21,6 +21,13 @@ struct WeightSpec {
   bool rope_rows = false;  // a q/k projection (weight or bias): rows follow the RoPE convention
 };
 
+// The per-tensor scales of one layer's FP8 KV cache (engine.kv_cache_dtype fp8): the cache holds
+// e4m3 codes of K / key and V / value.
+struct KVCacheScales {
+  float key = 1.0f;
+  float value = 1.0f;
+};
+
 class CausalLM {
  public:
   virtual ~CausalLM() = default;
@@ -50,6 +57,9 @@ class CausalLM {
   const std::map<DType, size_t>& weight_bytes_by_dtype() const { return weight_bytes_by_dtype_; }
   // "q4_k 30.1 MiB, q6_k 12.0 MiB, f32 0.1 MiB", largest first, for logs and explain.
   std::string weight_formats_str() const;
+  // The FP8 KV cache scales of `layer`: the checkpoint's (self_attn.k_scale / v_scale) where it
+  // gives them, else 1.
+  KVCacheScales kv_cache_scales(int64_t layer) const;
 
  protected:
   // Validates the config and checks that `weights` holds every tensor of `expected` with its
@@ -62,6 +72,7 @@ class CausalLM {
 
   ModelConfig config_;
   TensorParallel parallel_;
+  std::vector<KVCacheScales> kv_cache_scales_;  // per layer; empty: 1 everywhere
 
  private:
   DType dtype_ = DType::f32;

@@ -29,6 +29,9 @@ struct Fp8Format {
   Fp8ActivationScale activation = Fp8ActivationScale::token;
   // Modules kept in their float dtype (lm_head, ...): names, name prefixes, or "re:" patterns.
   std::vector<std::string> ignored;
+  // compressed-tensors' kv_cache_scheme: each layer's self_attn.k_scale and v_scale, the scales
+  // of an FP8 KV cache (engine.kv_cache_dtype fp8).
+  bool kv_cache_scales = false;
 
   bool enabled() const { return !method.empty(); }
   std::string str() const;  // "fp8 (weights per 128x128 block, activations per token group)"

@@ -2,21 +2,21 @@
 // compute in f32). Conversions round to nearest even, as the GPU's do.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
+#include "runtime/host_device.h"
+
 namespace tessera {
 
-inline uint32_t float_bits(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  return bits;
+// Host and device (runtime/float8.h's conversions run in kernels too).
+TESSERA_HOST_DEVICE inline uint32_t float_bits(float value) {
+  return std::bit_cast<uint32_t>(value);
 }
 
-inline float bits_float(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, 4);
-  return value;
+TESSERA_HOST_DEVICE inline float bits_float(uint32_t bits) {
+  return std::bit_cast<float>(bits);
 }
 
 struct BFloat16 {

@@ -4,7 +4,8 @@
 # targets of FP8, runs their tests (the gpu ones must run, not skip: no GPU is a failure here),
 # then the FP8 linear lab (checks against the CPU kernel, then times beside bf16), then the decode
 # sweep of the 1B and 8B shapes in bf16 and with --quantization fp8 at batch 1, 8, 32 and 128
-# (sweep.txt). TESSERA_FP8_STEPS picks stages ("tests lab sweep"). Logs go to $OUT when set, else
+# (sweep.txt), and the 8B shape's decode at a 2048-token context with a bf16 and an FP8 KV cache
+# (kv_sweep.txt). TESSERA_FP8_STEPS picks stages ("tests lab sweep kv_sweep"). Logs go to $OUT when set, else
 # build/gpu-fp8/. Arguments go to the configure step. Exits non-zero when the build, a test, the
 # lab's checks or a sweep fail.
 set -uo pipefail
@@ -20,16 +21,17 @@ source scripts/gpu_env.sh
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 configure_cuda_build "$build_dir" "$log_dir/configure.log" -DTESSERA_HIP=OFF "$@" >/dev/null ||
   { say "configure failed (see $log_dir/configure.log)"; tail -20 "$log_dir/configure.log"; exit 1; }
-targets=(tessera tessera-cuda test_fp8 test_op_conformance fp8_linear_lab)
+targets=(tessera tessera-cuda test_fp8 test_op_conformance test_attention fp8_linear_lab)
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}" >"$log_dir/build.log" 2>&1 ||
   { say "build failed (see $log_dir/build.log)"; grep -E "error" "$log_dir/build.log" | head -20; exit 1; }
 
-steps=" ${TESSERA_FP8_STEPS:-tests lab sweep} "
+steps=" ${TESSERA_FP8_STEPS:-tests lab sweep kv_sweep} "
 status=0
 if [[ $steps == *" tests "* ]]; then
-  run_test_binaries "$build_dir" "$log_dir" gpu_fp8 test_fp8 test_op_conformance || status=1
-  grep -hE "FAILED|GPU against CPU|op conformance on" "$log_dir"/test_{fp8,op_conformance}.log |
-    head -20
+  run_test_binaries "$build_dir" "$log_dir" gpu_fp8 test_fp8 test_op_conformance test_attention ||
+    status=1
+  grep -hE "FAILED|GPU against CPU|op conformance on" \
+    "$log_dir"/test_{fp8,op_conformance,attention}.log | head -20
 fi
 
 if [[ $steps == *" lab "* ]]; then
@@ -50,6 +52,17 @@ if [[ $steps == *" sweep "* ]]; then
     done
   done
   cat "$log_dir/sweep.txt"
+fi
+if [[ $steps == *" kv_sweep "* ]]; then
+  : >"$log_dir/kv_sweep.txt"
+  for kv_cache_dtype in auto fp8; do
+    echo "## synthetic:llama-8b --kv-cache-dtype $kv_cache_dtype" >>"$log_dir/kv_sweep.txt"
+    timeout 300 "$build_dir/tessera" bench sweep --model synthetic:llama-8b --device cuda \
+      --kv-cache-dtype "$kv_cache_dtype" --modes compiled --cudagraph-modes full_and_piecewise \
+      --batch-sizes 1,32,128 --context 2048 --steps 64 >>"$log_dir/kv_sweep.txt" 2>&1 ||
+      { say "sweep with the $kv_cache_dtype KV cache failed"; status=1; }
+  done
+  grep -E "^compiled|^##|KV cache:" "$log_dir/kv_sweep.txt"
 fi
 say "done (exit $status); logs in $log_dir"
 exit $status

@@ -28,6 +28,9 @@ void declare_model_flags(FlagSet& flag_set, ModelFlags& flags) {
       .config_key({"--quantization", "-q", "Q",
                    "fp8: quantize a float model's projections to FP8 at load time"},
                   "engine.quantization", overrides)
+      .config_key({"--kv-cache-dtype", "", "T",
+                   "auto (the model's dtype) or fp8: an e4m3 KV cache, half of bf16's bytes"},
+                  "engine.kv_cache_dtype", overrides)
       .config_key({"--max-model-len", "", "N", "cap on prompt + output tokens"},
                   "engine.max_model_len", overrides)
       .config_key({"--mode", "", "M", "eager, traced or compiled"}, "compilation.mode", overrides)

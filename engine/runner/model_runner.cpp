@@ -187,10 +187,16 @@ Tensor ModelRunner::compute_greedy_ids(const Tensor& hidden) {
 void ModelRunner::allocate_kv_cache(int64_t blocks) {
   const ModelConfig& config = model_->config();
   Shape cache_shape{blocks, config_.cache.block_size, config.num_kv_heads, config.head_dim};
+  const DType dtype = config_.cache.dtype(model_->dtype());
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
-    kv_caches_.push_back(
-        PagedKVCache{Tensor::empty(cache_shape, model_->dtype(), model_->device()),
-                     Tensor::empty(cache_shape, model_->dtype(), model_->device())});
+    PagedKVCache cache{Tensor::empty(cache_shape, dtype, model_->device()),
+                       Tensor::empty(cache_shape, dtype, model_->device())};
+    if (dtype == DType::f8_e4m3) {
+      const KVCacheScales scales = model_->kv_cache_scales(layer);
+      cache.key_scale = scales.key;
+      cache.value_scale = scales.value;
+    }
+    kv_caches_.push_back(std::move(cache));
   }
   num_kv_blocks_ = blocks;
 }
@@ -275,7 +281,7 @@ int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_b
   const size_t block_bytes =
       2 * static_cast<size_t>(config.num_layers) *
       static_cast<size_t>(config_.cache.block_size * config.num_kv_heads * config.head_dim) *
-      element_size(model_->dtype());
+      element_size(config_.cache.dtype(model_->dtype()));
   // Slots (block * block_size + offset) are i32 in the attention metadata.
   const double fitting = left > 0 ? left / static_cast<double>(block_bytes) : 0.0;
   const int64_t blocks = static_cast<int64_t>(
@@ -304,7 +310,7 @@ int64_t ModelRunner::kv_blocks_from_memory(size_t transient_peak, size_t graph_b
     spdlog::info(
         "KV cache: {:.2f} GiB of {}, {} blocks, {} tokens, {:.1f}x concurrency at {} tokens",
         static_cast<double>(blocks) * static_cast<double>(block_bytes) / kGiB,
-        dtype_name(model_->dtype()), blocks, tokens,
+        dtype_name(config_.cache.dtype(model_->dtype())), blocks, tokens,
         static_cast<double>(tokens) / static_cast<double>(one_sequence), one_sequence);
   }
   return blocks;

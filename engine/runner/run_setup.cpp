@@ -158,19 +158,20 @@ RunnerConfig make_serving_runner_config(const EngineConfig& config, const Causal
   if (config.cache.num_kv_blocks > 0 || !run_device(config.model).is_cpu()) return runner;
   CacheConfig& cache = runner.cache;
   const ModelConfig& c = model.config();
-  const size_t bytes_per_block = 2 * static_cast<size_t>(c.num_layers) *
-                                 static_cast<size_t>(c.num_kv_heads) *
-                                 static_cast<size_t>(c.head_dim) * element_size(model.dtype()) *
-                                 static_cast<size_t>(cache.block_size);
+  const size_t bytes_per_block =
+      2 * static_cast<size_t>(c.num_layers) * static_cast<size_t>(c.num_kv_heads) *
+      static_cast<size_t>(c.head_dim) * element_size(cache.dtype(model.dtype())) *
+      static_cast<size_t>(cache.block_size);
   const int64_t per_sequence = KVCacheManager::blocks_for(model.max_positions(), cache.block_size);
   const int64_t affordable =
       static_cast<int64_t>(cpu_kv_cache_bytes / std::max<size_t>(bytes_per_block, 1));
   const int64_t max_num_seqs = runner.scheduler.max_num_seqs;
   cache.num_kv_blocks = std::max(per_sequence, std::min(per_sequence * max_num_seqs, affordable));
   spdlog::info(
-      "KV cache: {} blocks of {} tokens ({} tokens, {:.1f} MiB; up to "
+      "KV cache: {} blocks of {} tokens of {} ({} tokens, {:.1f} MiB; up to "
       "engine.max_num_seqs = {} sequences of {} tokens within {} GiB on the CPU)",
-      cache.num_kv_blocks, cache.block_size, cache.num_kv_blocks * cache.block_size,
+      cache.num_kv_blocks, cache.block_size, dtype_name(cache.dtype(model.dtype())),
+      cache.num_kv_blocks * cache.block_size,
       static_cast<double>(bytes_per_block) * static_cast<double>(cache.num_kv_blocks) / 1048576.0,
       max_num_seqs, model.max_positions(), cpu_kv_cache_bytes >> 30);
   check_run_memory(runner, model);
@@ -185,7 +186,7 @@ void check_run_memory(const RunnerConfig& runner, const CausalLM& model) {
   if (cache.num_kv_blocks > 0) {
     require_fits(
         product({2, config.num_layers, cache.num_kv_blocks, cache.block_size, config.num_kv_heads,
-                 config.head_dim, element}),
+                 config.head_dim, static_cast<int64_t>(element_size(cache.dtype(model.dtype())))}),
         device,
         fmt::format("a KV cache of {} blocks of {} tokens", cache.num_kv_blocks, cache.block_size),
         "lower engine.num_kv_blocks or engine.block_size");
@@ -214,12 +215,15 @@ RunnerConfig make_runner_config(const EngineConfig& config, const CausalLM& mode
   RunnerConfig runner{config.compilation, config.scheduler, config.cache};
   const CacheConfig& cache = runner.cache;
   if (cache.num_kv_blocks > 0) {
-    spdlog::info("KV cache: {} blocks of {} tokens (engine.num_kv_blocks; {} tokens)",
-                 cache.num_kv_blocks, cache.block_size, cache.num_kv_blocks * cache.block_size);
+    spdlog::info("KV cache: {} blocks of {} tokens of {} (engine.num_kv_blocks; {} tokens)",
+                 cache.num_kv_blocks, cache.block_size, dtype_name(cache.dtype(model.dtype())),
+                 cache.num_kv_blocks * cache.block_size);
   } else if (run_device(config.model).is_cpu()) {
     runner = with_kv_blocks_for(runner, model.max_positions());
-    spdlog::info("KV cache: {} blocks of {} tokens (one sequence of the model's length; {} tokens)",
-                 cache.num_kv_blocks, cache.block_size, cache.num_kv_blocks * cache.block_size);
+    spdlog::info(
+        "KV cache: {} blocks of {} tokens of {} (one sequence of the model's length; {} tokens)",
+        cache.num_kv_blocks, cache.block_size, dtype_name(cache.dtype(model.dtype())),
+        cache.num_kv_blocks * cache.block_size);
   }  // else the runner sizes it from engine.gpu_memory_utilization after profiling
   check_run_memory(runner, model);
   return runner;

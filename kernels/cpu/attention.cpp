@@ -2,7 +2,9 @@
 // each query token attends causally over its sequence's cached prefix and the new tokens, through
 // the block table. GQA: query head h reads kv head h / (num_heads / num_kv_heads). f32 math.
 // With a sliding window W a query at position p sees keys p - W + 1 .. p; with a logit softcap C
-// the scaled scores become tanh(score / C) * C (Gemma 2), before the softmax.
+// the scaled scores become tanh(score / C) * C (Gemma 2), before the softmax. An FP8 cache holds
+// e4m3 codes of K / key_scale and V / value_scale (the cache's per-layer scales): key_scale
+// multiplies the scores and value_scale the output, so the codes are read as they are.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -16,6 +18,7 @@
 #include "kernels/attention_metadata.h"
 #include "runtime/check.h"
 #include "runtime/cpu/parallel.h"
+#include "runtime/float8.h"
 #include "runtime/kernel_registry.h"
 
 namespace tessera {
@@ -28,19 +31,30 @@ struct AttentionShape {
   float logit_softcap;     // 0: none
 };
 
-template <typename T>
+// Stores `row` elements of T into the cache's C: copies, or e4m3 codes of source * inverse_scale.
+template <typename T, typename C>
+void store_row(const T* source, int64_t row, float inverse_scale, C* target) {
+  if constexpr (std::is_same_v<C, T>) {
+    std::copy(source, source + row, target);
+  } else {
+    for (int64_t i = 0; i < row; ++i) target[i] = C(static_cast<float>(source[i]) * inverse_scale);
+  }
+}
+
+template <typename T, typename C>
 void write_kv(const T* key, const T* value, PagedKVCache& cache, const AttentionMetadata& meta,
               const AttentionShape& shape) {
   int64_t row = shape.num_kv_heads * shape.head_size;
-  T* key_cache = cache.key.data<T>();
-  T* value_cache = cache.value.data<T>();
+  C* key_cache = static_cast<C*>(cache.key.data_ptr());
+  C* value_cache = static_cast<C*>(cache.value.data_ptr());
+  const float key_inverse = 1.0f / cache.key_scale, value_inverse = 1.0f / cache.value_scale;
   int64_t slots = cache.num_blocks() * shape.block_size;
   for (int64_t token = 0; token < meta.num_tokens; ++token) {
     int64_t slot = meta.slot_mapping[token];
     if (slot < 0) continue;
     TESSERA_CHECK(slot < slots, "slot {} past the cache's {} slots", slot, slots);
-    std::copy(key + token * row, key + (token + 1) * row, key_cache + slot * row);
-    std::copy(value + token * row, value + (token + 1) * row, value_cache + slot * row);
+    store_row(key + token * row, row, key_inverse, key_cache + slot * row);
+    store_row(value + token * row, row, value_inverse, value_cache + slot * row);
   }
 }
 
@@ -96,6 +110,38 @@ __attribute__((target("avx2,fma"))) void add_scaled_avx2(float* acc, float weigh
 }
 #endif
 
+// An e4m3 code's value by table: the 256 conversions once instead of bit tests per element.
+struct Float8Table {
+  float values[256];
+  Float8Table() {
+    for (int code = 0; code < 256; ++code)
+      values[code] = Float8E4M3::to_float(static_cast<uint8_t>(code));
+  }
+};
+const Float8Table& float8_table() {
+  static const Float8Table table;
+  return table;
+}
+
+float head_dot_float8(const float* q, const Float8E4M3* k, int64_t head_size) {
+  const float* table = float8_table().values;
+  constexpr int64_t kLanes = 8;
+  float partial[kLanes] = {};
+  int64_t d = 0;
+  for (; d + kLanes <= head_size; d += kLanes)
+    for (int64_t lane = 0; lane < kLanes; ++lane)
+      partial[lane] += q[d + lane] * table[k[d + lane].bits];
+  float dot = 0;
+  for (; d < head_size; ++d) dot += q[d] * table[k[d].bits];
+  for (float value : partial) dot += value;
+  return dot;
+}
+
+void add_scaled_float8(float* acc, float weight, const Float8E4M3* v, int64_t n) {
+  const float* table = float8_table().values;
+  for (int64_t d = 0; d < n; ++d) acc[d] += weight * table[v[d].bits];
+}
+
 // The inner loops of attend for a cache of T: vectorized for an f32 cache where the CPU can.
 template <typename T>
 struct RowMath {
@@ -106,6 +152,10 @@ struct RowMath {
 template <typename T>
 RowMath<T> row_math() {
   RowMath<T> math;
+  if constexpr (std::is_same_v<T, Float8E4M3>) {
+    math.dot = head_dot_float8;
+    math.add_scaled = add_scaled_float8;
+  }
 #ifdef TESSERA_CPU_X86
   if constexpr (std::is_same_v<T, float>) {
     if (cpu::cpu_has_avx2_fma()) {
@@ -125,17 +175,18 @@ int64_t heads_per_item(int64_t tokens, int64_t heads, int64_t group) {
   return per_item;
 }
 
-template <typename T>
+template <typename T, typename C>
 void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& meta,
             const AttentionShape& shape, T* out) {
   const int64_t heads = shape.num_heads, head_size = shape.head_size;
   const int64_t group = heads / shape.num_kv_heads;
   const int64_t kv_row = shape.num_kv_heads * head_size;
-  const T* key_cache = cache.key.data<T>();
-  const T* value_cache = cache.value.data<T>();
+  const C* key_cache = static_cast<const C*>(cache.key.data_ptr());
+  const C* value_cache = static_cast<const C*>(cache.value.data_ptr());
+  const float score_scale = shape.scale * cache.key_scale;
   const int64_t per_item = heads_per_item(meta.num_tokens, heads, group);
   const int64_t items_per_token = heads / per_item;
-  static const RowMath<T> math = row_math<T>();
+  static const RowMath<C> math = row_math<C>();
   // Work items: (token, heads first_head .. first_head + per_item), all of one KV head; each finds
   // its sequence by the query start offsets.
   std::vector<int64_t> sequence_of(static_cast<size_t>(meta.num_tokens));
@@ -172,9 +223,9 @@ void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& 
         }
       };
       for_each_position([&](int64_t p, int64_t slot) {
-        const T* k = key_cache + slot * kv_row + kv_head * head_size;
+        const C* k = key_cache + slot * kv_row + kv_head * head_size;
         for (int64_t h = 0; h < per_item; ++h) {
-          float score = math.dot(q.data() + h * head_size, k, head_size) * shape.scale;
+          float score = math.dot(q.data() + h * head_size, k, head_size) * score_scale;
           if (shape.logit_softcap > 0)
             score = std::tanh(score / shape.logit_softcap) * shape.logit_softcap;
           scores[h * length + p - first] = score;
@@ -186,11 +237,12 @@ void attend(const T* query, const PagedKVCache& cache, const AttentionMetadata& 
         const float max_score = *std::max_element(row, row + length);
         float total = 0;
         for (int64_t i = 0; i < length; ++i) total += (row[i] = std::exp(row[i] - max_score));
-        for (int64_t i = 0; i < length; ++i) row[i] /= total;
+        // The weights carry value_scale (1 unless the cache is FP8).
+        for (int64_t i = 0; i < length; ++i) row[i] = row[i] / total * cache.value_scale;
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
       for_each_position([&](int64_t p, int64_t slot) {
-        const T* v = value_cache + slot * kv_row + kv_head * head_size;
+        const C* v = value_cache + slot * kv_row + kv_head * head_size;
         for (int64_t h = 0; h < per_item; ++h)
           math.add_scaled(acc.data() + h * head_size, scores[h * length + p - first], v, head_size);
       });
@@ -239,15 +291,19 @@ void attention_cpu(const KernelArgs& args) {
                        args.attributes.get_int("sliding_window", 0),
                        static_cast<float>(args.attributes.get_float("logit_softcap", 0.0))};
   const Tensor &query = args.inputs[0], &key = args.inputs[1], &value = args.inputs[2];
-  TESSERA_REQUIRE(cache.key.dtype() == query.dtype(),
-                  "attention: KV cache dtype {} differs from the query's {}",
-                  dtype_name(cache.key.dtype()), dtype_name(query.dtype()));
+  check_cache_dtype(cache, query.dtype(), layer);
   check_metadata(meta, cache, query.size(0));
+  const bool float8 = cache.key.dtype() == DType::f8_e4m3;
   visit_dtype(query.dtype(), [&]<typename T>() {
     if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Half> ||
                   std::is_same_v<T, BFloat16>) {
-      write_kv(key.data<T>(), value.data<T>(), cache, meta, shape);
-      attend(query.data<T>(), cache, meta, shape, args.outputs[0].data<T>());
+      if (float8) {
+        write_kv<T, Float8E4M3>(key.data<T>(), value.data<T>(), cache, meta, shape);
+        attend<T, Float8E4M3>(query.data<T>(), cache, meta, shape, args.outputs[0].data<T>());
+      } else {
+        write_kv<T, T>(key.data<T>(), value.data<T>(), cache, meta, shape);
+        attend<T, T>(query.data<T>(), cache, meta, shape, args.outputs[0].data<T>());
+      }
     }
   });
 }

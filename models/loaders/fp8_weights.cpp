@@ -44,6 +44,18 @@ void check_scale_values(const Tensor& scales, const std::string& file, const std
   }
 }
 
+// A fixed scale (an input_scale, a KV cache's k_scale / v_scale): one value, at least
+// kFp8MinScale, so that its inverse is finite.
+Tensor fixed_scale(const FoundTensor& found, const std::string& name) {
+  Tensor scale = host_scales(found, name, 1, "[] or [1]");
+  check_scale_values(scale, found.file, name, /*zero_allowed=*/false);
+  TESSERA_REQUIRE(scale.data<float>()[0] >= kFp8MinScale,
+                  "{}: FP8 scale '{}' is {}, below the smallest scale {} (its inverse would "
+                  "overflow)",
+                  found.file, name, scale.data<float>()[0], kFp8MinScale);
+  return scale;
+}
+
 }  // namespace
 
 bool is_projection_weight(const std::string& name) {
@@ -103,18 +115,24 @@ void load_fp8_scales(const ModelConfig& config,
     TESSERA_REQUIRE(input.has_value(),
                     "{}: FP8 tensor '{}' has no '{}' (the checkpoint's activations are static)",
                     where, name, input_name);
-    Tensor input_scale = host_scales(*input, input_name, 1, "[] or [1]");
-    check_scale_values(input_scale, input->file, input_name, /*zero_allowed=*/false);
-    TESSERA_REQUIRE(input_scale.data<float>()[0] >= kFp8MinScale,
-                    "{}: FP8 input scale '{}' is {}, below the smallest scale {} (its inverse "
-                    "would overflow)",
-                    input->file, input_name, input_scale.data<float>()[0], kFp8MinScale);
-    scales.emplace(input_name, input_scale.to(device));
+    scales.emplace(input_name, fixed_scale(*input, input_name).to(device));
   }
   TESSERA_REQUIRE(!format.enabled() || !scales.empty(),
                   "{}: config.json's quantization_config says {}, but no projection is stored as "
                   "F8_E4M3",
                   where, format.str());
+  // The FP8 KV cache's scales: one each for K and V per layer (models/model.h kv_cache_scales).
+  for (int64_t layer = 0; format.kv_cache_scales && layer < config.num_layers; ++layer) {
+    for (const char* kind : {"k_scale", "v_scale"}) {
+      const std::string scale_name = fmt::format("model.layers.{}.self_attn.{}", layer, kind);
+      std::optional<FoundTensor> found = find(scale_name);
+      TESSERA_REQUIRE(found.has_value(),
+                      "{}: quantization_config has a kv_cache_scheme but the checkpoint has no "
+                      "'{}'",
+                      where, scale_name);
+      scales.emplace(scale_name, fixed_scale(*found, scale_name).to(device));
+    }
+  }
   tensors.merge(scales);
 }
 

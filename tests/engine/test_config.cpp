@@ -242,6 +242,7 @@ TEST(Config, TheKeysAreTheFileFormat) {
                       "engine.enable_prefix_caching",
                       "engine.gpu_memory_utilization",
                       "engine.host",
+                      "engine.kv_cache_dtype",
                       "engine.max_model_len",
                       "engine.max_num_batched_tokens",
                       "engine.max_num_seqs",

@@ -1,11 +1,13 @@
 // The attention op against a float64 reference: several sequences with cached prefixes (prefill
 // chunks) and single-token decodes in one batch, GQA, scattered blocks, f32/bf16/f16; sliding
-// windows and tanh softcapping of the scores (Gemma).
+// windows and tanh softcapping of the scores (Gemma); an FP8 cache (e4m3 codes with a key and a
+// value scale), against the reference over the values its codes stand for.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -16,6 +18,7 @@
 #include "kernels/attention_metadata.h"
 #include "runtime/backend/backend.h"
 #include "runtime/check.h"
+#include "runtime/float8.h"
 
 using namespace tessera;
 
@@ -36,6 +39,39 @@ struct AttentionCase {
   int64_t launch_max_seq_len = 0;
 };
 
+// An FP8 KV cache's scales (engine.kv_cache_dtype fp8).
+struct Float8Cache {
+  float key_scale = 1.0f;
+  float value_scale = 1.0f;
+};
+
+// e4m3 codes of values * inverse, as the cache write computes them.
+std::vector<uint8_t> float8_codes(const std::vector<float>& values, float inverse) {
+  std::vector<uint8_t> codes(values.size());
+  for (size_t i = 0; i < values.size(); ++i) codes[i] = Float8E4M3(values[i] * inverse).bits;
+  return codes;
+}
+
+// What the codes of values * (1 / scale) stand for: the values an FP8 cache attends over.
+std::vector<float> through_float8(const std::vector<float>& values, float scale) {
+  std::vector<float> result;
+  for (uint8_t code : float8_codes(values, 1.0f / scale))
+    result.push_back(Float8E4M3::to_float(code) * scale);
+  return result;
+}
+
+Tensor float8_tensor(const std::vector<uint8_t>& codes, const Shape& shape, Device device) {
+  Tensor tensor = Tensor::empty(shape, DType::f8_e4m3, kCPU);
+  std::memcpy(tensor.data_ptr(), codes.data(), codes.size());
+  return tensor.to(device);
+}
+
+std::vector<uint8_t> float8_bytes(const Tensor& tensor) {
+  const Tensor host = tensor.to(kCPU);
+  const auto* bytes = static_cast<const uint8_t*>(host.data_ptr());
+  return std::vector<uint8_t>(bytes, bytes + host.numel());
+}
+
 std::vector<float> random_values(size_t count, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> values(count);
@@ -44,7 +80,8 @@ std::vector<float> random_values(size_t count, std::mt19937& rng) {
 }
 
 // Runs the case on `device` and compares with a float64 reference; returns the relative error.
-double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t seed) {
+double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t seed,
+                std::optional<Float8Cache> float8 = std::nullopt) {
   std::mt19937 rng(seed);
   const int64_t kv_row = c.kv_heads * c.head_size, q_row = c.heads * c.head_size;
   // Full key/value history per sequence (cached part first), rounded through the dtype.
@@ -106,8 +143,21 @@ double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t see
   }
   std::vector<float> queries =
       rounded(random_values(static_cast<size_t>(meta.num_tokens * q_row), rng));
-  std::vector<PagedKVCache> caches{{Tensor::from_floats(key_cache, cache_shape, dtype, device),
-                                    Tensor::from_floats(value_cache, cache_shape, dtype, device)}};
+  std::vector<PagedKVCache> caches;
+  if (float8) {
+    caches.push_back(
+        {float8_tensor(float8_codes(key_cache, 1.0f / float8->key_scale), cache_shape, device),
+         float8_tensor(float8_codes(value_cache, 1.0f / float8->value_scale), cache_shape, device),
+         float8->key_scale, float8->value_scale});
+    // The reference attends over what the codes stand for, the step's rows too.
+    for (std::vector<float>& sequence_keys : keys)
+      sequence_keys = through_float8(sequence_keys, float8->key_scale);
+    for (std::vector<float>& sequence_values : values)
+      sequence_values = through_float8(sequence_values, float8->value_scale);
+  } else {
+    caches.push_back({Tensor::from_floats(key_cache, cache_shape, dtype, device),
+                      Tensor::from_floats(value_cache, cache_shape, dtype, device)});
+  }
   if (!device.is_cpu()) upload_metadata(meta, device);
   double scale = 1.0 / std::sqrt(static_cast<double>(c.head_size));
   Tensor out;
@@ -121,8 +171,16 @@ double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t see
   }
   // The new keys and values must now be in the cache at their slots (a decode kernel writes them
   // itself, the other paths by a launch of their own).
-  std::vector<float> keys_after = caches[0].key.to_floats();
-  std::vector<float> values_after = caches[0].value.to_floats();
+  // (FP8: the codes, read back as the values they stand for.)
+  auto cached_values = [&](const Tensor& cache, float scale) {
+    if (!float8) return cache.to_floats();
+    std::vector<float> result;
+    for (uint8_t code : float8_bytes(cache)) result.push_back(Float8E4M3::to_float(code) * scale);
+    return result;
+  };
+  std::vector<float> keys_after = cached_values(caches[0].key, float8 ? float8->key_scale : 1);
+  std::vector<float> values_after =
+      cached_values(caches[0].value, float8 ? float8->value_scale : 1);
   for (size_t s = 0, token = 0; s < c.sequences.size(); ++s)
     for (int64_t p = c.sequences[s].cached; p < c.sequences[s].cached + c.sequences[s].new_tokens;
          ++p, ++token)
@@ -255,18 +313,26 @@ double tolerance(DType dtype) {
   return dtype == DType::f32 ? 1e-5 : dtype == DType::f16 ? 2e-3 : 1.5e-2;
 }
 
-void check_device(Device device, const std::vector<AttentionCase>& case_list = cases()) {
+void check_device(Device device, const std::vector<AttentionCase>& case_list = cases(),
+                  std::optional<Float8Cache> float8 = std::nullopt) {
   int index = 0;
   for (const AttentionCase& c : case_list) {
     for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-      double error = run_case(c, dtype, device, 100 + index++);
+      double error = run_case(c, dtype, device, 100 + index++, float8);
       EXPECT_LT(error, tolerance(dtype))
           << "case " << index << " (heads " << c.heads << ", kv heads " << c.kv_heads
           << ", head size " << c.head_size << ", " << c.sequences.size() << " sequences) "
-          << dtype_name(dtype) << " on " << device.str();
+          << dtype_name(dtype) << " on " << device.str()
+          << (float8 ? fmt::format(", FP8 cache with scales {} and {}", float8->key_scale,
+                                   float8->value_scale)
+                     : "");
     }
   }
 }
+
+// Scales that put the values (in -1..1) on codes up to 20 and 448: the values saturate at 448 *
+// 0.002 (codes and reference alike), and unit scales.
+const Float8Cache kFloat8Scales[] = {{0.05f, 0.002f}, {1.0f, 1.0f}};
 
 }  // namespace
 
@@ -276,6 +342,35 @@ TEST(Attention, CpuMatchesFloat64Reference) {
 
 TEST(Attention, CpuSlidingWindowAndSoftcapMatchFloat64Reference) {
   check_device(kCPU, window_and_softcap_cases());
+}
+
+TEST(Attention, CpuFloat8CacheMatchesFloat64Reference) {
+  for (const Float8Cache& scales : kFloat8Scales) {
+    check_device(kCPU, cases(), scales);
+    check_device(kCPU, window_and_softcap_cases(), scales);
+  }
+}
+
+TEST(Attention, ACacheOfAnotherDtypeOrABadScaleIsAClearError) {
+  AttentionMetadata meta;
+  meta.query_start_loc = {0};
+  Tensor q = Tensor::from_floats(std::vector<float>(8, 0.5f), {1, 8});
+  const Shape shape{1, 16, 1, 8};
+  for (const auto& [cache, expected] : std::vector<std::pair<PagedKVCache, std::string>>{
+           {{Tensor::empty(shape, DType::bf16), Tensor::empty(shape, DType::bf16)},
+            "must hold the query's f32 or f8_e4m3"},
+           {{Tensor::empty(shape, DType::f8_e4m3), Tensor::empty(shape, DType::f8_e4m3), 0.0f},
+            "must be positive and finite"}}) {
+    std::vector<PagedKVCache> caches{cache};
+    ForwardContextScope scope(ForwardContext{&meta, &caches});
+    try {
+      ops::attention(q, q, q, 0, 1, 1, 8, 1.0);
+      FAIL() << "expected an error: " << expected;
+    } catch (const Error& error) {
+      EXPECT_THAT(error.what(), ::testing::HasSubstr(expected));
+      EXPECT_THAT(error.what(), ::testing::HasSubstr("layer 0"));
+    }
+  }
 }
 
 TEST(Attention, NegativeWindowOrSoftcapIsAClearError) {
@@ -372,6 +467,20 @@ TEST(GpuAttention, MatchesFloat64Reference) {
   if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU device is available";
   check_device(gpu);
   check_device(gpu, gpu_cases());
+}
+
+// Every kernel over an FP8 cache: prefill and decode, on tensor cores and CUDA cores, split keys.
+TEST(GpuAttention, Float8CacheMatchesFloat64Reference) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU device is available";
+  for (const Float8Cache& scales : kFloat8Scales) {
+    check_device(gpu, cases(), scales);
+    check_device(gpu, gpu_cases(), scales);
+    check_device(gpu, window_and_softcap_cases(), scales);
+    ScopedEnvironment cuda_cores("TESSERA_DECODE_ATTENTION", "cuda_cores");
+    check_device(gpu, {{16, 4, 128, 16, 800, {{2047, 1}, {4999, 1}, {3100, 1}, {1999, 1}}}},
+                 scales);
+  }
 }
 
 TEST(Attention, WithoutAForwardContextIsAClearError) {

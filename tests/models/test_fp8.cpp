@@ -2,8 +2,9 @@
 // fp8_linear against a float64 evaluation of its definition (kernels/quant/fp8_scaling.h) for
 // each scale layout and activation scale; HF folders in the fp8 and compressed-tensors formats
 // written here from seeded weights, loaded, and run against the model of their dequantized
-// weights; one set of numbers in three formats giving one model; --quantization fp8; and an
-// error naming the key or tensor for every config option and checkpoint defect refused.
+// weights; one set of numbers in three formats giving one model; --quantization fp8; the FP8 KV
+// cache with and without a checkpoint's scales; and an error naming the key or tensor for every
+// config option and checkpoint defect refused.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -203,9 +204,11 @@ float block_amax(const std::vector<float>& values, int64_t k, int64_t row0, int6
 // Quantizes the projections of `dense` (f32) in `layout` and writes an HF folder with the
 // quantization_config `quantization`; returns the dense model of the numbers written.
 ModelWeights write_fp8_folder(const std::string& folder, const ModelWeights& dense, Layout layout,
-                              const nlohmann::json& quantization, float input_scale = 0.05f) {
+                              const nlohmann::json& quantization, float input_scale = 0.05f,
+                              const std::map<std::string, Tensor>& extra = {}) {
   ModelWeights file, dequantized = dense;
   file.config = dense.config;
+  file.tensors = extra;
   for (const auto& [name, tensor] : dense.tensors) {
     if (!name.ends_with("_proj.weight")) {
       file.tensors.emplace(name, tensor);
@@ -290,9 +293,11 @@ const nlohmann::json kStaticActivations = {
 // The last-token logits of each step of a fixed token sequence: a prompt of `prompt` tokens,
 // then 8 decode steps.
 std::vector<std::vector<float>> logits_of(ModelWeights weights, int64_t prompt = 6,
-                                          CompilationMode mode = CompilationMode::eager) {
+                                          CompilationMode mode = CompilationMode::eager,
+                                          const std::string& kv_cache_dtype = "auto") {
   std::shared_ptr<const CausalLM> model = create_model(std::move(weights), 64);
   RunnerConfig config = testing::runner_config(mode);
+  config.cache.kv_cache_dtype = kv_cache_dtype;
   ModelRunner runner(model, with_kv_blocks_for(config, model->max_positions()));
   std::vector<int32_t> ids;
   for (int i = 0; i < prompt + 8; ++i) ids.push_back((i * 37 + 5) % 512);
@@ -311,6 +316,31 @@ double relative_difference(const std::vector<std::vector<float>>& a,
       largest = std::max<double>(largest, std::fabs(b[step][v]));
     }
   return difference / largest;
+}
+
+// GPU logits against the CPU's: within `bound` of the largest, and the CPU's greedy pick wherever
+// its lead over the runner-up is more than twice the measured difference (no perturbation that
+// small can change it).
+void expect_close_with_the_same_picks(const std::vector<std::vector<float>>& on_gpu,
+                                      const std::vector<std::vector<float>>& cpu, double bound,
+                                      const std::string& label) {
+  const double difference = relative_difference(on_gpu, cpu);
+  std::printf("%s: GPU against CPU, max logit difference %.3e of the largest\n", label.c_str(),
+              difference);
+  EXPECT_LT(difference, bound) << label;
+  double largest = 0;
+  for (const std::vector<float>& row : cpu)
+    for (float value : row) largest = std::max<double>(largest, std::fabs(value));
+  const auto pick = [](const std::vector<float>& row) {
+    return std::max_element(row.begin(), row.end()) - row.begin();
+  };
+  for (size_t step = 0; step < cpu.size(); ++step) {
+    std::vector<float> sorted = cpu[step];
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+    if (sorted[0] - sorted[1] > 2 * difference * largest) {
+      EXPECT_EQ(pick(on_gpu[step]), pick(cpu[step])) << label << ", step " << step;
+    }
+  }
 }
 
 // Each format loads as FP8 and runs close to the model of its dequantized numbers: only the
@@ -392,8 +422,7 @@ TEST(Fp8Checkpoint, QuantizationAtLoadTimeServesThroughTheEngine) {
 // gemv. Both devices quantize x by the same arithmetic, but an x that differs in its last bit
 // (summation order upstream) can round to the neighbouring e4m3 code, 1/16 of its value away:
 // such flips move the logits by a few percent after 4 layers (3.3% measured on the H200), so
-// the bound is 10%; a greedy pick must be the CPU's wherever its lead over the runner-up is more
-// than twice the measured difference (no perturbation that small can change it).
+// the bound is 10%.
 TEST(GpuFp8Checkpoint, LogitsAndGreedyPicksMatchTheCpu) {
   Device gpu;
   if (!first_gpu(&gpu))
@@ -416,24 +445,98 @@ TEST(GpuFp8Checkpoint, LogitsAndGreedyPicksMatchTheCpu) {
       SCOPED_TRACE(fmt::format("{} {}", c.name, enum_name(mode)));
       const auto on_gpu =
           logits_of(load_model(dir / c.name, LoadOptions{DType::f32, gpu}), 40, mode);
-      const double difference = relative_difference(on_gpu, cpu);
-      std::printf("%s %s: GPU against CPU, max logit difference %.3e of the largest\n", c.name,
-                  std::string(enum_name(mode)).c_str(), difference);
-      EXPECT_LT(difference, 0.1);
-      double largest = 0;
-      for (const std::vector<float>& row : cpu)
-        for (float value : row) largest = std::max<double>(largest, std::fabs(value));
-      for (size_t step = 0; step < cpu.size(); ++step) {
-        std::vector<float> sorted = cpu[step];
-        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
-        const auto pick = [](const std::vector<float>& row) {
-          return std::max_element(row.begin(), row.end()) - row.begin();
-        };
-        if (sorted[0] - sorted[1] > 2 * difference * largest) {
-          EXPECT_EQ(pick(on_gpu[step]), pick(cpu[step])) << "step " << step;
-        }
-      }
+      expect_close_with_the_same_picks(on_gpu, cpu, 0.1,
+                                       fmt::format("{} {}", c.name, enum_name(mode)));
     }
+  }
+}
+
+// ---- the FP8 KV cache ----
+
+// e4m3 K/V (a quarter of f32's bytes) move the logits only by their rounding (3 mantissa bits);
+// eager and compiled run the same kernel; a kv_cache_dtype that is not e4m3 is refused.
+TEST(Fp8KvCache, RunsCloseToTheCacheOfTheModelDtype) {
+  const ModelWeights dense = load_model("synthetic:small", LoadOptions{});
+  const auto fp8 = logits_of(dense, 6, CompilationMode::eager, "fp8");
+  const double difference = relative_difference(fp8, logits_of(dense));
+  std::printf("FP8 KV cache: max logit difference %.3e of the largest logit\n", difference);
+  EXPECT_GT(difference, 0.0);
+  EXPECT_LT(difference, 0.1);
+  EXPECT_LT(relative_difference(logits_of(dense, 6, CompilationMode::compiled, "fp8_e4m3"), fp8),
+            1e-5);
+  std::shared_ptr<const CausalLM> model = create_model(dense, 64);
+  RunnerConfig config = with_kv_blocks_for(testing::runner_config(CompilationMode::eager), 64);
+  const size_t f32_bytes = ModelRunner(model, config).kv_cache_bytes();
+  config.cache.kv_cache_dtype = "fp8";
+  EXPECT_EQ(ModelRunner(model, config).kv_cache_bytes() * 4, f32_bytes);
+  EXPECT_THAT(testing::error_of([] { load_run_config("", {"engine.kv_cache_dtype=fp8_e5m2"}); }),
+              HasSubstr("auto, fp8, fp8_e4m3"));
+}
+
+// compressed-tensors' kv_cache_scheme: each layer's k_scale and v_scale are the cache's scales.
+// Scales of 1 give the cache without a scheme exactly; a value scale so small that every code
+// saturates changes the logits (so the scales are used); the model's dtype cache ignores them.
+TEST(Fp8KvCache, TheCheckpointsScalesAreTheCachesScales) {
+  const ModelWeights dense = load_model("synthetic:tiny", LoadOptions{});
+  nlohmann::json quantization = compressed_config("channel", kTokenActivations);
+  // value_scales: per layer.
+  auto write = [&](const std::string& folder, bool scheme, float key_scale,
+                   const std::vector<float>& value_scales) {
+    std::map<std::string, Tensor> scales;
+    for (int64_t layer = 0; scheme && layer < dense.config.num_layers; ++layer) {
+      const std::string prefix = fmt::format("model.layers.{}.self_attn.", layer);
+      scales.emplace(prefix + "k_scale", Tensor::from_floats(std::vector<float>{key_scale}, {}));
+      scales.emplace(prefix + "v_scale",
+                     Tensor::from_floats(std::vector<float>{value_scales.at(layer)}, {1}));
+    }
+    nlohmann::json config = quantization;
+    if (scheme)
+      config["kv_cache_scheme"] = {
+          {"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}, {"dynamic", false}};
+    write_fp8_folder(folder, dense, Layout::channel, config, 0.05f, scales);
+    return load_model(folder, LoadOptions{});
+  };
+  TempDir dir;
+  const ModelWeights plain = write(dir / "plain", false, 1, {});
+  const ModelWeights unit = write(dir / "unit", true, 1, {1, 1});
+  const ModelWeights tiny_values = write(dir / "tiny", true, 0.5f, {1e-4f, 2e-4f});
+  const KVCacheScales scales = create_model(tiny_values, 64)->kv_cache_scales(1);
+  EXPECT_EQ(scales.key, 0.5f);
+  EXPECT_EQ(scales.value, 2e-4f);
+  EXPECT_EQ(create_model(plain, 64)->kv_cache_scales(0).value, 1.0f);
+  const auto plain_logits = logits_of(plain, 6, CompilationMode::eager, "fp8");
+  EXPECT_EQ(relative_difference(logits_of(unit, 6, CompilationMode::eager, "fp8"), plain_logits),
+            0.0);
+  EXPECT_GT(
+      relative_difference(logits_of(tiny_values, 6, CompilationMode::eager, "fp8"), plain_logits),
+      0.1);
+  EXPECT_EQ(relative_difference(logits_of(tiny_values), logits_of(plain)), 0.0);
+  // A scheme without its scales names the missing tensor.
+  TempDir missing;
+  EXPECT_THAT(testing::error_of([&] {
+                nlohmann::json config = quantization;
+                config["kv_cache_scheme"] = {{"num_bits", 8}, {"type", "float"}};
+                write_fp8_folder(missing / "m", dense, Layout::channel, config);
+                load_model(missing / "m", LoadOptions{});
+              }),
+              HasSubstr("model.layers.0.self_attn.k_scale"));
+}
+
+// On a GPU the cache write and every attention kernel read e4m3 as the CPU does: K and V that
+// differ in a last bit (GEMM order) may round to a neighbouring code, so the bound and the
+// greedy picks are checked as for FP8 weights.
+TEST(GpuFp8KvCache, LogitsAndGreedyPicksMatchTheCpu) {
+  Device gpu;
+  if (!first_gpu(&gpu))
+    GTEST_SKIP() << "no GPU device available (needs a CUDA or HIP build and a device)";
+  const ModelWeights dense = load_model("synthetic:small", LoadOptions{});
+  const auto cpu = logits_of(dense, 40, CompilationMode::eager, "fp8");
+  for (CompilationMode mode : {CompilationMode::eager, CompilationMode::compiled}) {
+    SCOPED_TRACE(enum_name(mode));
+    const auto on_gpu =
+        logits_of(load_model("synthetic:small", LoadOptions{DType::f32, gpu}), 40, mode, "fp8");
+    expect_close_with_the_same_picks(on_gpu, cpu, 0.05,
+                                     fmt::format("FP8 KV cache {}", enum_name(mode)));
   }
 }
 
@@ -472,7 +575,11 @@ TEST(Fp8Checkpoint, ConfigOptionsItWouldNotHonorAreRefusedNamingKeyAndValue) {
       {with(channel, P("/config_groups/group_0/input_activations/strategy"), "tensor"),
        {"input_activations.dynamic", "depend on the others"}},
       {with(channel, P("/config_groups/group_0/targets"), {"Attention"}), {"targets"}},
-      {with(channel, P("/kv_cache_scheme"), {{"num_bits", 8}}), {"kv_cache_scheme"}},
+      {with(channel, P("/kv_cache_scheme"), {{"num_bits", 8}, {"strategy", "channel"}}),
+       {"kv_cache_scheme.strategy", "channel"}},
+      {with(channel, P("/kv_cache_scheme"), {{"num_bits", 8}, {"dynamic", true}}),
+       {"kv_cache_scheme.dynamic", "static"}},
+      {with(channel, P("/kv_cache_scheme"), {{"num_bits", 4}}), {"kv_cache_scheme.num_bits"}},
       {with(channel, P("/config_groups/group_1"), channel["config_groups"]["group_0"]),
        {"2 groups"}},
       {with(channel, P("/ignore"), {"re:(unclosed"}), {"(unclosed"}},

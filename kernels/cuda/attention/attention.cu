@@ -6,6 +6,8 @@
 // writes the new rows itself where they are rows of contiguous elements, so a decode step has no
 // reshape_and_cache launch) and prefill/mixed (attention_prefill.cuh). Query, key and value rows
 // may lie apart (rotary_attention's qkv slices). rotary_attention's kernel is at the end.
+// An FP8 cache (engine.kv_cache_dtype fp8) holds e4m3 codes of K / key_scale and V / value_scale:
+// reshape_and_cache writes it before every step (attention_common.cuh says how kernels read it).
 //
 // The host reads only metadata scalars (num_seqs, max_query_len, max_seq_len,
 // max_blocks_per_seq) and never copies from the device: per-sequence values come from the
@@ -67,6 +69,30 @@ __global__ void __launch_bounds__(kCopyThreads)
   }
 }
 
+// Into an FP8 cache: one thread per element, its code rounded as runtime/float8.h rounds.
+template <typename T>
+__global__ void __launch_bounds__(kCopyThreads)
+    reshape_and_cache_float8_kernel(const T* key, const T* value, Float8E4M3* key_cache,
+                                    Float8E4M3* value_cache, const int32_t* slot_mapping,
+                                    int64_t tokens, int64_t row, int64_t key_stride,
+                                    int64_t value_stride, int64_t num_slots, float key_inverse,
+                                    float value_inverse) {
+  wait_for_prior_grids();
+  allow_next_grid();
+  const int64_t total = tokens * row;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t token = i / row;
+    const int64_t offset = i % row;
+    const int64_t slot = slot_mapping[token];
+    if (slot < 0 || slot >= num_slots) continue;  // as reshape_and_cache_kernel
+    key_cache[slot * row + offset] =
+        Float8E4M3(to_float(key[token * key_stride + offset]) * key_inverse);
+    value_cache[slot * row + offset] =
+        Float8E4M3(to_float(value[token * value_stride + offset]) * value_inverse);
+  }
+}
+
 void reshape_and_cache(const Tensor& key, const Tensor& value, PagedKVCache& cache,
                        const Tensor& slot_mapping, gpuStream_t stream) {
   // Key and value rows: contiguous, or apart (the column slices of one qkv row).
@@ -75,6 +101,20 @@ void reshape_and_cache(const Tensor& key, const Tensor& value, PagedKVCache& cac
   const int64_t key_stride = tokens > 1 ? key.stride(0) : row;
   const int64_t value_stride = tokens > 1 ? value.stride(0) : row;
   const int64_t num_slots = cache.num_blocks() * cache.block_size();
+  if (cache.key.dtype() == DType::f8_e4m3) {
+    visit_device_float_dtype(kOp, key.dtype(), [&]<typename T>() {
+      launch_programmatic(
+          reshape_and_cache_float8_kernel<T>,
+          dim3(static_cast<unsigned int>(grid_size(tokens * row, kCopyThreads))),
+          dim3(kCopyThreads), 0, stream, key.device().index, static_cast<const T*>(key.data_ptr()),
+          static_cast<const T*>(value.data_ptr()), static_cast<Float8E4M3*>(cache.key.data_ptr()),
+          static_cast<Float8E4M3*>(cache.value.data_ptr()), slot_mapping.data<int32_t>(), tokens,
+          row, key_stride, value_stride, num_slots, 1.0f / cache.key_scale,
+          1.0f / cache.value_scale);
+      GPU_CHECK_LAUNCH("attention reshape_and_cache (FP8)");
+    });
+    return;
+  }
   visit_element_bits(key.dtype(), [&]<typename U>() {
     constexpr int E = static_cast<int>(16 / sizeof(U));
     bool packed = row % E == 0 && key_stride % E == 0 && value_stride % E == 0;
@@ -122,8 +162,8 @@ struct Launch {
 };
 
 // The tensor-core prefill: bf16/f16 with head 64 or 128 on CUDA sm_80+.
-template <typename T, int kHeadSize, bool kExact>
-bool launch_prefill_on_tensor_cores(const AttentionParams<T>& params, const Launch& launch) {
+template <typename T, typename C, int kHeadSize, bool kExact>
+bool launch_prefill_on_tensor_cores(const AttentionParams<T, C>& params, const Launch& launch) {
 #if defined(TESSERA_GPU_HIP)
   (void)params;
   (void)launch;
@@ -132,7 +172,7 @@ bool launch_prefill_on_tensor_cores(const AttentionParams<T>& params, const Laun
   if constexpr (kExact && kHasMmaAttention<T>) {
     if (device_limits(launch.device.index).compute_major < 8) return false;
     constexpr size_t kSharedBytes = mma_prefill_shared_bytes<T, kHeadSize>();
-    auto* kernel = mma_prefill_attention_kernel<T, kHeadSize>;
+    auto* kernel = mma_prefill_attention_kernel<T, C, kHeadSize>;
     reserve_shared_memory(reinterpret_cast<const void*>(kernel), kSharedBytes, launch.device.index,
                           params.head_size);
     const dim3 grid(static_cast<unsigned int>(ceil_div(launch.max_query_len, kMmaQueryTile)),
@@ -150,12 +190,12 @@ bool launch_prefill_on_tensor_cores(const AttentionParams<T>& params, const Laun
 #endif
 }
 
-template <typename T, int kHeadSize, bool kExact>
-void launch_prefill(const AttentionParams<T>& params, const Launch& launch) {
+template <typename T, typename C, int kHeadSize, bool kExact>
+void launch_prefill(const AttentionParams<T, C>& params, const Launch& launch) {
   TESSERA_CHECK(params.rope_cos_sin == nullptr, "rotary attention reached a prefill kernel");
-  if (launch_prefill_on_tensor_cores<T, kHeadSize, kExact>(params, launch)) return;
+  if (launch_prefill_on_tensor_cores<T, C, kHeadSize, kExact>(params, launch)) return;
   const size_t shared_bytes = prefill_shared_bytes(params.head_size);
-  auto* kernel = prefill_attention_kernel<T, kHeadSize, kExact>;
+  auto* kernel = prefill_attention_kernel<T, C, kHeadSize, kExact>;
   reserve_shared_memory(reinterpret_cast<const void*>(kernel), shared_bytes, launch.device.index,
                         params.head_size);
   const dim3 grid(static_cast<unsigned int>(ceil_div(launch.max_query_len, kQueryTile)),
@@ -237,8 +277,8 @@ bool decode_on_tensor_cores(int group, const Launch& launch) {
 #endif
 }
 
-template <typename T, int kHeadSize, bool kExact>
-void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
+template <typename T, typename C, int kHeadSize, bool kExact>
+void launch_decode(const AttentionParams<T, C>& params, const Launch& launch) {
   const int group = params.num_heads / params.num_kv_heads;
   const bool tensor_cores = decode_on_tensor_cores<T, kHeadSize, kExact>(group, launch);
   TESSERA_CHECK(params.rope_cos_sin == nullptr || tensor_cores,
@@ -286,7 +326,7 @@ void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
 #if !defined(TESSERA_GPU_HIP)
     if constexpr (kExact && kHasMmaAttention<T>) {
       const size_t warp_bytes = decode_mma_shared_bytes_per_warp<T, kHeadSize>(split.tile_buffers);
-      auto* kernel = decode_attention_mma_kernel<T, kHeadSize>;
+      auto* kernel = decode_attention_mma_kernel<T, C, kHeadSize>;
       reserve_shared_memory(reinterpret_cast<const void*>(kernel),
                             warp_bytes * split.warps_per_block, launch.device.index,
                             params.head_size);
@@ -298,7 +338,7 @@ void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
 #endif
   } else {
     const size_t shared_bytes = decode_shared_bytes(params.head_size, split.heads_per_block);
-    auto* kernel = decode_attention_kernel<T, kHeadSize, kExact>;
+    auto* kernel = decode_attention_kernel<T, C, kHeadSize, kExact>;
     reserve_shared_memory(reinterpret_cast<const void*>(kernel), shared_bytes, launch.device.index,
                           params.head_size);
     launch_programmatic(kernel, grid, dim3(kDecodeThreads), shared_bytes, launch.stream,
@@ -308,18 +348,18 @@ void launch_decode(const AttentionParams<T>& params, const Launch& launch) {
   if (split.num_partitions > 1) {
     const dim3 combine_grid(static_cast<unsigned int>(params.num_heads),
                             static_cast<unsigned int>(launch.num_seqs));
-    launch_programmatic(combine_partitions_kernel<T>, combine_grid, dim3(kCombineThreads), 0,
+    launch_programmatic(combine_partitions_kernel<T, C>, combine_grid, dim3(kCombineThreads), 0,
                         launch.stream, launch.device.index, params, split);
     GPU_CHECK_LAUNCH("attention decode combine");
   }
 }
 
-template <typename T, int kHeadSize, bool kExact>
-void launch_attention(const AttentionParams<T>& params, const Launch& launch) {
+template <typename T, typename C, int kHeadSize, bool kExact>
+void launch_attention(const AttentionParams<T, C>& params, const Launch& launch) {
   if (launch.max_query_len == 1) {
-    launch_decode<T, kHeadSize, kExact>(params, launch);
+    launch_decode<T, C, kHeadSize, kExact>(params, launch);
   } else {
-    launch_prefill<T, kHeadSize, kExact>(params, launch);
+    launch_prefill<T, C, kHeadSize, kExact>(params, launch);
   }
 }
 
@@ -361,6 +401,62 @@ struct Rope {
   bool is_neox;
 };
 
+// attend's kernel parameters and launches, for a cache of C.
+template <typename T, typename C>
+void launch_with_cache(const Tensor& query_rows, const Tensor& key_rows, const Tensor& value_rows,
+                       const Tensor& out, const PagedKVCache& cache, const AttentionMetadata& meta,
+                       const Launch& launch, const Attributes& attributes, const Rope* rope,
+                       bool write_in_decode) {
+  const int64_t head_size = attributes.get_int("head_size");
+  AttentionParams<T, C> params{};
+  TESSERA_CHECK(query_rows.dim() == 2 && query_rows.stride(1) == 1,
+                "attention: the query {} must have contiguous rows", query_rows.str());
+  params.query = static_cast<const T*>(query_rows.data_ptr());
+  params.query_row_stride = query_rows.stride(0);
+  params.new_key_row_stride = key_rows.stride(0);
+  params.new_value_row_stride = value_rows.stride(0);
+  params.key_cache = static_cast<C*>(cache.key.data_ptr());
+  params.value_cache = static_cast<C*>(cache.value.data_ptr());
+  if (write_in_decode) {
+    params.new_key = static_cast<const T*>(key_rows.data_ptr());
+    params.new_value = static_cast<const T*>(value_rows.data_ptr());
+    params.slot_mapping = meta.device_slot_mapping.data<int32_t>();
+    params.num_slots = cache.num_blocks() * cache.block_size();
+  }
+  params.out = static_cast<T*>(out.data_ptr());
+  params.query_start_loc = meta.device_query_start_loc.data<int32_t>();
+  params.seq_lens = meta.device_seq_lens.data<int32_t>();
+  params.block_tables = meta.device_block_tables.data<int32_t>();
+  params.num_heads = static_cast<int>(attributes.get_int("num_heads"));
+  params.num_kv_heads = static_cast<int>(attributes.get_int("num_kv_heads"));
+  params.head_size = static_cast<int>(head_size);
+  params.block_size = static_cast<int>(cache.block_size());
+  params.max_blocks_per_seq = static_cast<int>(meta.max_blocks_per_seq);
+  constexpr double kLog2E = 1.4426950408889634;
+  // The key scale multiplies every score (1 unless the cache is FP8).
+  params.scale_log2 = static_cast<float>(attributes.get_float("scale") * cache.key_scale * kLog2E);
+  params.value_scale = cache.value_scale;
+  params.sliding_window =
+      static_cast<int>(std::min<int64_t>(attributes.get_int("sliding_window", 0), INT32_MAX));
+  params.softcap_log2 = static_cast<float>(attributes.get_float("logit_softcap", 0.0) * kLog2E);
+  if (rope != nullptr) {
+    params.rope_cos_sin = rope->cos_sin_cache.data<float>();
+    params.rope_positions = rope->positions.data_ptr();
+    params.rope_positions_i64 = rope->positions.dtype() == DType::i64;
+    params.rope_max_position = rope->cos_sin_cache.size(0);
+    params.rope_is_neox = rope->is_neox;
+  }
+  const bool aligned =
+      launch_in_packs(query_rows, key_rows, value_rows, out, cache, write_in_decode);
+  if (aligned && head_size == 64) {
+    launch_attention<T, C, 64, true>(params, launch);
+  } else if (aligned && head_size == 128) {
+    launch_attention<T, C, 128, true>(params, launch);
+  } else {
+    launch_attention<T, C, kMaxHeadSize, false>(params, launch);
+  }
+}
+
 // The attention op's work: query rows [tokens, Hq * D] and key / value rows [tokens, Hk * D],
 // each with unit column stride and any row stride (rotary_attention passes the column slices of
 // the qkv rows); with `rope`, the query and the step's key are rotated first, which only the
@@ -375,12 +471,8 @@ void attend(const Tensor& query, const Tensor& key, const Tensor& value, const T
       context.kv_caches && layer >= 0 && layer < static_cast<int64_t>(context.kv_caches->size()),
       "no KV cache for layer {}", layer);
   PagedKVCache& cache = (*context.kv_caches)[layer];
-  const int64_t heads = attributes.get_int("num_heads");
   const int64_t kv_heads = attributes.get_int("num_kv_heads");
   const int64_t head_size = attributes.get_int("head_size");
-  const double scale = attributes.get_float("scale");
-  const int64_t sliding_window = attributes.get_int("sliding_window", 0);
-  const double logit_softcap = attributes.get_float("logit_softcap", 0.0);
   const Device device = query.device();
 
   TESSERA_REQUIRE(head_size <= kMaxHeadSize,
@@ -393,9 +485,8 @@ void attend(const Tensor& query, const Tensor& key, const Tensor& value, const T
                   "[num_blocks, block_size, {}, {}]",
                   layer, cache.key.defined() ? cache.key.str() : "undefined",
                   cache.value.defined() ? cache.value.str() : "undefined", kv_heads, head_size);
-  TESSERA_REQUIRE(cache.key.dtype() == query.dtype() && cache.value.dtype() == query.dtype(),
-                  "attention: KV cache dtype {} differs from the query's {}",
-                  dtype_name(cache.key.dtype()), dtype_name(query.dtype()));
+  check_cache_dtype(cache, query.dtype(), layer);
+  const bool float8 = cache.key.dtype() == DType::f8_e4m3;
   TESSERA_REQUIRE(cache.key.device() == device && cache.value.device() == device &&
                       key.device() == device && value.device() == device && out.device() == device,
                   "attention: query {}, key {}, value {}, output {} and layer {}'s KV cache {} "
@@ -422,7 +513,7 @@ void attend(const Tensor& query, const Tensor& key, const Tensor& value, const T
   // rows; everything else writes the cache first.
   // (Every token must be some sequence's: the kernel writes each sequence's one token.)
   const bool decode = meta.max_query_len == 1 && meta.num_seqs > 0 && tokens <= meta.num_seqs;
-  const bool write_in_decode = decode && key_rows.dim() == 2 &&
+  const bool write_in_decode = decode && !float8 && key_rows.dim() == 2 &&
                                key_rows.size(1) == kv_heads * head_size &&
                                key_rows.stride(1) == 1 && value_rows.sizes() == key_rows.sizes() &&
                                value_rows.stride(1) == 1;
@@ -446,48 +537,12 @@ void attend(const Tensor& query, const Tensor& key, const Tensor& value, const T
 
   const Launch launch{meta.num_seqs, meta.max_query_len, meta.max_seq_len, device, scope.stream()};
   visit_device_float_dtype(kOp, query.dtype(), [&]<typename T>() {
-    AttentionParams<T> params{};
-    TESSERA_CHECK(query_rows.dim() == 2 && query_rows.stride(1) == 1,
-                  "attention: the query {} must have contiguous rows", query_rows.str());
-    params.query = static_cast<const T*>(query_rows.data_ptr());
-    params.query_row_stride = query_rows.stride(0);
-    params.new_key_row_stride = key_rows.stride(0);
-    params.new_value_row_stride = value_rows.stride(0);
-    params.key_cache = static_cast<T*>(cache.key.data_ptr());
-    params.value_cache = static_cast<T*>(cache.value.data_ptr());
-    if (write_in_decode) {
-      params.new_key = static_cast<const T*>(key_rows.data_ptr());
-      params.new_value = static_cast<const T*>(value_rows.data_ptr());
-      params.slot_mapping = meta.device_slot_mapping.data<int32_t>();
-      params.num_slots = cache.num_blocks() * cache.block_size();
-    }
-    params.out = static_cast<T*>(out.data_ptr());
-    params.query_start_loc = meta.device_query_start_loc.data<int32_t>();
-    params.seq_lens = meta.device_seq_lens.data<int32_t>();
-    params.block_tables = meta.device_block_tables.data<int32_t>();
-    params.num_heads = static_cast<int>(heads);
-    params.num_kv_heads = static_cast<int>(kv_heads);
-    params.head_size = static_cast<int>(head_size);
-    params.block_size = static_cast<int>(cache.block_size());
-    params.max_blocks_per_seq = static_cast<int>(meta.max_blocks_per_seq);
-    params.scale_log2 = static_cast<float>(scale * 1.4426950408889634);  // log2(e)
-    params.sliding_window = static_cast<int>(std::min<int64_t>(sliding_window, INT32_MAX));
-    params.softcap_log2 = static_cast<float>(logit_softcap * 1.4426950408889634);
-    if (rope != nullptr) {
-      params.rope_cos_sin = rope->cos_sin_cache.data<float>();
-      params.rope_positions = rope->positions.data_ptr();
-      params.rope_positions_i64 = rope->positions.dtype() == DType::i64;
-      params.rope_max_position = rope->cos_sin_cache.size(0);
-      params.rope_is_neox = rope->is_neox;
-    }
-    const bool aligned =
-        launch_in_packs(query_rows, key_rows, value_rows, out, cache, write_in_decode);
-    if (aligned && head_size == 64) {
-      launch_attention<T, 64, true>(params, launch);
-    } else if (aligned && head_size == 128) {
-      launch_attention<T, 128, true>(params, launch);
+    if (float8) {
+      launch_with_cache<T, Float8E4M3>(query_rows, key_rows, value_rows, out, cache, meta, launch,
+                                       attributes, rope, write_in_decode);
     } else {
-      launch_attention<T, kMaxHeadSize, false>(params, launch);
+      launch_with_cache<T, T>(query_rows, key_rows, value_rows, out, cache, meta, launch,
+                              attributes, rope, write_in_decode);
     }
   });
 }
@@ -525,6 +580,8 @@ bool fused_rotary_decode_fits(const KernelArgs& args, const QkvWidths& width) {
   if (!context.kv_caches || layer < 0 || layer >= static_cast<int64_t>(context.kv_caches->size()))
     return false;
   const PagedKVCache& cache = (*context.kv_caches)[static_cast<size_t>(layer)];
+  // (An FP8 cache is written before the step, never by the decode kernel.)
+  if (!cache.key.defined() || cache.key.dtype() != qkv.dtype()) return false;
   if (qkv.dim() != 2 || qkv.stride(1) != 1 || !cache.key.defined() || !cache.value.defined() ||
       !launch_in_packs(qkv.slice(1, 0, width.query),
                        qkv.slice(1, width.query, width.query + width.key),

@@ -2,6 +2,11 @@
 // the launch parameters, the cache row of a sequence position through its block table, and
 // cooperative loads of q/k/v rows (storage type T in global memory) into f32 shared-memory tiles.
 //
+// The cache holds C: T, or Float8E4M3 codes of K / key_scale and V / value_scale (an FP8 KV cache).
+// Codes are read as they are (e4m3 values are exact in f16 and bf16): the host folds key_scale into
+// scale_log2, and the kernels multiply the output by value_scale. Steps with an FP8 cache write it
+// first (reshape_and_cache), never from the decode kernels.
+//
 // Two flavours of every kernel: kExact (head_size == kHeadSize, 64 or 128, pointers 16-byte
 // aligned) moves rows in 16-byte packs with compile-time loop bounds; the generic one
 // (kHeadSize == kMaxHeadSize, any head_size up to it) moves single elements and pads rows to a
@@ -9,20 +14,22 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/programmatic_launch.cuh"
+#include "runtime/float8.h"
 
 namespace tessera::gpu::attention {
 
 // Head sizes up to this run through the generic kernels.
 constexpr int kMaxHeadSize = 256;
 
-template <typename T>
+template <typename T, typename C = T>
 struct AttentionParams {
   const T* query;                  // [tokens, num_heads * head_size], rows query_row_stride apart
-  T* key_cache;                    // [num_blocks, block_size, num_kv_heads, head_size]
-  T* value_cache;                  // same
+  C* key_cache;                    // [num_blocks, block_size, num_kv_heads, head_size]
+  C* value_cache;                  // same
   T* out;                          // [tokens, num_heads * head_size]
   const int32_t* query_start_loc;  // [num_seqs + 1]
   const int32_t* seq_lens;         // [num_seqs]
@@ -32,7 +39,8 @@ struct AttentionParams {
   int head_size;
   int block_size;
   int max_blocks_per_seq;
-  float scale_log2;    // the softmax scale times log2(e): scores live in the exp2 domain
+  float scale_log2;    // the softmax scale (times key_scale) times log2(e): the exp2 domain
+  float value_scale;   // multiplies the output: 1, or an FP8 cache's value scale
   int sliding_window;  // a query at position p sees keys > p - sliding_window; 0: every key
   float softcap_log2;  // the logit softcap times log2(e); 0: none
   // Decode only: this step's K/V rows, which the decode kernel writes into the cache itself (no
@@ -79,8 +87,8 @@ struct NewRows {
   const T* value = nullptr;
 };
 
-template <typename T>
-__device__ __forceinline__ NewRows<T> step_rows(const AttentionParams<T>& params, int token,
+template <typename T, typename C>
+__device__ __forceinline__ NewRows<T> step_rows(const AttentionParams<T, C>& params, int token,
                                                 int kv_head, int head_size) {
   NewRows<T> rows;
   if (params.slot_mapping == nullptr) return rows;
@@ -119,16 +127,16 @@ __device__ __forceinline__ int padded_head_size(int head_size) {
 
 // The cache slot of a sequence position: the block table maps the position's block to a physical
 // block. 64-bit: large caches exceed 2^31 elements.
-template <typename T>
-__device__ __forceinline__ int64_t cache_slot(const AttentionParams<T>& params,
+template <typename T, typename C>
+__device__ __forceinline__ int64_t cache_slot(const AttentionParams<T, C>& params,
                                               const int32_t* block_table, int position) {
   const int64_t block = block_table[position / params.block_size];
   return block * params.block_size + position % params.block_size;
 }
 
 // Element offset of the cache row of (position, kv_head).
-template <typename T>
-__device__ __forceinline__ int64_t cache_row_offset(const AttentionParams<T>& params,
+template <typename T, typename C>
+__device__ __forceinline__ int64_t cache_row_offset(const AttentionParams<T, C>& params,
                                                     const int32_t* block_table, int position,
                                                     int kv_head) {
   return (cache_slot(params, block_table, position) * params.num_kv_heads + kv_head) *

@@ -90,9 +90,9 @@ __device__ __forceinline__ KeyRange partition_keys(int seq_len, int sliding_wind
 }
 
 // Grid: x = kv heads x head chunks, y = sequences, z = partitions.
-template <typename T, int kHeadSize, bool kExact>
+template <typename T, typename C, int kHeadSize, bool kExact>
 __global__ void __launch_bounds__(kDecodeThreads)
-    decode_attention_kernel(AttentionParams<T> params, DecodeSplit split) {
+    decode_attention_kernel(AttentionParams<T, C> params, DecodeSplit split) {
   extern __shared__ float4 decode_shared[];
   wait_for_prior_grids();
   allow_next_grid();
@@ -144,12 +144,14 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int64_t query_width = static_cast<int64_t>(params.num_heads) * head_size;
   const int32_t* block_table =
       params.block_tables + static_cast<int64_t>(seq) * params.max_blocks_per_seq;
-  // The K or V row of a key position: the step's own row for the new token's slot.
-  auto cached_row = [&](const T* cache, const T* new_row, int position) -> const T* {
+  // The K or V row of a key position: the step's own row for the new token's slot (a cache of
+  // T only: an FP8 cache was written before the launch).
+  auto cached_row = [&](const C* cache, const T* new_row, int position) -> const C* {
     const int64_t slot = cache_slot(params, block_table, position);
-    return new_slot >= 0 && slot == new_slot
-               ? new_row
-               : cache + (slot * params.num_kv_heads + kv_head) * head_size;
+    if constexpr (std::is_same_v<C, T>) {
+      if (new_slot >= 0 && slot == new_slot) return new_row;
+    }
+    return cache + (slot * params.num_kv_heads + kv_head) * head_size;
   };
 
   // q rows of the chunk's heads (as many rows as the largest chunk; unused ones are zeros).
@@ -189,8 +191,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
   for (int tile_begin = begin; tile_begin < end; tile_begin += kDecodeTile) {
     const int tile_keys = min(kDecodeTile, end - tile_begin);
     __syncthreads();  // q rows and softmax state visible; the previous tile's readers done
-    load_tile<T, kHeadSize, kExact, kDecodeThreads, kDecodeTile>(
-        v_tile, value_stride, head_size, 1.0f, [&](int row) -> const T* {
+    load_tile<C, kHeadSize, kExact, kDecodeThreads, kDecodeTile>(
+        v_tile, value_stride, head_size, 1.0f, [&](int row) -> const C* {
           if (row >= tile_keys) return nullptr;
           return cached_row(params.value_cache, new_value_row, tile_begin + row);
         });
@@ -200,7 +202,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     for (int pass = 0; pass < kDecodeTile / kKeysPerPass; ++pass) {
       const int key = pass * kKeysPerPass + key_in_pass;
       const bool valid = key < tile_keys;
-      const T* key_row =
+      const C* key_row =
           valid ? cached_row(params.key_cache, new_key_row, tile_begin + key) : nullptr;
       float k[kElementsPerLane];
       if constexpr (kExact) {
@@ -210,7 +212,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
         for (int j = 0; j < kPacksPerLane; ++j) {
           const int element = (lane_in_key + kTokenLanes * j) * E;
           if (valid) {
-            const Pack<T, E> pack = load_pack<E>(key_row + element);
+            const Pack<C, E> pack = load_pack<E>(key_row + element);
 #pragma unroll
             for (int e = 0; e < E; ++e) k[j * E + e] = to_float(pack.values[e]);
           } else {
@@ -307,15 +309,17 @@ __global__ void __launch_bounds__(kDecodeThreads)
 
   // The new K/V rows into the cache, off the path of everything above.
   const int64_t cache_offset = new_slot * kv_width + static_cast<int64_t>(kv_head) * head_size;
-  if (stages) {
-    store_pack<E>(
-        (staged_value ? params.value_cache : params.key_cache) + cache_offset + staged_element,
-        staged);
-  } else if (!kExact && writes_cache) {
-    for (int i = tid; i < 2 * head_size; i += kDecodeThreads) {
-      const bool value = i >= head_size;
-      (value ? params.value_cache : params.key_cache)[cache_offset + i % head_size] =
-          (value ? new_value_row : new_key_row)[i % head_size];
+  if constexpr (std::is_same_v<C, T>) {
+    if (stages) {
+      store_pack<E>(
+          (staged_value ? params.value_cache : params.key_cache) + cache_offset + staged_element,
+          staged);
+    } else if (!kExact && writes_cache) {
+      for (int i = tid; i < 2 * head_size; i += kDecodeThreads) {
+        const bool value = i >= head_size;
+        (value ? params.value_cache : params.key_cache)[cache_offset + i % head_size] =
+            (value ? new_value_row : new_key_row)[i % head_size];
+      }
     }
   }
 
@@ -341,7 +345,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
     } else {
       const float sum = running_sum[g];
       T* out_row = params.out + token * query_width + static_cast<int64_t>(head) * head_size;
-      store_four<kExact>(out_row, column, head_size, scaled(value, sum > 0.0f ? 1.0f / sum : 0.0f));
+      store_four<kExact>(out_row, column, head_size,
+                         scaled(value, sum > 0.0f ? params.value_scale / sum : 0.0f));
     }
   }
   if (split_keys && tid < heads) {
@@ -354,9 +359,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
 }
 
 // Merges the partitions of each (sequence, q head). Grid: x = q heads, y = sequences.
-template <typename T>
+template <typename T, typename C>
 __global__ void __launch_bounds__(kCombineThreads)
-    combine_partitions_kernel(AttentionParams<T> params, DecodeSplit split) {
+    combine_partitions_kernel(AttentionParams<T, C> params, DecodeSplit split) {
   __shared__ float weights[kMaxPartitions];
   __shared__ float scratch[kCombineThreads / GPU_WARP_SIZE];
   wait_for_prior_grids();
@@ -382,7 +387,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     local_sum += weight * sum;
   }
   const float total = block_reduce<SumReducer, kCombineThreads>(local_sum, scratch);
-  const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+  const float inverse = total > 0.0f ? params.value_scale / total : 0.0f;
 
   const int head_size = params.head_size;
   const int padded = round_up_to_4(head_size);

@@ -63,9 +63,9 @@ constexpr size_t decode_mma_shared_bytes_per_warp(int buffers) {
 // Grid: x = kv heads, y = sequences, z = partitions; split.warps_per_block warps per block, each
 // its own partition of the keys (partition z * warps + warp), merged through shared memory at
 // the end, so that a short context needs no combine kernel.
-template <typename T, int kHeadSize>
+template <typename T, typename C, int kHeadSize>
 __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
-    decode_attention_mma_kernel(AttentionParams<T> params, DecodeSplit split) {
+    decode_attention_mma_kernel(AttentionParams<T, C> params, DecodeSplit split) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // the host dispatches here only on sm_80+
 #else
@@ -123,19 +123,38 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
                       : (slot * params.num_kv_heads + kv_head) * kHeadSize;
     }
     const int column = lane % kChunksPerRow * 8;
+    constexpr int kPasses = kDecodeMmaKeyTile / kRowsPerPass;
+    if constexpr (std::is_same_v<C, T>) {
 #pragma unroll
-    for (int pass = 0; pass < kDecodeMmaKeyTile / kRowsPerPass; ++pass) {
-      const int row = pass * kRowsPerPass + lane / kChunksPerRow;
-      const int64_t offset = __shfl_sync(0xffffffffu, my_offset, row);
-      const bool valid = offset != -2;
-      const T* key_source = offset >= 0    ? params.key_cache + offset + column
-                            : offset == -1 ? new_rows.key + column
-                                           : params.key_cache;
-      const T* value_source = offset >= 0    ? params.value_cache + offset + column
-                              : offset == -1 ? new_rows.value + column
-                                             : params.value_cache;
-      copy_async_16(k_tile + row * kStride + column, key_source, valid);
-      copy_async_16(v_tile + row * kStride + column, value_source, valid);
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const int row = pass * kRowsPerPass + lane / kChunksPerRow;
+        const int64_t offset = __shfl_sync(0xffffffffu, my_offset, row);
+        const bool valid = offset != -2;
+        const T* key_source = offset >= 0    ? params.key_cache + offset + column
+                              : offset == -1 ? new_rows.key + column
+                                             : params.key_cache;
+        const T* value_source = offset >= 0    ? params.value_cache + offset + column
+                                : offset == -1 ? new_rows.value + column
+                                               : params.value_cache;
+        copy_async_16(k_tile + row * kStride + column, key_source, valid);
+        copy_async_16(v_tile + row * kStride + column, value_source, valid);
+      }
+    } else {  // an FP8 cache, written before the launch: every row from the cache
+      CodeChunk keys[kPasses], values[kPasses];
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const int64_t offset =
+            __shfl_sync(0xffffffffu, my_offset, pass * kRowsPerPass + lane / kChunksPerRow);
+        const int64_t at = offset >= 0 ? offset + column : 0;
+        keys[pass] = load_code_chunk(params.key_cache + at, offset >= 0);
+        values[pass] = load_code_chunk(params.value_cache + at, offset >= 0);
+      }
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const int row = pass * kRowsPerPass + lane / kChunksPerRow;
+        store_decoded_chunk(k_tile + row * kStride + column, keys[pass]);
+        store_decoded_chunk(v_tile + row * kStride + column, values[pass]);
+      }
     }
     copy_async_commit();
   };
@@ -235,19 +254,22 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     __syncwarp();  // the buffer is read; the next iteration's copies may overwrite it
   }
 
-  // The new K/V rows into the cache, after this warp's last read of them.
-  if (partition == 0 && new_rows.slot >= 0 && new_rows.slot < params.num_slots) {
-    const int64_t cache_offset =
-        new_rows.slot * kv_width + static_cast<int64_t>(kv_head) * kHeadSize;
-    if (rope.cos_sin != nullptr)
-      rotate_key_row<T, kHeadSize>(new_rows.key, params.key_cache + cache_offset, lane, rope);
-    for (int chunk = rope.cos_sin != nullptr ? kChunksPerRow + lane : lane;
-         chunk < 2 * kChunksPerRow; chunk += kDecodeMmaThreads) {
-      const bool value = chunk >= kChunksPerRow;
-      const int column = chunk % kChunksPerRow * 8;
-      *reinterpret_cast<uint4*>((value ? params.value_cache : params.key_cache) + cache_offset +
-                                column) =
-          *reinterpret_cast<const uint4*>((value ? new_rows.value : new_rows.key) + column);
+  // The new K/V rows into the cache, after this warp's last read of them. (A cache of T: an FP8
+  // cache was written before the launch.)
+  if constexpr (std::is_same_v<C, T>) {
+    if (partition == 0 && new_rows.slot >= 0 && new_rows.slot < params.num_slots) {
+      const int64_t cache_offset =
+          new_rows.slot * kv_width + static_cast<int64_t>(kv_head) * kHeadSize;
+      if (rope.cos_sin != nullptr)
+        rotate_key_row<T, kHeadSize>(new_rows.key, params.key_cache + cache_offset, lane, rope);
+      for (int chunk = rope.cos_sin != nullptr ? kChunksPerRow + lane : lane;
+           chunk < 2 * kChunksPerRow; chunk += kDecodeMmaThreads) {
+        const bool value = chunk >= kChunksPerRow;
+        const int column = chunk % kChunksPerRow * 8;
+        *reinterpret_cast<uint4*>((value ? params.value_cache : params.key_cache) + cache_offset +
+                                  column) =
+            *reinterpret_cast<const uint4*>((value ? new_rows.value : new_rows.key) + column);
+      }
     }
   }
 
@@ -328,7 +350,7 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
         split.partial_sum[slot] = sum;
       }
     } else {
-      const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const float inverse = sum > 0.0f ? params.value_scale / sum : 0.0f;
       T* out_row = params.out + token * query_width + static_cast<int64_t>(head) * kHeadSize;
 #pragma unroll
       for (int n = 0; n < kOutGroups; ++n)

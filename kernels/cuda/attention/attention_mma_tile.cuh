@@ -9,6 +9,8 @@
 
 #if !defined(TESSERA_GPU_HIP)
 
+#include <cuda_fp8.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -31,6 +33,34 @@ __device__ __forceinline__ uint32_t pack_pair(float low, float high) {
   uint32_t bits;
   memcpy(&bits, pair, sizeof(bits));
   return bits;
+}
+
+// An FP8 cache's chunk of 8 codes (zeros where !valid), and the chunk into a tile of T, exact:
+// every e4m3 value is a bf16 and an f16 value. The kernels load all of a tile's chunks before
+// they store any, so that the loads are in flight together.
+using CodeChunk = Pack<Float8E4M3, 8>;
+__device__ __forceinline__ CodeChunk load_code_chunk(const Float8E4M3* source, bool valid) {
+  return valid ? load_pack<8>(source) : CodeChunk{};
+}
+template <typename T>
+__device__ __forceinline__ void store_decoded_chunk(T* target, const CodeChunk& codes) {
+  Pack<T, 8> decoded;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  // Two codes per conversion instruction (the same values as Float8E4M3::to_float).
+#pragma unroll
+  for (int e = 0; e < 8; e += 2) {
+    const auto pair =
+        static_cast<__nv_fp8x2_storage_t>(codes.values[e].bits | (codes.values[e + 1].bits << 8));
+    const float2 values = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
+    decoded.values[e] = from_compute<T>(values.x);
+    decoded.values[e + 1] = from_compute<T>(values.y);
+  }
+#else
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    decoded.values[e] = from_compute<T>(static_cast<float>(codes.values[e]));
+#endif
+  store_pack<8>(target, decoded);
 }
 
 // Two consecutive elements of a row as one 32-bit register; zero when there is no row.

@@ -43,9 +43,9 @@ inline size_t prefill_shared_bytes(int head_size) {
 }
 
 // Grid: x = query tiles (of the longest query), y = q heads, z = sequences.
-template <typename T, int kHeadSize, bool kExact>
+template <typename T, typename C, int kHeadSize, bool kExact>
 __global__ void __launch_bounds__(kPrefillThreads)
-    prefill_attention_kernel(AttentionParams<T> params) {
+    prefill_attention_kernel(AttentionParams<T, C> params) {
   extern __shared__ float4 prefill_shared[];
   wait_for_prior_grids();
   allow_next_grid();
@@ -104,16 +104,16 @@ __global__ void __launch_bounds__(kPrefillThreads)
   const int first_key = window_first_key(first_position, params.sliding_window);
   for (int key_begin = first_key / kKeyTile * kKeyTile; key_begin < keys; key_begin += kKeyTile) {
     __syncthreads();  // the previous tile's readers are done (and the q tile is visible)
-    auto cache_row = [&](const T* cache) {
-      return [&, cache](int row) -> const T* {
+    auto cache_row = [&](const C* cache) {
+      return [&, cache](int row) -> const C* {
         const int position = key_begin + row;
         if (position >= keys) return nullptr;
         return cache + cache_row_offset(params, block_table, position, kv_head);
       };
     };
-    load_tile<T, kHeadSize, kExact, kPrefillThreads, kKeyTile>(k_tile, stride, head_size, 1.0f,
+    load_tile<C, kHeadSize, kExact, kPrefillThreads, kKeyTile>(k_tile, stride, head_size, 1.0f,
                                                                cache_row(params.key_cache));
-    load_tile<T, kHeadSize, kExact, kPrefillThreads, kKeyTile>(v_tile, stride, head_size, 1.0f,
+    load_tile<C, kHeadSize, kExact, kPrefillThreads, kKeyTile>(v_tile, stride, head_size, 1.0f,
                                                                cache_row(params.value_cache));
     __syncthreads();
 
@@ -198,7 +198,8 @@ __global__ void __launch_bounds__(kPrefillThreads)
     total += GPU_SHFL_XOR(total, 4);
     const int row = ty + 16 * i;
     if (row >= rows) continue;
-    const float inverse = 1.0f / total;  // total >= 1: the row's max contributes exp2(0)
+    // total >= 1: the row's max contributes exp2(0)
+    const float inverse = params.value_scale / total;
     T* out_row = params.out + (query_begin + tile_begin + row) * query_width +
                  static_cast<int64_t>(head) * head_size;
 #pragma unroll

@@ -50,9 +50,9 @@ constexpr size_t mma_prefill_shared_bytes() {
 }
 
 // Grid: x = query tiles (of the longest query), y = q heads, z = sequences.
-template <typename T, int kHeadSize>
+template <typename T, typename C, int kHeadSize>
 __global__ void __launch_bounds__(kMmaThreads)
-    mma_prefill_attention_kernel(AttentionParams<T> params) {
+    mma_prefill_attention_kernel(AttentionParams<T, C> params) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // the host dispatches here only on sm_80+
 #else
@@ -96,6 +96,8 @@ __global__ void __launch_bounds__(kMmaThreads)
   auto load_key_tile = [&](int tile, int buffer) {
     T* k_tile = tiles + buffer * 2 * kTileElements;
     T* v_tile = k_tile + kTileElements;
+    // (An FP8 cache: every chunk loaded before any is stored, so the loads overlap.)
+    [[maybe_unused]] CodeChunk key_codes[kChunksPerThread], value_codes[kChunksPerThread];
 #pragma unroll
     for (int c = 0; c < kChunksPerThread; ++c) {
       const int chunk = tid + c * kMmaThreads;
@@ -105,8 +107,23 @@ __global__ void __launch_bounds__(kMmaThreads)
       const bool valid = position < keys;
       const int64_t offset =
           valid ? cache_row_offset(params, block_table, position, kv_head) + column : 0;
-      copy_async_16(k_tile + row * kStride + column, params.key_cache + offset, valid);
-      copy_async_16(v_tile + row * kStride + column, params.value_cache + offset, valid);
+      if constexpr (std::is_same_v<C, T>) {
+        copy_async_16(k_tile + row * kStride + column, params.key_cache + offset, valid);
+        copy_async_16(v_tile + row * kStride + column, params.value_cache + offset, valid);
+      } else {
+        key_codes[c] = load_code_chunk(params.key_cache + offset, valid);
+        value_codes[c] = load_code_chunk(params.value_cache + offset, valid);
+      }
+    }
+    if constexpr (!std::is_same_v<C, T>) {
+#pragma unroll
+      for (int c = 0; c < kChunksPerThread; ++c) {
+        const int chunk = tid + c * kMmaThreads;
+        const int row = chunk / kChunksPerRow;
+        const int column = chunk % kChunksPerRow * 8;
+        store_decoded_chunk(k_tile + row * kStride + column, key_codes[c]);
+        store_decoded_chunk(v_tile + row * kStride + column, value_codes[c]);
+      }
     }
     copy_async_commit();
   };
@@ -179,8 +196,9 @@ __global__ void __launch_bounds__(kMmaThreads)
 
   sum_low = quad_sum(sum_low);
   sum_high = quad_sum(sum_high);
-  const float inverse_low = 1.0f / sum_low;  // >= 1: the row's max contributes exp2(0)
-  const float inverse_high = 1.0f / sum_high;
+  // The sums are >= 1: the row's max contributes exp2(0).
+  const float inverse_low = params.value_scale / sum_low;
+  const float inverse_high = params.value_scale / sum_high;
   T* out_low = query_low == nullptr
                    ? nullptr
                    : params.out + (query_begin + tile_begin + row_low) * query_width +

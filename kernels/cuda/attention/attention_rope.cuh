@@ -28,8 +28,8 @@ struct RopeRow {
 };
 
 // The rotation of `token` (read after the kernel's wait: positions are the step's inputs).
-template <typename T>
-__device__ __forceinline__ RopeRow rope_row(const AttentionParams<T>& params, int token,
+template <typename T, typename C>
+__device__ __forceinline__ RopeRow rope_row(const AttentionParams<T, C>& params, int token,
                                             int head_size) {
   RopeRow row;
   if (params.rope_cos_sin == nullptr) return row;
