@@ -5,7 +5,9 @@
 # then the FP8 linear lab (checks against the CPU kernel, then times beside bf16), then the decode
 # sweep of the 1B and 8B shapes in bf16 and with --quantization fp8 at batch 1, 8, 32 and 128
 # (sweep.txt), and the 8B shape's decode at a 2048-token context with a bf16 and an FP8 KV cache
-# (kv_sweep.txt). TESSERA_FP8_STEPS picks stages ("tests lab sweep kv_sweep"). Logs go to $OUT when set, else
+# (kv_sweep.txt); the torch reference of FP8 checkpoints (tests/hf_reference/compare_fp8.py,
+# fp8_compare.txt) runs before the lab. TESSERA_FP8_STEPS picks stages ("tests reference lab sweep
+# kv_sweep"). Logs go to $OUT when set, else
 # build/gpu-fp8/. Arguments go to the configure step. Exits non-zero when the build, a test, the
 # lab's checks or a sweep fail.
 set -uo pipefail
@@ -21,17 +23,25 @@ source scripts/gpu_env.sh
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 configure_cuda_build "$build_dir" "$log_dir/configure.log" -DTESSERA_HIP=OFF "$@" >/dev/null ||
   { say "configure failed (see $log_dir/configure.log)"; tail -20 "$log_dir/configure.log"; exit 1; }
-targets=(tessera tessera-cuda test_fp8 test_op_conformance test_attention fp8_linear_lab)
+targets=(tessera tessera-cuda test_fp8 test_op_conformance test_attention fp8_linear_lab
+  logits_dump)
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}" >"$log_dir/build.log" 2>&1 ||
   { say "build failed (see $log_dir/build.log)"; grep -E "error" "$log_dir/build.log" | head -20; exit 1; }
 
-steps=" ${TESSERA_FP8_STEPS:-tests lab sweep kv_sweep} "
+steps=" ${TESSERA_FP8_STEPS:-tests reference lab sweep kv_sweep} "
 status=0
 if [[ $steps == *" tests "* ]]; then
   run_test_binaries "$build_dir" "$log_dir" gpu_fp8 test_fp8 test_op_conformance test_attention ||
     status=1
   grep -hE "FAILED|GPU against CPU|op conformance on" \
     "$log_dir"/test_{fp8,op_conformance,attention}.log | head -20
+fi
+
+if [[ $steps == *" reference "* ]]; then
+  OUT="$log_dir" timeout 900 python3 tests/hf_reference/compare_fp8.py \
+    --binary "$build_dir/bench/logits_dump" >"$log_dir/fp8_compare.log" 2>&1 ||
+    { say "compare_fp8.py failed (see $log_dir/fp8_compare.log)"; status=1; }
+  tail -40 "$log_dir/fp8_compare.log"
 fi
 
 if [[ $steps == *" lab "* ]]; then

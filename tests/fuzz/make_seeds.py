@@ -250,7 +250,9 @@ def main():
             "targets": ["Linear"],
             "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "dynamic": False},
             "input_activations": {"num_bits": 8, "type": "float", "strategy": "token",
-                                  "dynamic": True}}}}
+                                  "dynamic": True}}},
+        "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor",
+                            "dynamic": False, "symmetric": True}}
     write("fuzz_hf_config", "qwen3_fp8_channel.json", json.dumps(qwen3, indent=1).encode())
     with open(os.path.join(tiny, "llama", "config.json"), "rb") as config:
         with open(os.path.join(tiny, "llama", "generation_config.json"), "rb") as generation:

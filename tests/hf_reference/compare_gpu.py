@@ -127,12 +127,16 @@ def logit_spread(rows):
 
 # --- Tessera side. ---
 
-def run_logits_dump(binary, model_dir, ids, prefill, device, dtype, mode, work_dir):
-    """Runs logits_dump; returns (rows, seconds) or raises RuntimeError with its output."""
-    out = Path(work_dir) / f"{Path(model_dir).name}-{device}-{dtype}-{mode}.f32"
+def run_logits_dump(binary, model_dir, ids, prefill, device, dtype, mode, work_dir,
+                    overrides=()):
+    """Runs logits_dump (with -O for each of `overrides`, section.key=value); returns (rows,
+    seconds) or raises RuntimeError with its output."""
+    out = Path(work_dir) / f"{Path(model_dir).name}-{device}-{dtype}-{mode}-{len(overrides)}.f32"
     command = [str(binary), "--model", str(model_dir), "--ids", ",".join(map(str, ids)),
                "--prefill", str(prefill), "--device", device, "--dtype", dtype,
                "--mode", mode, "--out", str(out)]
+    for override in overrides:
+        command += ["-O", override]
     start = time.time()
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     seconds = time.time() - start

@@ -302,7 +302,7 @@ void launch_decode(const AttentionParams<T, C>& params, const Launch& launch) {
     if (tensor_cores) {
       const DeviceLimits& limits = device_limits(launch.device.index);
       const DecodeLayout layout = choose_decode_layout(
-          blocks, split.num_partitions, decode_mma_shared_bytes_per_warp<T, kHeadSize>(1),
+          blocks, split.num_partitions, decode_mma_shared_bytes_per_warp<T, C, kHeadSize>(1),
           limits.sm_count, limits.shared_bytes_optin);
       split.tile_buffers = layout.tile_buffers;
       split.warps_per_block = layout.warps_per_block;
@@ -325,7 +325,8 @@ void launch_decode(const AttentionParams<T, C>& params, const Launch& launch) {
   if (tensor_cores) {
 #if !defined(TESSERA_GPU_HIP)
     if constexpr (kExact && kHasMmaAttention<T>) {
-      const size_t warp_bytes = decode_mma_shared_bytes_per_warp<T, kHeadSize>(split.tile_buffers);
+      const size_t warp_bytes =
+          decode_mma_shared_bytes_per_warp<T, C, kHeadSize>(split.tile_buffers);
       auto* kernel = decode_attention_mma_kernel<T, C, kHeadSize>;
       reserve_shared_memory(reinterpret_cast<const void*>(kernel),
                             warp_bytes * split.warps_per_block, launch.device.index,

@@ -14,7 +14,9 @@
 //     the most that keep the whole launch resident); each lane finds the cache row of one key of
 //     the tile and the warp shares them with shuffles (one block-table lookup per key); the
 //     step's new token's key and value come from the step's rows, never from the cache
-//     (attention_decode.cuh says why);
+//     (attention_decode.cuh says why); an FP8 cache's codes arrive the same way, into a
+//     buffer of codes beside each tile's, decoded into the tile once in (the cache was written
+//     before the launch);
 //   - S = Q K^T from ldmatrix'd K, the online softmax on the accumulators, O += P V from
 //     ldmatrix.trans'd V;
 //   - partition 0's warp stores the step's new K/V rows into the cache as it ends;
@@ -53,11 +55,13 @@ constexpr int kDecodeMmaMaxGroup = 16;  // q heads per kv head: the A fragment's
 template <int kHeadSize>
 inline constexpr int kDecodeMmaStride = kHeadSize + 8;  // padded: ldmatrix rows on distinct banks
 
-// `buffers` buffers of a K tile and a V tile, per warp.
-template <typename T, int kHeadSize>
+// `buffers` buffers of a K tile and a V tile, per warp; with an FP8 cache (C is not T) also the
+// tiles' codes as they arrive (cp.async), decoded into the tiles once they are in.
+template <typename T, typename C, int kHeadSize>
 constexpr size_t decode_mma_shared_bytes_per_warp(int buffers) {
-  return static_cast<size_t>(buffers) * 2 * static_cast<size_t>(kDecodeMmaKeyTile) *
-         kDecodeMmaStride<kHeadSize> * sizeof(T);
+  const size_t codes = std::is_same_v<C, T> ? 0 : kDecodeMmaKeyTile * kHeadSize * sizeof(C);
+  return static_cast<size_t>(buffers) * 2 *
+         (static_cast<size_t>(kDecodeMmaKeyTile) * kDecodeMmaStride<kHeadSize> * sizeof(T) + codes);
 }
 
 // Grid: x = kv heads, y = sequences, z = partitions; split.warps_per_block warps per block, each
@@ -81,8 +85,14 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
   const int warp = static_cast<int>(threadIdx.x) / kDecodeMmaThreads;
   const int warps = split.warps_per_block;
   const int buffers = split.tile_buffers;
-  // This warp's [buffer][K, V][key][kStride].
+  // This warp's [buffer][K, V][key][kStride]; an FP8 cache's codes [buffer][K, V][key][kHeadSize]
+  // after every warp's tiles (the merge at the end reads warps' tiles kTileElements apart).
   T* tiles = reinterpret_cast<T*>(decode_mma_shared) + warp * buffers * 2 * kTileElements;
+  constexpr bool kFloat8 = !std::is_same_v<C, T>;
+  [[maybe_unused]] constexpr int kCodeTile = kDecodeMmaKeyTile * kHeadSize;  // one K or V tile
+  [[maybe_unused]] C* codes = reinterpret_cast<C*>(reinterpret_cast<T*>(decode_mma_shared) +
+                                                   warps * buffers * 2 * kTileElements) +
+                              warp * buffers * 2 * kCodeTile;
 
   // Before the wait only what the host or an earlier step wrote is read: the metadata and the
   // cached keys of earlier tokens (the kernel before this one writes the step's rows).
@@ -139,21 +149,16 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
         copy_async_16(k_tile + row * kStride + column, key_source, valid);
         copy_async_16(v_tile + row * kStride + column, value_source, valid);
       }
-    } else {  // an FP8 cache, written before the launch: every row from the cache
-      CodeChunk keys[kPasses], values[kPasses];
-#pragma unroll
-      for (int pass = 0; pass < kPasses; ++pass) {
-        const int64_t offset =
-            __shfl_sync(0xffffffffu, my_offset, pass * kRowsPerPass + lane / kChunksPerRow);
-        const int64_t at = offset >= 0 ? offset + column : 0;
-        keys[pass] = load_code_chunk(params.key_cache + at, offset >= 0);
-        values[pass] = load_code_chunk(params.value_cache + at, offset >= 0);
-      }
+    } else {  // an FP8 cache, written before the launch: the codes of every row, decoded later
+      C* k_codes = codes + buffer * 2 * kCodeTile;
+      C* v_codes = k_codes + kCodeTile;
 #pragma unroll
       for (int pass = 0; pass < kPasses; ++pass) {
         const int row = pass * kRowsPerPass + lane / kChunksPerRow;
-        store_decoded_chunk(k_tile + row * kStride + column, keys[pass]);
-        store_decoded_chunk(v_tile + row * kStride + column, values[pass]);
+        const int64_t offset = __shfl_sync(0xffffffffu, my_offset, row);
+        const int64_t at = offset >= 0 ? offset + column : 0;
+        copy_async_8(k_codes + row * kHeadSize + column, params.key_cache + at, offset >= 0);
+        copy_async_8(v_codes + row * kHeadSize + column, params.value_cache + at, offset >= 0);
       }
     }
     copy_async_commit();
@@ -229,6 +234,19 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     const int buffer = ((tile_begin - begin) / kDecodeMmaKeyTile) % buffers;
     T* k_tile = tiles + buffer * 2 * kTileElements;
     const T* v_tile = k_tile + kTileElements;
+    if constexpr (kFloat8) {  // the tile's codes, in, decoded into its K and V tiles
+      const C* k_codes = codes + buffer * 2 * kCodeTile;
+#pragma unroll
+      for (int chunk = lane; chunk < 2 * kDecodeMmaKeyTile * kChunksPerRow;
+           chunk += kDecodeMmaThreads) {
+        const int row = chunk / kChunksPerRow;  // of K's rows, then V's
+        const int column = chunk % kChunksPerRow * 8;
+        store_decoded_chunk(k_tile + (row / kDecodeMmaKeyTile) * kTileElements +
+                                (row % kDecodeMmaKeyTile) * kStride + column,
+                            load_pack<8>(k_codes + row * kHeadSize + column));
+      }
+      __syncwarp();
+    }
     if (own_key >= tile_begin && own_key < tile_begin + kDecodeMmaKeyTile && own_key < end) {
       T* row = k_tile + (own_key - tile_begin) * kStride;
       rotate_key_row<T, kHeadSize>(row, row, lane, rope);
