@@ -14,9 +14,8 @@
 //     the most that keep the whole launch resident); each lane finds the cache row of one key of
 //     the tile and the warp shares them with shuffles (one block-table lookup per key); the
 //     step's new token's key and value come from the step's rows, never from the cache
-//     (attention_decode.cuh says why); an FP8 cache's codes arrive the same way, into a
-//     buffer of codes beside each tile's, decoded into the tile once in (the cache was written
-//     before the launch);
+//     (attention_decode.cuh says why); an FP8 cache's codes arrive the same way into tiles of
+//     codes, which the fragments read directly (the cache was written before the launch);
 //   - S = Q K^T from ldmatrix'd K, the online softmax on the accumulators, O += P V from
 //     ldmatrix.trans'd V;
 //   - partition 0's warp stores the step's new K/V rows into the cache as it ends;
@@ -55,13 +54,18 @@ constexpr int kDecodeMmaMaxGroup = 16;  // q heads per kv head: the A fragment's
 template <int kHeadSize>
 inline constexpr int kDecodeMmaStride = kHeadSize + 8;  // padded: ldmatrix rows on distinct banks
 
-// `buffers` buffers of a K tile and a V tile, per warp; with an FP8 cache (C is not T) also the
-// tiles' codes as they arrive (cp.async), decoded into the tiles once they are in.
+// An FP8 cache's tiles of codes: rows padded to 8 more bytes, so that the 8 keys a B fragment
+// reads at once lie on distinct banks.
+template <int kHeadSize>
+inline constexpr int kDecodeMmaCodeStride = kHeadSize + 8;
+
+// `buffers` buffers of a K tile and a V tile, per warp: of T, or of an FP8 cache's codes (C is
+// not T), which the mma fragments read directly (attention_mma_tile.cuh).
 template <typename T, typename C, int kHeadSize>
 constexpr size_t decode_mma_shared_bytes_per_warp(int buffers) {
-  const size_t codes = std::is_same_v<C, T> ? 0 : kDecodeMmaKeyTile * kHeadSize * sizeof(C);
-  return static_cast<size_t>(buffers) * 2 *
-         (static_cast<size_t>(kDecodeMmaKeyTile) * kDecodeMmaStride<kHeadSize> * sizeof(T) + codes);
+  const size_t row_bytes = std::is_same_v<C, T> ? kDecodeMmaStride<kHeadSize> * sizeof(T)
+                                                : kDecodeMmaCodeStride<kHeadSize> * sizeof(C);
+  return static_cast<size_t>(buffers) * 2 * kDecodeMmaKeyTile * row_bytes;
 }
 
 // Grid: x = kv heads, y = sequences, z = partitions; split.warps_per_block warps per block, each
@@ -85,14 +89,14 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
   const int warp = static_cast<int>(threadIdx.x) / kDecodeMmaThreads;
   const int warps = split.warps_per_block;
   const int buffers = split.tile_buffers;
-  // This warp's [buffer][K, V][key][kStride]; an FP8 cache's codes [buffer][K, V][key][kHeadSize]
-  // after every warp's tiles (the merge at the end reads warps' tiles kTileElements apart).
-  T* tiles = reinterpret_cast<T*>(decode_mma_shared) + warp * buffers * 2 * kTileElements;
+  // This warp's [buffer][K, V][key][kStride] of T, or [buffer][K, V][key][kCodeStride] codes.
   constexpr bool kFloat8 = !std::is_same_v<C, T>;
-  [[maybe_unused]] constexpr int kCodeTile = kDecodeMmaKeyTile * kHeadSize;  // one K or V tile
-  [[maybe_unused]] C* codes = reinterpret_cast<C*>(reinterpret_cast<T*>(decode_mma_shared) +
-                                                   warps * buffers * 2 * kTileElements) +
-                              warp * buffers * 2 * kCodeTile;
+  constexpr int kCodeStride = kDecodeMmaCodeStride<kHeadSize>;
+  constexpr int kCodeTile = kDecodeMmaKeyTile * kCodeStride;  // bytes of one K or V tile
+  const size_t warp_bytes = decode_mma_shared_bytes_per_warp<T, C, kHeadSize>(buffers);
+  char* warp_shared = reinterpret_cast<char*>(decode_mma_shared) + warp * warp_bytes;
+  T* tiles = reinterpret_cast<T*>(warp_shared);
+  [[maybe_unused]] uint8_t* codes = reinterpret_cast<uint8_t*>(warp_shared);
 
   // Before the wait only what the host or an earlier step wrote is read: the metadata and the
   // cached keys of earlier tokens (the kernel before this one writes the step's rows).
@@ -149,16 +153,16 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
         copy_async_16(k_tile + row * kStride + column, key_source, valid);
         copy_async_16(v_tile + row * kStride + column, value_source, valid);
       }
-    } else {  // an FP8 cache, written before the launch: the codes of every row, decoded later
-      C* k_codes = codes + buffer * 2 * kCodeTile;
-      C* v_codes = k_codes + kCodeTile;
+    } else {  // an FP8 cache, written before the launch: every row's codes from the cache
+      uint8_t* k_codes = codes + buffer * 2 * kCodeTile;
+      uint8_t* v_codes = k_codes + kCodeTile;
 #pragma unroll
       for (int pass = 0; pass < kPasses; ++pass) {
         const int row = pass * kRowsPerPass + lane / kChunksPerRow;
         const int64_t offset = __shfl_sync(0xffffffffu, my_offset, row);
         const int64_t at = offset >= 0 ? offset + column : 0;
-        copy_async_8(k_codes + row * kHeadSize + column, params.key_cache + at, offset >= 0);
-        copy_async_8(v_codes + row * kHeadSize + column, params.value_cache + at, offset >= 0);
+        copy_async_8(k_codes + row * kCodeStride + column, params.key_cache + at, offset >= 0);
+        copy_async_8(v_codes + row * kCodeStride + column, params.value_cache + at, offset >= 0);
       }
     }
     copy_async_commit();
@@ -234,21 +238,9 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     const int buffer = ((tile_begin - begin) / kDecodeMmaKeyTile) % buffers;
     T* k_tile = tiles + buffer * 2 * kTileElements;
     const T* v_tile = k_tile + kTileElements;
-    if constexpr (kFloat8) {  // the tile's codes, in, decoded into its K and V tiles
-      const C* k_codes = codes + buffer * 2 * kCodeTile;
-#pragma unroll
-      for (int chunk = lane; chunk < 2 * kDecodeMmaKeyTile * kChunksPerRow;
-           chunk += kDecodeMmaThreads) {
-        const int row = chunk / kChunksPerRow;  // of K's rows, then V's
-        const int column = chunk % kChunksPerRow * 8;
-        store_decoded_chunk(k_tile + (row / kDecodeMmaKeyTile) * kTileElements +
-                                (row % kDecodeMmaKeyTile) * kStride + column,
-                            load_pack<8>(k_codes + row * kHeadSize + column));
-      }
-      __syncwarp();
-    }
+    [[maybe_unused]] const uint8_t* k_codes = codes + buffer * 2 * kCodeTile;
     if (own_key >= tile_begin && own_key < tile_begin + kDecodeMmaKeyTile && own_key < end) {
-      T* row = k_tile + (own_key - tile_begin) * kStride;
+      T* row = k_tile + (own_key - tile_begin) * kStride;  // (never with an FP8 cache)
       rotate_key_row<T, kHeadSize>(row, row, lane, rope);
       __syncwarp();
     }
@@ -256,7 +248,11 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     // S = Q K^T for the group's rows and the tile's keys; scaled into the exp2 domain,
     // softcapped, keys past the partition masked; the softmax; O += P V.
     float scores[kKeyGroups][4];
-    score_tile<T, kSteps, kKeyGroups, kStride>(q_fragments, k_tile, lane, scores);
+    if constexpr (kFloat8) {
+      score_code_tile<T, kSteps, kKeyGroups, kCodeStride>(q_fragments, k_codes, lane, scores);
+    } else {
+      score_tile<T, kSteps, kKeyGroups, kStride>(q_fragments, k_tile, lane, scores);
+    }
 #pragma unroll
     for (int n = 0; n < kKeyGroups; ++n) {
 #pragma unroll
@@ -268,7 +264,12 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
       }
     }
     softmax_tile(scores, max_low, max_high, sum_low, sum_high, out);
-    accumulate_values<T, kKeyGroups, kOutGroups, kStride>(scores, v_tile, lane, out);
+    if constexpr (kFloat8) {
+      accumulate_code_values<T, kKeyGroups, kOutGroups, kCodeStride>(scores, k_codes + kCodeTile,
+                                                                     lane, out);
+    } else {
+      accumulate_values<T, kKeyGroups, kOutGroups, kStride>(scores, v_tile, lane, out);
+    }
     __syncwarp();  // the buffer is read; the next iteration's copies may overwrite it
   }
 
@@ -296,8 +297,8 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     // for the last time above): per lane its accumulators, then max and sum of both rows.
     constexpr int kValues = kOutGroups * 4 + 4;
     static_assert(kValues * kDecodeMmaThreads * sizeof(float) <=
-                  kDecodeMmaMinBuffers * 2 * kTileElements * sizeof(T));
-    float* mine = reinterpret_cast<float*>(tiles);
+                  decode_mma_shared_bytes_per_warp<T, C, kHeadSize>(kDecodeMmaMinBuffers));
+    float* mine = reinterpret_cast<float*>(warp_shared);
 #pragma unroll
     for (int n = 0; n < kOutGroups; ++n)
 #pragma unroll
@@ -308,8 +309,8 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     __syncthreads();
     if (warp != 0) return;
     auto warp_values = [&](int w) {
-      return reinterpret_cast<const float*>(decode_mma_shared) +
-             static_cast<int64_t>(w) * buffers * 2 * kTileElements * sizeof(T) / sizeof(float);
+      return reinterpret_cast<const float*>(reinterpret_cast<const char*>(decode_mma_shared) +
+                                            static_cast<size_t>(w) * warp_bytes);
     };
     float merged_max[2] = {max_low, max_high};
     for (int w = 1; w < warps; ++w)

@@ -178,6 +178,71 @@ __device__ __forceinline__ void accumulate_values(const float (&scores)[kKeyGrou
   }
 }
 
+// ---- From an FP8 cache's codes: tiles of e4m3 codes in shared memory ([key][kCodeStride] bytes),
+// read into the mma B fragments directly, two codes per conversion (exact: every e4m3 value is
+// an f16 and a bf16 value). No tile of T, so a warp holds half the shared memory.
+
+// Two codes (the first in the low byte) as the B-fragment register of T: two values of T, the
+// first in the low half.
+template <typename T>
+__device__ __forceinline__ uint32_t decode_code_pair(uint16_t pair) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  const __half2_raw halves = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+  if constexpr (std::is_same_v<T, gpu_half>) {
+    return static_cast<uint32_t>(halves.x) | (static_cast<uint32_t>(halves.y) << 16);
+  } else {
+    const float2 values = __half22float2(__half2(halves));
+    return pack_pair<T>(values.x, values.y);
+  }
+#else
+  return pack_pair<T>(Float8E4M3::to_float(static_cast<uint8_t>(pair & 0xff)),
+                      Float8E4M3::to_float(static_cast<uint8_t>(pair >> 8)));
+#endif
+}
+
+// score_tile over a K tile of codes: B fragment registers hold keys' consecutive columns.
+template <typename T, int kSteps, int kKeyGroups, int kCodeStride>
+__device__ __forceinline__ void score_code_tile(const uint32_t (&q_fragments)[kSteps][4],
+                                                const uint8_t* k_codes, int lane,
+                                                float (&scores)[kKeyGroups][4]) {
+#pragma unroll
+  for (int n = 0; n < kKeyGroups; ++n)
+    scores[n][0] = scores[n][1] = scores[n][2] = scores[n][3] = 0.0f;
+#pragma unroll
+  for (int step = 0; step < kSteps; ++step) {
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n) {
+      const uint8_t* pair = k_codes + (n * 8 + lane / 4) * kCodeStride + step * 16 + 2 * (lane % 4);
+      mma_16x8x16<T>(scores[n], q_fragments[step],
+                     decode_code_pair<T>(*reinterpret_cast<const uint16_t*>(pair)),
+                     decode_code_pair<T>(*reinterpret_cast<const uint16_t*>(pair + 8)));
+    }
+  }
+}
+
+// accumulate_values over a V tile of codes: B fragment registers hold two keys' same column.
+template <typename T, int kKeyGroups, int kOutGroups, int kCodeStride>
+__device__ __forceinline__ void accumulate_code_values(const float (&scores)[kKeyGroups][4],
+                                                       const uint8_t* v_codes, int lane,
+                                                       float (&out)[kOutGroups][4]) {
+#pragma unroll
+  for (int step = 0; step < kKeyGroups / 2; ++step) {
+    const uint32_t p[4] = {pack_pair<T>(scores[2 * step][0], scores[2 * step][1]),
+                           pack_pair<T>(scores[2 * step][2], scores[2 * step][3]),
+                           pack_pair<T>(scores[2 * step + 1][0], scores[2 * step + 1][1]),
+                           pack_pair<T>(scores[2 * step + 1][2], scores[2 * step + 1][3])};
+    const uint8_t* rows = v_codes + (step * 16 + 2 * (lane % 4)) * kCodeStride + lane / 4;
+#pragma unroll
+    for (int n = 0; n < kOutGroups; ++n) {
+      const uint8_t* column = rows + n * 8;
+      const auto low = static_cast<uint16_t>(column[0] | (column[kCodeStride] << 8));
+      const auto high =
+          static_cast<uint16_t>(column[8 * kCodeStride] | (column[9 * kCodeStride] << 8));
+      mma_16x8x16<T>(out[n], p, decode_code_pair<T>(low), decode_code_pair<T>(high));
+    }
+  }
+}
+
 // The quad's four shares of a row's sum, added.
 __device__ __forceinline__ float quad_sum(float value) {
   value += GPU_SHFL_XOR(value, 1);
