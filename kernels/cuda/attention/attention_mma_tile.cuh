@@ -85,11 +85,12 @@ __device__ __forceinline__ void load_query_fragments(const T* low, const T* high
   }
 }
 
-// scores = Q K^T for the warp's 16 rows (kSteps k steps of 16) and the tile's keys.
-template <typename T, int kSteps, int kKeyGroups, int kStride>
-__device__ __forceinline__ void score_tile(const uint32_t (&q_fragments)[kSteps][4],
-                                           const T* k_tile, int lane,
-                                           float (&scores)[kKeyGroups][4]) {
+// scores = Q K^T for the warp's 16 rows (kSteps k steps of 16) and the tile's keys;
+// key_fragments(step, n, b) gives the B fragments of key groups n and n + 1 (b[0..1], b[2..3]).
+template <typename T, int kSteps, int kKeyGroups, typename KeyFragments>
+__device__ __forceinline__ void score_keys(const uint32_t (&q_fragments)[kSteps][4],
+                                           float (&scores)[kKeyGroups][4],
+                                           KeyFragments key_fragments) {
   static_assert(kKeyGroups % 2 == 0);
 #pragma unroll
   for (int n = 0; n < kKeyGroups; ++n)
@@ -98,14 +99,24 @@ __device__ __forceinline__ void score_tile(const uint32_t (&q_fragments)[kSteps]
   for (int step = 0; step < kSteps; ++step) {
 #pragma unroll
     for (int n = 0; n < kKeyGroups; n += 2) {
-      // Matrices: keys of n (columns 0-7 of the step, then 8-15), then keys of n + 1.
       uint32_t b[4];
-      load_matrices(
-          b, k_tile + ((n + lane / 16) * 8 + lane % 8) * kStride + step * 16 + (lane / 8) % 2 * 8);
+      key_fragments(step, n, b);
       mma_16x8x16<T>(scores[n], q_fragments[step], b[0], b[1]);
       mma_16x8x16<T>(scores[n + 1], q_fragments[step], b[2], b[3]);
     }
   }
+}
+
+// score_keys over a K tile of T.
+template <typename T, int kSteps, int kKeyGroups, int kStride>
+__device__ __forceinline__ void score_tile(const uint32_t (&q_fragments)[kSteps][4],
+                                           const T* k_tile, int lane,
+                                           float (&scores)[kKeyGroups][4]) {
+  score_keys<T>(q_fragments, scores, [&](int step, int n, uint32_t(&b)[4]) {
+    // Matrices: keys of n (columns 0-7 of the step, then 8-15), then keys of n + 1.
+    load_matrices(
+        b, k_tile + ((n + lane / 16) * 8 + lane % 8) * kStride + step * 16 + (lane / 8) % 2 * 8);
+  });
 }
 
 // The online softmax over one tile of scaled, masked scores (exp2 domain; masked keys -inf):
@@ -153,12 +164,12 @@ __device__ __forceinline__ void softmax_tile(float (&scores)[kKeyGroups][4], flo
   }
 }
 
-// out += P V over the tile's keys, 16 per step; P's A fragment is two adjacent S accumulators,
-// V's B fragments come from ldmatrix.trans.
-template <typename T, int kKeyGroups, int kOutGroups, int kStride>
-__device__ __forceinline__ void accumulate_values(const float (&scores)[kKeyGroups][4],
-                                                  const T* v_tile, int lane,
-                                                  float (&out)[kOutGroups][4]) {
+// out += P V over the tile's keys, 16 per step; P's A fragment is two adjacent S accumulators;
+// value_fragments(step, n, b) gives the B fragments of output column groups n and n + 1.
+template <typename T, int kKeyGroups, int kOutGroups, typename ValueFragments>
+__device__ __forceinline__ void accumulate(const float (&scores)[kKeyGroups][4],
+                                           float (&out)[kOutGroups][4],
+                                           ValueFragments value_fragments) {
   static_assert(kOutGroups % 2 == 0);
 #pragma unroll
   for (int step = 0; step < kKeyGroups / 2; ++step) {
@@ -168,14 +179,24 @@ __device__ __forceinline__ void accumulate_values(const float (&scores)[kKeyGrou
                            pack_pair<T>(scores[2 * step + 1][2], scores[2 * step + 1][3])};
 #pragma unroll
     for (int n = 0; n < kOutGroups; n += 2) {
-      // Matrices (transposed): keys 0-7 of the step for columns of n, keys 8-15, then n + 1.
       uint32_t b[4];
-      load_matrices_transposed(
-          b, v_tile + (step * 16 + (lane / 8) % 2 * 8 + lane % 8) * kStride + (n + lane / 16) * 8);
+      value_fragments(step, n, b);
       mma_16x8x16<T>(out[n], p, b[0], b[1]);
       mma_16x8x16<T>(out[n + 1], p, b[2], b[3]);
     }
   }
+}
+
+// accumulate over a V tile of T, its B fragments from ldmatrix.trans.
+template <typename T, int kKeyGroups, int kOutGroups, int kStride>
+__device__ __forceinline__ void accumulate_values(const float (&scores)[kKeyGroups][4],
+                                                  const T* v_tile, int lane,
+                                                  float (&out)[kOutGroups][4]) {
+  accumulate<T>(scores, out, [&](int step, int n, uint32_t(&b)[4]) {
+    // Matrices (transposed): keys 0-7 of the step for columns of n, keys 8-15, then n + 1.
+    load_matrices_transposed(
+        b, v_tile + (step * 16 + (lane / 8) % 2 * 8 + lane % 8) * kStride + (n + lane / 16) * 8);
+  });
 }
 
 // ---- From an FP8 cache's codes: tiles of e4m3 codes in shared memory ([key][kCodeStride] bytes),
@@ -200,47 +221,40 @@ __device__ __forceinline__ uint32_t decode_code_pair(uint16_t pair) {
 #endif
 }
 
-// score_tile over a K tile of codes: B fragment registers hold keys' consecutive columns.
+// score_keys over a K tile of codes: a B fragment register holds two consecutive columns of a
+// key (lane / 4), columns 2 (lane % 4) and 8 past them.
 template <typename T, int kSteps, int kKeyGroups, int kCodeStride>
 __device__ __forceinline__ void score_code_tile(const uint32_t (&q_fragments)[kSteps][4],
                                                 const uint8_t* k_codes, int lane,
                                                 float (&scores)[kKeyGroups][4]) {
+  score_keys<T>(q_fragments, scores, [&](int step, int n, uint32_t(&b)[4]) {
 #pragma unroll
-  for (int n = 0; n < kKeyGroups; ++n)
-    scores[n][0] = scores[n][1] = scores[n][2] = scores[n][3] = 0.0f;
-#pragma unroll
-  for (int step = 0; step < kSteps; ++step) {
-#pragma unroll
-    for (int n = 0; n < kKeyGroups; ++n) {
-      const uint8_t* pair = k_codes + (n * 8 + lane / 4) * kCodeStride + step * 16 + 2 * (lane % 4);
-      mma_16x8x16<T>(scores[n], q_fragments[step],
-                     decode_code_pair<T>(*reinterpret_cast<const uint16_t*>(pair)),
-                     decode_code_pair<T>(*reinterpret_cast<const uint16_t*>(pair + 8)));
+    for (int group = 0; group < 2; ++group) {
+      const uint8_t* pair =
+          k_codes + ((n + group) * 8 + lane / 4) * kCodeStride + step * 16 + 2 * (lane % 4);
+      b[2 * group] = decode_code_pair<T>(*reinterpret_cast<const uint16_t*>(pair));
+      b[2 * group + 1] = decode_code_pair<T>(*reinterpret_cast<const uint16_t*>(pair + 8));
     }
-  }
+  });
 }
 
-// accumulate_values over a V tile of codes: B fragment registers hold two keys' same column.
+// accumulate over a V tile of codes: a B fragment register holds one column (lane / 4) of two
+// consecutive keys, keys 2 (lane % 4) and 8 past them.
 template <typename T, int kKeyGroups, int kOutGroups, int kCodeStride>
 __device__ __forceinline__ void accumulate_code_values(const float (&scores)[kKeyGroups][4],
                                                        const uint8_t* v_codes, int lane,
                                                        float (&out)[kOutGroups][4]) {
-#pragma unroll
-  for (int step = 0; step < kKeyGroups / 2; ++step) {
-    const uint32_t p[4] = {pack_pair<T>(scores[2 * step][0], scores[2 * step][1]),
-                           pack_pair<T>(scores[2 * step][2], scores[2 * step][3]),
-                           pack_pair<T>(scores[2 * step + 1][0], scores[2 * step + 1][1]),
-                           pack_pair<T>(scores[2 * step + 1][2], scores[2 * step + 1][3])};
+  accumulate<T>(scores, out, [&](int step, int n, uint32_t(&b)[4]) {
     const uint8_t* rows = v_codes + (step * 16 + 2 * (lane % 4)) * kCodeStride + lane / 4;
 #pragma unroll
-    for (int n = 0; n < kOutGroups; ++n) {
-      const uint8_t* column = rows + n * 8;
-      const auto low = static_cast<uint16_t>(column[0] | (column[kCodeStride] << 8));
-      const auto high =
-          static_cast<uint16_t>(column[8 * kCodeStride] | (column[9 * kCodeStride] << 8));
-      mma_16x8x16<T>(out[n], p, decode_code_pair<T>(low), decode_code_pair<T>(high));
+    for (int group = 0; group < 2; ++group) {
+      const uint8_t* column = rows + (n + group) * 8;
+      b[2 * group] =
+          decode_code_pair<T>(static_cast<uint16_t>(column[0] | (column[kCodeStride] << 8)));
+      b[2 * group + 1] = decode_code_pair<T>(
+          static_cast<uint16_t>(column[8 * kCodeStride] | (column[9 * kCodeStride] << 8)));
     }
-  }
+  });
 }
 
 // The quad's four shares of a row's sum, added.
