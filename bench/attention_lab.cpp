@@ -15,6 +15,8 @@
 //      launch that rotates the query and the step's key itself) at the 1B shape, context 128;
 //   5. times prefill (1 x 2048 and 8 x 512 new tokens, no cached prefix): TFLOP/s over the causal
 //      FLOPs (4 * head_size * heads per visible (query, key) pair) against the GEMM ceiling.
+// Checks and decode timings run with an FP8 (e4m3) cache too (engine.kv_cache_dtype fp8: codes
+// with a key and a value scale; the reference reads what the codes stand for).
 // Times are medians of event-timed samples after warm-up; a sample runs the op enough times back
 // to back to span about a millisecond (bench/lab_harness.h, with the ceilings). Exits non-zero
 // when a check fails.
@@ -39,6 +41,7 @@
 #include "runtime/attributes.h"
 #include "runtime/backend/backend.h"
 #include "runtime/check.h"
+#include "runtime/float8.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/tensor.h"
 #include "support/reference.h"
@@ -66,7 +69,32 @@ struct Shape4 {
   int64_t kv_heads = kKvHeads;
   int64_t head_size = kHeadSize;
   DType dtype = kDType;
+  bool float8_cache = false;  // an e4m3 cache with kFloat8Scales
+
+  DType cache_dtype() const { return float8_cache ? DType::f8_e4m3 : dtype; }
 };
+
+// An FP8 cache's key and value scales: values in -1..1 become codes up to 16 and 8.
+constexpr float kFloat8KeyScale = 1.0f / 16, kFloat8ValueScale = 1.0f / 8;
+
+// What an FP8 cache tensor's codes stand for, times `scale` (the cache's values).
+std::vector<double> float8_values(const Tensor& codes, float scale) {
+  const Tensor host = codes.to(kCPU);
+  const auto* bytes = static_cast<const uint8_t*>(host.data_ptr());
+  std::vector<double> values(static_cast<size_t>(host.numel()));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<double>(Float8E4M3::to_float(bytes[i])) * scale;
+  return values;
+}
+
+// An FP8 cache tensor of the codes of `values` / scale.
+Tensor float8_cache(const Tensor& values, float scale, Device device) {
+  const std::vector<float> floats = values.to_floats();
+  Tensor host = Tensor::empty(values.sizes(), DType::f8_e4m3, kCPU);
+  auto* bytes = static_cast<uint8_t*>(host.data_ptr());
+  for (size_t i = 0; i < floats.size(); ++i) bytes[i] = Float8E4M3(floats[i] / scale).bits;
+  return host.to(device);
+}
 
 // One attention call's inputs: a batch of sequences over a one-layer paged cache. `instances`
 // holds metadata for copies of the batch on disjoint cache blocks.
@@ -99,7 +127,7 @@ class Lab {
     }
     const double instance_bytes = static_cast<double>(blocks_per_instance * kBlockSize *
                                                       shape.kv_heads * shape.head_size * 2) *
-                                  static_cast<double>(element_size(shape.dtype));
+                                  static_cast<double>(element_size(shape.cache_dtype()));
     const int instances =
         std::clamp(static_cast<int>(std::ceil(cache_bytes / instance_bytes)), 1, kMaxInstances);
     const int64_t num_blocks = blocks_per_instance * instances;
@@ -112,8 +140,15 @@ class Lab {
           metadata(problem.sequences, physical.data() + instance * blocks_per_instance));
     }
     const tessera::Shape cache_shape{num_blocks, kBlockSize, shape.kv_heads, shape.head_size};
-    problem.caches.push_back(
-        {random_.uniform(cache_shape, shape.dtype), random_.uniform(cache_shape, shape.dtype)});
+    if (shape.float8_cache) {
+      problem.caches.push_back(
+          {float8_cache(random_.uniform(cache_shape, DType::f32), kFloat8KeyScale, device_),
+           float8_cache(random_.uniform(cache_shape, DType::f32), kFloat8ValueScale, device_),
+           kFloat8KeyScale, kFloat8ValueScale});
+    } else {
+      problem.caches.push_back(
+          {random_.uniform(cache_shape, shape.dtype), random_.uniform(cache_shape, shape.dtype)});
+    }
     problem.inputs = {random_.uniform({tokens, shape.heads * shape.head_size}, shape.dtype),
                       random_.uniform({tokens, shape.kv_heads * shape.head_size}, shape.dtype),
                       random_.uniform({tokens, shape.kv_heads * shape.head_size}, shape.dtype)};
@@ -192,10 +227,18 @@ CheckResult check(Lab& lab, Problem& problem) {
   const AttentionMetadata& meta = problem.instances[0];
   const Shape4& shape = problem.shape;
   const std::vector<double> query = problem.inputs[0].to_doubles();
-  const std::vector<double> keys = problem.caches[0].key.to_doubles();
-  const std::vector<double> values = problem.caches[0].value.to_doubles();
+  const PagedKVCache& cache = problem.caches[0];
+  const bool float8 = shape.float8_cache;
+  const std::vector<double> keys =
+      float8 ? float8_values(cache.key, cache.key_scale) : cache.key.to_doubles();
+  const std::vector<double> values =
+      float8 ? float8_values(cache.value, cache.value_scale) : cache.value.to_doubles();
   const std::vector<double> got = problem.out.to_doubles();
-  const std::vector<double> new_keys = problem.inputs[1].to_doubles();
+  // The step's keys as the cache must hold them (an FP8 cache: the codes of key / key_scale).
+  const std::vector<double> new_keys =
+      float8
+          ? float8_values(float8_cache(problem.inputs[1], cache.key_scale, kCPU), cache.key_scale)
+          : problem.inputs[1].to_doubles();
   const int64_t kv_row = shape.kv_heads * shape.head_size;
   const int64_t q_row = shape.heads * shape.head_size;
   const double scale = 1.0 / std::sqrt(static_cast<double>(shape.head_size));
@@ -280,6 +323,13 @@ bool run_checks(Lab& lab) {
       {"decode, head 64 (1B shape), split", {kHeads, kKvHeads, 64, kDType}, {{127, 1}, {40, 1}}},
       {"decode, GQA 16:1, head 64, f16", {16, 1, 64, DType::f16}, {{300, 1}, {0, 1}}},
       {"prefill, head 64, f16", {16, 4, 64, DType::f16}, {{100, 90}, {0, 70}}},
+      {"decode, FP8 cache, split",
+       {kHeads, kKvHeads, kHeadSize, kDType, true},
+       {{1500, 1}, {700, 1}, {64, 1}}},
+      {"decode, FP8 cache, head 64, f16", {16, 4, 64, DType::f16, true}, {{300, 1}, {0, 1}}},
+      {"prefill, FP8 cache",
+       {kHeads, kKvHeads, kHeadSize, kDType, true},
+       {{300, 200}, {0, 130}, {40, 1}}},
   };
   bool all_passed = true;
   fmt::print("float64 checks (relative RMS error; decode on tensor cores, then CUDA cores):\n");
@@ -305,15 +355,17 @@ bool run_checks(Lab& lab) {
 void time_decode(Lab& lab, const Shape4& shape, std::initializer_list<int64_t> contexts,
                  int64_t graph_max_seq_len = 0) {
   fmt::print(
-      "decode: {} q heads, {} kv heads, head {}, {}, block {}{}; tensor cores (the default) "
-      "and CUDA cores\n",
-      shape.heads, shape.kv_heads, shape.head_size, dtype_name(shape.dtype), kBlockSize,
+      "decode: {} q heads, {} kv heads, head {}, {}, {} cache, block {}{}; tensor cores (the "
+      "default) and CUDA cores\n",
+      shape.heads, shape.kv_heads, shape.head_size, dtype_name(shape.dtype),
+      dtype_name(shape.cache_dtype()), kBlockSize,
       graph_max_seq_len > 0
           ? fmt::format(", launched as a graph captured for {} keys", graph_max_seq_len)
           : "");
   fmt::print("{:>6} {:>8} {:>10} {:>9} {:>8} {:>10} {:>9} {:>8}\n", "batch", "context", "tensor us",
              "GB/s", "copy%", "cuda us", "GB/s", "copy%");
   const double element = static_cast<double>(element_size(shape.dtype));
+  const double cache_element = static_cast<double>(element_size(shape.cache_dtype()));
   for (int64_t context : contexts) {
     for (int64_t batch : {1, 8, 32, 128}) {
       Problem problem = lab.make_problem(
@@ -322,8 +374,9 @@ void time_decode(Lab& lab, const Shape4& shape, std::initializer_list<int64_t> c
       if (graph_max_seq_len > 0)
         for (AttentionMetadata& meta : problem.instances) meta.max_seq_len = graph_max_seq_len;
       // K and V read once per kv head, q read, out written.
-      const double bytes = element * (2.0 * batch * context * shape.kv_heads * shape.head_size +
-                                      2.0 * batch * shape.heads * shape.head_size);
+      const double bytes =
+          cache_element * 2.0 * batch * context * shape.kv_heads * shape.head_size +
+          element * 2.0 * batch * shape.heads * shape.head_size;
       std::string line = fmt::format("{:>6} {:>8}", batch, context);
       for (const char* kernel : {"auto", "cuda_cores"}) {
         const double us = with_decode_kernel(kernel, [&] {
@@ -419,6 +472,7 @@ int run_lab(const LabArgs& args) {
   const bool passed = run_checks(lab);
   if (!args.skip_timing) {
     time_decode(lab, Shape4{}, {1024, 4096});
+    time_decode(lab, Shape4{kHeads, kKvHeads, kHeadSize, kDType, true}, {1024, 4096});
     time_decode(lab, Shape4{kHeads, kKvHeads, 64, kDType}, {128});
     // As `tessera serve` runs it: its decode graphs are captured for the model's length.
     time_decode(lab, Shape4{kHeads, kKvHeads, 64, kDType}, {128, 1024}, 131072);

@@ -23,13 +23,20 @@ bool is_gemm(const OpDef& op) {
 // new rows into the cache. FLOPs count every (query, key) pair a causal step attends.
 void add_attention_cache(const Tensor& query, const Attributes& attributes, LaunchDetail& detail) {
   if (!has_forward_context()) return;
-  const AttentionMetadata* meta = current_forward_context().attention;
+  const ForwardContext& context = current_forward_context();
+  const AttentionMetadata* meta = context.attention;
   if (meta == nullptr || meta->seq_lens.empty() || meta->query_start_loc.size() < 2) return;
   const int64_t heads = attributes.get_int("num_heads");
   const int64_t kv_heads = attributes.get_int("num_kv_heads");
   const int64_t head_size = attributes.get_int("head_size");
+  // The cache's own element (an FP8 cache holds e4m3 codes, not the query's dtype).
+  const int64_t layer = attributes.get_int("layer", -1);
+  const bool has_cache = context.kv_caches != nullptr && layer >= 0 &&
+                         layer < static_cast<int64_t>(context.kv_caches->size());
+  const DType cache_dtype =
+      has_cache ? (*context.kv_caches)[static_cast<size_t>(layer)].key.dtype() : query.dtype();
   const double row_bytes = 2.0 * static_cast<double>(kv_heads * head_size) *
-                           static_cast<double>(element_size(query.dtype()));
+                           static_cast<double>(element_size(cache_dtype));
   double pairs = 0, cached_rows = 0;
   for (size_t s = 0; s < meta->seq_lens.size() && s + 1 < meta->query_start_loc.size(); ++s) {
     const double queries = meta->query_start_loc[s + 1] - meta->query_start_loc[s];
@@ -70,8 +77,8 @@ LaunchDetail launch_detail(const OpDef& op, std::span<const Tensor> inputs,
   LaunchDetail detail;
   // A splitting op's output 0 is its result; rotary_attention's others are scratch that its
   // fused kernel never writes.
-  detail.bytes = tensor_bytes(op.kind == OpKind::splitting && !outputs.empty() ? outputs.first(1)
-                                                                                : outputs);
+  detail.bytes =
+      tensor_bytes(op.kind == OpKind::splitting && !outputs.empty() ? outputs.first(1) : outputs);
   const int64_t rows = op.kind == OpKind::gather && !outputs.empty() && outputs[0].dim() > 0
                            ? outputs[0].size(0)
                            : INT64_MAX;

@@ -52,13 +52,16 @@ fi
 
 if [[ $steps == *" sweep "* ]]; then
   : >"$log_dir/sweep.txt"
+  # bf16, FP8 per channel (--quantization fp8), FP8 per 128x128 block (synthetic's fp8_block)
   for model in llama-1b llama-8b; do
-    for quantization in none fp8; do
-      echo "## synthetic:$model --quantization $quantization" >>"$log_dir/sweep.txt"
-      timeout 300 "$build_dir/tessera" bench sweep --model "synthetic:$model" --device cuda \
+    for weights in none fp8 fp8_block; do
+      name="synthetic:$model" quantization=$weights
+      [[ $weights == fp8_block ]] && name="synthetic:$model:fp8_block" quantization=none
+      echo "## $name --quantization $quantization" >>"$log_dir/sweep.txt"
+      timeout 300 "$build_dir/tessera" bench sweep --model "$name" --device cuda \
         --quantization "$quantization" --modes compiled --cudagraph-modes full_and_piecewise \
         --batch-sizes 1,8,32,128 --context 128 --steps 64 >>"$log_dir/sweep.txt" 2>&1 ||
-        { say "sweep of $model ($quantization) failed"; status=1; }
+        { say "sweep of $name failed"; status=1; }
     done
   done
   cat "$log_dir/sweep.txt"

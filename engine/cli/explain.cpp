@@ -64,6 +64,9 @@ int run_explain(const std::vector<std::string>& args) {
   fmt::print("model {}: {}\n", config.model.model, model->config().str());
   fmt::print("weights: {:.1f} MiB ({})\n", model->weight_bytes() / 1048576.0,
              model->weight_formats_str());
+  fmt::print("KV cache: {} blocks of {} tokens of {}, {:.2f} MiB\n", runner.num_kv_blocks(),
+             options.cache.block_size, dtype_name(options.cache.dtype(model->dtype())),
+             runner.kv_cache_bytes() / 1048576.0);
   // As traced: the passes' custom ops enabled (rotary_embedding for the rotary-attention pass).
   fmt::print(
       "custom ops: {}; splitting ops: {}\n",

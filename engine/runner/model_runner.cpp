@@ -55,6 +55,12 @@ ModelRunner::ModelRunner(std::shared_ptr<const CausalLM> model, RunnerConfig con
                   "it for one sequence of the model's length)");
   // Sized from memory, the profile runs against a one-block cache it never touches.
   allocate_kv_cache(size_from_memory ? 1 : config_.cache.num_kv_blocks);
+  if (config_.cache.dtype(model_->dtype()) == DType::f8_e4m3)
+    spdlog::info(model_->config().fp8.kv_cache_scales
+                     ? "FP8 KV cache: each layer's K and V scales from the checkpoint (k_scale, "
+                       "v_scale)"
+                     : "FP8 KV cache: K and V scales 1 (the checkpoint gives none): values past "
+                       "+-448 saturate");
   build_forward();
   if (config_.compilation.mode == CompilationMode::compiled) build_lm_heads();
   const CUDAGraphMode graphs =

@@ -24,7 +24,7 @@ Tensor host_scales(const FoundTensor& found, const std::string& name, int64_t co
       "{}: FP8 scale '{}' is stored as {}; scales must be F32, BF16 or F16", found.file, name,
       found.stored_dtype_name.empty() ? dtype_name(found.stored.dtype) : found.stored_dtype_name);
   TESSERA_REQUIRE(shape_numel(found.stored.shape) == count,
-                  "{}: FP8 scale '{}' has shape {} but its weight needs {}", found.file, name,
+                  "{}: FP8 scale '{}' has shape {} but must have {}", found.file, name,
                   shape_str(found.stored.shape), expected_shape);
   StoredTensor flat = found.stored;
   flat.shape = {count};
@@ -136,7 +136,9 @@ void load_fp8_scales(const ModelConfig& config,
   tensors.merge(scales);
 }
 
-void quantize_fp8_online(ModelWeights& weights) {
+void quantize_fp8_online(ModelWeights& weights, Fp8Format::WeightScale layout) {
+  TESSERA_CHECK(layout != Fp8Format::WeightScale::tensor, "online FP8 per tensor");
+  const bool block = layout == Fp8Format::WeightScale::block;
   if (weights.config.fp8.enabled()) return;  // FP8 already, scaled as its checkpoint says
   std::map<std::string, Tensor> scales;
   for (auto& [name, weight] : weights.tensors) {
@@ -149,26 +151,34 @@ void quantize_fp8_online(ModelWeights& weights) {
     const int64_t n = weight.size(0), k = weight.size(1);
     const std::vector<float> values = weight.to_floats();
     Tensor codes = Tensor::empty({n, k}, DType::f8_e4m3, kCPU);
-    Tensor scale = Tensor::empty({n}, DType::f32, kCPU);
+    // A scale per (row block, column block): rows of kFp8Block and all columns per channel.
+    const int64_t rows = block ? kFp8Block : 1, columns = block ? kFp8Block : k;
+    const int64_t row_blocks = (n + rows - 1) / rows, column_blocks = (k + columns - 1) / columns;
+    Tensor scale = block ? Tensor::empty({row_blocks, column_blocks}, DType::f32, kCPU)
+                         : Tensor::empty({n}, DType::f32, kCPU);
     auto* code = codes.data<uint8_t>();
-    float* row_scale = scale.data<float>();
-    cpu::parallel_for(n, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        const float* row_values = values.data() + row * k;
+    float* scales_out = scale.data<float>();
+    cpu::parallel_for(row_blocks * column_blocks, block ? 1 : 16, [&](int64_t begin, int64_t end) {
+      for (int64_t index = begin; index < end; ++index) {
+        const int64_t row0 = index / column_blocks * rows, col0 = index % column_blocks * columns;
+        const int64_t row_end = std::min(n, row0 + rows), col_end = std::min(k, col0 + columns);
         float amax = 0.0f;
-        for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(row_values[i]));
+        for (int64_t r = row0; r < row_end; ++r)
+          for (int64_t c = col0; c < col_end; ++c)
+            amax = std::max(amax, std::fabs(values[r * k + c]));
         const float inverse = fp8_dynamic_inverse(amax);
-        row_scale[row] = fp8_dynamic_scale(amax);
-        for (int64_t i = 0; i < k; ++i)
-          code[row * k + i] = Float8E4M3::from_float(row_values[i] * inverse);
+        scales_out[index] = fp8_dynamic_scale(amax);
+        for (int64_t r = row0; r < row_end; ++r)
+          for (int64_t c = col0; c < col_end; ++c)
+            code[r * k + c] = Float8E4M3::from_float(values[r * k + c] * inverse);
       }
     });
     weight = codes;
     scales.emplace(projection_module(name) + ".weight_scale", scale);
   }
   weights.tensors.merge(scales);
-  weights.config.fp8 =
-      Fp8Format{"online", Fp8Format::WeightScale::channel, Fp8ActivationScale::token, {}};
+  weights.config.fp8 = Fp8Format{
+      "online", layout, block ? Fp8ActivationScale::group : Fp8ActivationScale::token, {}};
 }
 
 }  // namespace tessera::loaders

@@ -33,8 +33,11 @@ void load_fp8_scales(const ModelConfig& config,
                      std::map<std::string, Tensor>& tensors);
 
 // --quantization fp8 on weights loaded to the host: every float projection becomes e4m3 codes
-// with a scale per output channel; config.fp8 becomes the "online" format. A checkpoint that is
-// FP8 already is left as it is; one quantized otherwise (GGUF Q4_K, ...) is refused.
-void quantize_fp8_online(ModelWeights& weights);
+// with a scale per output channel (activations per token), or per 128x128 block (activations
+// per token and 128 columns: synthetic:NAME:fp8_block, the form of block-scaled checkpoints);
+// config.fp8 becomes the "online" format. A checkpoint that is FP8 already is left as it is; one
+// quantized otherwise (GGUF Q4_K, ...) is refused.
+void quantize_fp8_online(ModelWeights& weights,
+                         Fp8Format::WeightScale layout = Fp8Format::WeightScale::channel);
 
 }  // namespace tessera::loaders

@@ -14,6 +14,7 @@
 #include "kernels/quant/block_format.h"
 #include "models/architecture_registry.h"
 #include "models/loaders/expected_weights.h"
+#include "models/loaders/fp8_weights.h"
 #include "models/loaders/loaders.h"
 #include "runtime/check.h"
 #include "runtime/cpu/parallel.h"
@@ -179,8 +180,10 @@ const std::vector<std::pair<std::string, ModelConfig (*)()>>& named_configs() {
   return configs;
 }
 
-// llama.cpp's file types that Tessera writes, as the suffix of a synthetic name.
-constexpr std::string_view kSyntheticFileTypes[] = {"q8_0", "q6_k", "q4_k_m"};
+// llama.cpp's file types that Tessera writes, as the suffix of a synthetic name, and fp8_block:
+// the projections in e4m3 with 128x128 block scales (the form of Qwen3-*-FP8 checkpoints).
+constexpr std::string_view kSyntheticFileTypes[] = {"q8_0", "q6_k", "q4_k_m", "fp8_block"};
+constexpr std::string_view kFp8Block = "fp8_block";
 
 struct SyntheticName {
   std::string shape;      // "llama-1b"
@@ -211,7 +214,7 @@ int64_t layer_of(const std::string& weight) {
 // the run dtype.
 DType weight_format(const std::string& file_type, const WeightSpec& spec, const ModelConfig& config,
                     DType run_dtype) {
-  if (file_type.empty() || spec.shape.size() != 2) return run_dtype;
+  if (file_type.empty() || file_type == kFp8Block || spec.shape.size() != 2) return run_dtype;
   if (file_type == "q8_0") return DType::q8_0;
   if (file_type == "q6_k") return DType::q6_k;
   const bool output = spec.name == "lm_head.weight" ||
@@ -273,6 +276,8 @@ ModelWeights load_synthetic(const std::string& name, const LoadOptions& options)
   weights.config.checkpoint_dtype = options.dtype;      // generated in the run dtype
   const float linear_spread = 0.02f * std::sqrt(3.0f);  // U[-a, a] with standard deviation 0.02
   const std::string file_type = parse_synthetic_name(name).file_type;
+  // FP8 blocks are quantized on the host from the float weights, then moved.
+  const Device device = file_type == kFp8Block ? kCPU : options.device;
   for (const WeightSpec& spec : expected_weights(weights.config)) {
     const DType format = weight_format(file_type, spec, weights.config, options.dtype);
     Tensor host = Tensor::empty(spec.shape, is_quantized(format) ? DType::f32 : format, kCPU);
@@ -283,7 +288,11 @@ ModelWeights load_synthetic(const std::string& name, const LoadOptions& options)
       fill_uniform(host, stream, 0.0f, linear_spread);
     }
     if (is_quantized(format)) host = quantized_tensor(host, format, spec.name);
-    weights.tensors.emplace(spec.name, host.to(options.device));
+    weights.tensors.emplace(spec.name, host.to(device));
+  }
+  if (file_type == kFp8Block) {
+    quantize_fp8_online(weights, Fp8Format::WeightScale::block);
+    for (auto& [weight_name, tensor] : weights.tensors) tensor = tensor.to(options.device);
   }
   return weights;
 }

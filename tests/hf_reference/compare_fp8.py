@@ -34,12 +34,13 @@ value away, and these random layers amplify such a flip. Measured on the H200 (2
 reference computed in float64 is 7.5e-2 to 9.6e-2 from itself in float32 in five of the six
 cases (5e-6 in the sixth, where no code flipped), while all of the activations' rounding moves
 it by 9.2e-2 to 1.5e-1 (both printed as rows of the table): logits cannot tell engines apart
-closer than the reference's own float64 spread. Tessera measured 6.6e-2 to 1.2e-1 in f32 and
-up to 1.7e-1 in bf16 (bf16 rounds every activation too; compare_gpu.py's dense bf16 limit is
-5e-2; 2.2e-1 with the FP8 KV cache), and its FP8 KV cache 1.1e-1 to 1.8e-1 from its bf16 cache (e4m3 K and V: a rounding of
-the same size as the activations'). The limits are about 1.5x the reference's float64 spread
-(f32), plus bf16's share (bf16), and the KV cache's measured spread with margin; the greedy check
-is the sharp one: a pick that differs where the reference's lead is clear fails at any error.
+closer than the reference's own float64 spread. Tessera measured 6.6e-2 to 1.2e-1 in f32, up
+to 1.7e-1 in bf16 (bf16 rounds every activation too; compare_gpu.py's dense bf16 limit is 5e-2),
+up to 2.2e-1 in bf16 with the FP8 KV cache, and 1.1e-1 to 1.8e-1 from its bf16 cache with it
+(e4m3 K and V: a rounding of the same size as the activations'). The limits are about 1.5x the
+reference's float64 spread (f32), plus bf16's share (bf16), and the KV cache's measured spread
+with margin; the greedy check is the sharp one: a pick that differs where the reference's lead
+is clear fails at any error.
 """
 import argparse
 import json

@@ -404,6 +404,24 @@ TEST(Fp8Checkpoint, ACheckpointAndItsQuantizationAtLoadTimeGiveOneModel) {
   EXPECT_LE(relative_difference(logits_of(std::move(quantized)), channel), 1e-6);
 }
 
+// synthetic:NAME:fp8_block (for benchmarks of block-scaled weights): 128x128 block scales and
+// activations per token and 128 columns, as a block checkpoint of the same numbers loads.
+TEST(Fp8Checkpoint, SyntheticBlockWeightsAreABlockCheckpointOfTheSameNumbers) {
+  ModelWeights synthetic = load_model("synthetic:small:fp8_block", LoadOptions{});
+  EXPECT_EQ(synthetic.config.fp8.weight_scale, Fp8Format::WeightScale::block);
+  EXPECT_EQ(synthetic.config.fp8.activation, Fp8ActivationScale::group);
+  EXPECT_EQ(synthetic.get("model.layers.0.mlp.down_proj.weight").dtype(), DType::f8_e4m3);
+  EXPECT_EQ(synthetic.get("model.layers.0.self_attn.q_proj.weight_scale").sizes(), (Shape{2, 2}));
+  TempDir dir;
+  write_fp8_folder(dir / "block", load_model("synthetic:small", LoadOptions{}), Layout::block,
+                   kBlockConfig);
+  // (The checkpoint divides by each scale where the load multiplies by its inverse: a last bit
+  // may round a weight to the neighbouring code.)
+  EXPECT_LT(relative_difference(logits_of(std::move(synthetic)),
+                                logits_of(load_model(dir / "block", LoadOptions{}))),
+            1e-2);
+}
+
 TEST(Fp8Checkpoint, QuantizationAtLoadTimeServesThroughTheEngine) {
   EngineConfig config = load_run_config(
       "", {"engine.model=synthetic:tiny", "engine.quantization=fp8", "engine.max_model_len=64"});

@@ -151,6 +151,17 @@ TEST(Cli, ExplainShowsTheTimeOfEachPass) {
         << result.out;
 }
 
+// The KV cache's dtype and bytes: the model's dtype, or e4m3 with --kv-cache-dtype fp8 (a quarter
+// of f32's bytes for the same blocks).
+TEST(Cli, ExplainShowsTheKvCacheDtype) {
+  RunResult f32 = run_tessera("explain --model synthetic:tiny");
+  RunResult fp8 = run_tessera("explain --model synthetic:tiny --kv-cache-dtype fp8");
+  ASSERT_EQ(f32.status, 0) << f32.err;
+  ASSERT_EQ(fp8.status, 0) << fp8.err;
+  EXPECT_THAT(f32.out, ContainsRegex("KV cache: 128 blocks of 16 tokens of f32, 1\\.00 MiB"));
+  EXPECT_THAT(fp8.out, ContainsRegex("KV cache: 128 blocks of 16 tokens of f8_e4m3, 0\\.25 MiB"));
+}
+
 TEST(Cli, ExplainTakesTheSameModelFlagsAsGenerate) {
   // --tokenizer and --mode parse (no usage error, status 2); explain then refuses a mode that is
   // not compiled, before loading anything.

@@ -3,11 +3,12 @@
 // token), then each new token attends causally over its sequence through the block table, GQA
 // aware, with f32 math, optionally within a sliding window and with softcapped scores. Kernels:
 // reshape_and_cache (below), decode (attention_decode.cuh: every sequence has one new token; it
-// writes the new rows itself where they are rows of contiguous elements, so a decode step has no
-// reshape_and_cache launch) and prefill/mixed (attention_prefill.cuh). Query, key and value rows
-// may lie apart (rotary_attention's qkv slices). rotary_attention's kernel is at the end.
-// An FP8 cache (engine.kv_cache_dtype fp8) holds e4m3 codes of K / key_scale and V / value_scale:
-// reshape_and_cache writes it before every step (attention_common.cuh says how kernels read it).
+// writes the new rows itself where they are rows of contiguous elements, so a decode step with a
+// cache of the model's dtype has no reshape_and_cache launch) and prefill/mixed
+// (attention_prefill.cuh). Query, key and value rows may lie apart (rotary_attention's qkv slices).
+// rotary_attention's kernel is at the end. An FP8 cache (engine.kv_cache_dtype fp8) holds e4m3
+// codes of K / key_scale and V / value_scale: reshape_and_cache writes it before every step
+// (attention_common.cuh says how kernels read it).
 //
 // The host reads only metadata scalars (num_seqs, max_query_len, max_seq_len,
 // max_blocks_per_seq) and never copies from the device: per-sequence values come from the
@@ -583,7 +584,7 @@ bool fused_rotary_decode_fits(const KernelArgs& args, const QkvWidths& width) {
   const PagedKVCache& cache = (*context.kv_caches)[static_cast<size_t>(layer)];
   // (An FP8 cache is written before the step, never by the decode kernel.)
   if (!cache.key.defined() || cache.key.dtype() != qkv.dtype()) return false;
-  if (qkv.dim() != 2 || qkv.stride(1) != 1 || !cache.key.defined() || !cache.value.defined() ||
+  if (qkv.dim() != 2 || qkv.stride(1) != 1 || !cache.value.defined() ||
       !launch_in_packs(qkv.slice(1, 0, width.query),
                        qkv.slice(1, width.query, width.query + width.key),
                        qkv.slice(1, width.query + width.key, width.query + 2 * width.key),

@@ -12,13 +12,15 @@
 //   - K and V tiles are gathered through the block table into shared memory with cp.async,
 //     kDecodeMmaMinBuffers to kDecodeMmaMaxBuffers per warp (split.tile_buffers: the host takes
 //     the most that keep the whole launch resident); each lane finds the cache row of one key of
-//     the tile and the warp shares them with shuffles (one block-table lookup per key); the
-//     step's new token's key and value come from the step's rows, never from the cache
-//     (attention_decode.cuh says why); an FP8 cache's codes arrive the same way into tiles of
-//     codes, which the fragments read directly (the cache was written before the launch);
+//     the tile and the warp shares them with shuffles (one block-table lookup per key); with a
+//     cache of the model's dtype the step's new token's key and value come from the step's rows,
+//     never from the cache (attention_decode.cuh says why); an FP8 cache's codes (written
+//     before the launch) arrive the same way into tiles of codes, which the fragments read
+//     directly;
 //   - S = Q K^T from ldmatrix'd K, the online softmax on the accumulators, O += P V from
 //     ldmatrix.trans'd V;
-//   - partition 0's warp stores the step's new K/V rows into the cache as it ends;
+//   - with a cache of the model's dtype, partition 0's warp stores the step's new K/V rows into
+//     the cache as it ends;
 //   - for rotary_attention (params.rope_cos_sin set) the query is rotated in its A fragments, and
 //     the step's key in its tile row and as it is cached (attention_rope.cuh): no rope launch;
 //   - the tiles before the step's own key are cache rows of earlier steps, so the first ones

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/gemm/kept_scratch.h"
 #include "kernels/cuda/gemm/lt_plan.h"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/cuda/programmatic_launch.cuh"
@@ -249,9 +250,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   }
 }
 
-// x's codes and scales, kept per device and stream for the process (a captured graph replays
-// into them, as kept_scratch in quantized_linear.cu does for its quantized x).
-// Also, for cuBLASLt, room for the output of padded rows and for padded block scales.
+// x's codes and scales, kept per device and stream for the process (kept_scratch: a captured
+// graph replays into them). Also, for cuBLASLt, room for the output of padded rows and for
+// padded block scales.
 struct QuantizedX {
   uint8_t* codes;
   float* scales;
@@ -263,17 +264,11 @@ int64_t round_up(int64_t value, int64_t multiple) {
 }
 QuantizedX x_scratch(Device device, gpuStream_t stream, int64_t m, int64_t k, int64_t groups,
                      int64_t out_bytes, int64_t weight_scale_count) {
-  static std::mutex mutex;
-  static std::map<std::tuple<int, gpuStream_t>, std::vector<Tensor>> buffers;
   const int64_t code_bytes = round_up(m * k, 256);
   const int64_t scale_bytes = round_up(4 * m * groups, 256);
   const int64_t padded_out_bytes = round_up(out_bytes, 256);
   const int64_t bytes = code_bytes + scale_bytes + padded_out_bytes + 4 * weight_scale_count;
-  std::lock_guard<std::mutex> lock(mutex);
-  std::vector<Tensor>& kept = buffers[{device.index, stream}];
-  if (kept.empty() || static_cast<int64_t>(kept.back().nbytes()) < bytes)
-    kept.push_back(Tensor::empty({(bytes + 3) / 4}, DType::f32, device));
-  auto* base = static_cast<uint8_t*>(kept.back().data_ptr());
+  auto* base = static_cast<uint8_t*>(kept_scratch(device, stream, bytes, "fp8 x"));
   return QuantizedX{base, reinterpret_cast<float*>(base + code_bytes),
                     base + code_bytes + scale_bytes,
                     reinterpret_cast<float*>(base + code_bytes + scale_bytes + padded_out_bytes)};

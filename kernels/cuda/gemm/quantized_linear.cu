@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gemm/cold_timer.h"
+#include "kernels/cuda/gemm/kept_scratch.h"
 #include "kernels/cuda/gemm/measured_device.h"
 #include "kernels/cuda/gemm/quantized_blocks.cuh"
 #include "kernels/cuda/gemm/quantized_dot.cuh"
@@ -310,21 +311,6 @@ QuantizedPath choose_path(const Tensor& x, const Tensor& weight, const Tensor* b
   }
   record_measured_choice(measured_device(device), problem, path_name(chosen));
   return keep(chosen);
-}
-
-// Scratch of at least `bytes` on `device` for `stream`, kept for the process: a CUDA graph
-// captured over a kernel that uses it replays into it, and memory freed during a capture would go
-// back to the allocator while the graph still writes it. A larger request takes a new buffer and
-// keeps the old one (a graph may hold it). One per stream, as two streams may run at once.
-void* kept_scratch(Device device, gpuStream_t stream, int64_t bytes, const char* use) {
-  static std::mutex mutex;
-  // Keyed by the use's text constant itself: no string is built on the launch path.
-  static std::map<std::tuple<int, gpuStream_t, const char*>, std::vector<Tensor>> buffers;
-  std::lock_guard<std::mutex> lock(mutex);
-  std::vector<Tensor>& kept = buffers[{device.index, stream, use}];
-  if (kept.empty() || static_cast<int64_t>(kept.back().nbytes()) < bytes)
-    kept.push_back(Tensor::empty({(bytes + 3) / 4}, DType::i32, device));
-  return kept.back().data_ptr();
 }
 
 }  // namespace
