@@ -2,13 +2,13 @@
 # Run ON THE GPU MACHINE, from the repo root, with .gpu-deps carried (made here by
 # scripts/fetch_gpu_deps.sh), like scripts/gpu_check.sh: builds with CUDA for sm_90 only the
 # targets of FP8, runs their tests (the gpu ones must run, not skip: no GPU is a failure here),
-# then the FP8 linear lab (checks against the CPU kernel, then times beside bf16), then the decode
-# sweep of the 1B and 8B shapes in bf16 and with --quantization fp8 at batch 1, 8, 32 and 128
-# (sweep.txt), and the 8B shape's decode at a 2048-token context with a bf16 and an FP8 KV cache
-# (kv_sweep.txt); the torch reference of FP8 checkpoints (tests/hf_reference/compare_fp8.py,
-# fp8_compare.txt) runs before the lab. TESSERA_FP8_STEPS picks stages ("tests reference lab sweep
-# kv_sweep"). Logs go to $OUT when set, else
-# build/gpu-fp8/. Arguments go to the configure step. Exits non-zero when the build, a test, the
+# then the torch reference of FP8 checkpoints (tests/hf_reference/compare_fp8.py, fp8_compare.txt),
+# the FP8 linear lab (checks against the CPU kernel, then times beside bf16), the decode sweep of
+# the 1B and 8B shapes in bf16, FP8 per channel (--quantization fp8) and FP8 per 128x128 block
+# (synthetic:NAME:fp8_block) at batch 1, 8, 32 and 128 (sweep.txt), and the same shapes' decode at
+# a 2048-token context with a bf16 and an FP8 KV cache (kv_sweep.txt). TESSERA_FP8_STEPS picks
+# stages ("tests reference lab sweep kv_sweep"). Logs go to $OUT when set, else build/gpu-fp8/.
+# Arguments go to the configure step. Exits non-zero when the build, a test, the reference, the
 # lab's checks or a sweep fail.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
@@ -68,12 +68,14 @@ if [[ $steps == *" sweep "* ]]; then
 fi
 if [[ $steps == *" kv_sweep "* ]]; then
   : >"$log_dir/kv_sweep.txt"
-  for kv_cache_dtype in auto fp8; do
-    echo "## synthetic:llama-8b --kv-cache-dtype $kv_cache_dtype" >>"$log_dir/kv_sweep.txt"
-    timeout 300 "$build_dir/tessera" bench sweep --model synthetic:llama-8b --device cuda \
-      --kv-cache-dtype "$kv_cache_dtype" --modes compiled --cudagraph-modes full_and_piecewise \
-      --batch-sizes 1,32,128 --context 2048 --steps 64 >>"$log_dir/kv_sweep.txt" 2>&1 ||
-      { say "sweep with the $kv_cache_dtype KV cache failed"; status=1; }
+  for model in llama-1b llama-8b; do
+    for kv_cache_dtype in auto fp8; do
+      echo "## synthetic:$model --kv-cache-dtype $kv_cache_dtype" >>"$log_dir/kv_sweep.txt"
+      timeout 300 "$build_dir/tessera" bench sweep --model "synthetic:$model" --device cuda \
+        --kv-cache-dtype "$kv_cache_dtype" --modes compiled --cudagraph-modes full_and_piecewise \
+        --batch-sizes 1,8,32,128 --context 2048 --steps 64 >>"$log_dir/kv_sweep.txt" 2>&1 ||
+        { say "sweep of $model with the $kv_cache_dtype KV cache failed"; status=1; }
+    done
   done
   grep -E "^compiled|^##|KV cache:" "$log_dir/kv_sweep.txt"
 fi
