@@ -23,18 +23,18 @@ source scripts/gpu_env.sh
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 configure_cuda_build "$build_dir" "$log_dir/configure.log" -DTESSERA_HIP=OFF "$@" >/dev/null ||
   { say "configure failed (see $log_dir/configure.log)"; tail -20 "$log_dir/configure.log"; exit 1; }
-targets=(tessera tessera-cuda test_fp8 test_op_conformance test_attention fp8_linear_lab
-  logits_dump)
+targets=(tessera tessera-cuda test_fp8 test_fp8_kv_cache test_op_conformance test_attention
+  fp8_linear_lab logits_dump)
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}" >"$log_dir/build.log" 2>&1 ||
   { say "build failed (see $log_dir/build.log)"; grep -E "error" "$log_dir/build.log" | head -20; exit 1; }
 
 steps=" ${TESSERA_FP8_STEPS:-tests reference lab sweep kv_sweep} "
 status=0
 if [[ $steps == *" tests "* ]]; then
-  run_test_binaries "$build_dir" "$log_dir" gpu_fp8 test_fp8 test_op_conformance test_attention ||
-    status=1
+  run_test_binaries "$build_dir" "$log_dir" gpu_fp8 test_fp8 test_fp8_kv_cache test_op_conformance \
+    test_attention || status=1
   grep -hE "FAILED|GPU against CPU|op conformance on" \
-    "$log_dir"/test_{fp8,op_conformance,attention}.log | head -20
+    "$log_dir"/test_{fp8,fp8_kv_cache,op_conformance,attention}.log | head -20
 fi
 
 if [[ $steps == *" reference "* ]]; then

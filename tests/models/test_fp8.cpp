@@ -2,9 +2,9 @@
 // fp8_linear against a float64 evaluation of its definition (kernels/quant/fp8_scaling.h) for
 // each scale layout and activation scale; HF folders in the fp8 and compressed-tensors formats
 // written here from seeded weights, loaded, and run against the model of their dequantized
-// weights; one set of numbers in three formats giving one model; --quantization fp8; the FP8 KV
-// cache with and without a checkpoint's scales; and an error naming the key or tensor for every
-// config option and checkpoint defect refused.
+// weights; one set of numbers in three formats giving one model; --quantization fp8; and an
+// error naming the key or tensor for every config option and checkpoint defect refused. (The FP8
+// KV cache: test_fp8_kv_cache.cpp.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -19,14 +19,24 @@
 #include "models/tensor_parallel.h"
 #include "runtime/backend/backend.h"
 #include "runtime/float8.h"
+#include "support/fp8_checkpoints.h"
 #include "support/loader_files.h"
 #include "support/runner_steps.h"
 
 namespace tessera {
 namespace {
 
+using testing::compressed_config;
+using testing::expect_close_with_the_same_picks;
+using testing::fp8_block_config;
 using ::testing::HasSubstr;
+using testing::Layout;
+using testing::logits_of;
+using testing::relative_difference;
+using testing::static_activations;
 using testing::TempDir;
+using testing::token_activations;
+using testing::write_fp8_folder;
 
 // ---- e4m3 ----
 
@@ -185,164 +195,6 @@ TEST(Fp8Linear, MetaRefusesScalesThatDoNotFitTheWeight) {
 
 // ---- checkpoints ----
 
-enum class Layout { block, channel, tensor_static };
-
-struct WrittenFp8 {
-  ModelWeights dequantized;  // the dense model of the numbers written
-};
-
-// Rows [row0, row0 + rows) x columns [col0, col0 + cols) of a row-major [n, k] tensor.
-float block_amax(const std::vector<float>& values, int64_t k, int64_t row0, int64_t rows,
-                 int64_t col0, int64_t cols) {
-  float amax = 0;
-  for (int64_t r = row0; r < row0 + rows; ++r)
-    for (int64_t c = col0; c < col0 + cols; ++c)
-      amax = std::max(amax, std::fabs(values[r * k + c]));
-  return amax;
-}
-
-// Quantizes the projections of `dense` (f32) in `layout` and writes an HF folder with the
-// quantization_config `quantization`; returns the dense model of the numbers written.
-ModelWeights write_fp8_folder(const std::string& folder, const ModelWeights& dense, Layout layout,
-                              const nlohmann::json& quantization, float input_scale = 0.05f,
-                              const std::map<std::string, Tensor>& extra = {}) {
-  ModelWeights file, dequantized = dense;
-  file.config = dense.config;
-  file.tensors = extra;
-  for (const auto& [name, tensor] : dense.tensors) {
-    if (!name.ends_with("_proj.weight")) {
-      file.tensors.emplace(name, tensor);
-      continue;
-    }
-    const std::string module = name.substr(0, name.size() - 7);
-    const int64_t n = tensor.size(0), k = tensor.size(1);
-    const std::vector<float> values = tensor.to_floats();
-    Tensor codes = Tensor::empty({n, k}, DType::f8_e4m3);
-    std::vector<float> back(values.size());
-    auto* code = codes.data<uint8_t>();
-    // The scale of element (r, c), by the layout.
-    const int64_t row_blocks = (n + 127) / 128, column_blocks = (k + 127) / 128;
-    std::vector<float> scales;
-    if (layout == Layout::block) {
-      for (int64_t rb = 0; rb < row_blocks; ++rb)
-        for (int64_t cb = 0; cb < column_blocks; ++cb)
-          scales.push_back(fp8_dynamic_scale(
-              block_amax(values, k, rb * 128, std::min<int64_t>(128, n - rb * 128), cb * 128,
-                         std::min<int64_t>(128, k - cb * 128))));
-    } else if (layout == Layout::channel) {
-      for (int64_t r = 0; r < n; ++r)
-        scales.push_back(fp8_dynamic_scale(block_amax(values, k, r, 1, 0, k)));
-    } else {
-      scales.push_back(fp8_dynamic_scale(block_amax(values, k, 0, n, 0, k)));
-    }
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < k; ++c) {
-        const float scale = layout == Layout::block ? scales[(r / 128) * column_blocks + c / 128]
-                            : layout == Layout::channel ? scales[r]
-                                                        : scales[0];
-        code[r * k + c] = Float8E4M3::from_float(values[r * k + c] / scale);
-        back[r * k + c] = Float8E4M3::to_float(code[r * k + c]) * scale;
-      }
-    file.tensors.emplace(name, codes);
-    if (layout == Layout::block) {
-      file.tensors.emplace(module + ".weight_scale_inv",
-                           Tensor::from_floats(scales, {row_blocks, column_blocks}));
-    } else if (layout == Layout::channel) {
-      file.tensors.emplace(module + ".weight_scale", Tensor::from_floats(scales, {n, 1}));
-    } else {
-      file.tensors.emplace(module + ".weight_scale", Tensor::from_floats(scales, {}));
-      file.tensors.emplace(module + ".input_scale",
-                           Tensor::from_floats(std::vector<float>{input_scale}, {}));
-    }
-    dequantized.tensors[name] = Tensor::from_floats(back, {n, k});
-  }
-  nlohmann::json config = testing::hf_config_json(dense.config);
-  config["quantization_config"] = quantization;
-  testing::write_hf_folder(folder, file, config);
-  return dequantized;
-}
-
-const nlohmann::json kBlockConfig = {{"quant_method", "fp8"},
-                                     {"fmt", "e4m3"},
-                                     {"activation_scheme", "dynamic"},
-                                     {"weight_block_size", {128, 128}}};
-
-nlohmann::json compressed_config(const std::string& weights, const nlohmann::json& activations) {
-  return {{"quant_method", "compressed-tensors"},
-          {"format", "float-quantized"},
-          {"quantization_status", "compressed"},
-          {"ignore", {"lm_head"}},
-          {"config_groups",
-           {{"group_0",
-             {{"targets", {"Linear"}},
-              {"weights",
-               {{"num_bits", 8},
-                {"type", "float"},
-                {"strategy", weights},
-                {"symmetric", true},
-                {"dynamic", false},
-                {"observer", "minmax"}}},
-              {"input_activations", activations}}}}}};
-}
-
-const nlohmann::json kTokenActivations = {
-    {"num_bits", 8}, {"type", "float"}, {"strategy", "token"}, {"dynamic", true}};
-const nlohmann::json kStaticActivations = {
-    {"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}, {"dynamic", false}};
-
-// The last-token logits of each step of a fixed token sequence: a prompt of `prompt` tokens,
-// then 8 decode steps.
-std::vector<std::vector<float>> logits_of(ModelWeights weights, int64_t prompt = 6,
-                                          CompilationMode mode = CompilationMode::eager,
-                                          const std::string& kv_cache_dtype = "auto") {
-  std::shared_ptr<const CausalLM> model = create_model(std::move(weights), 64);
-  RunnerConfig config = testing::runner_config(mode);
-  config.cache.kv_cache_dtype = kv_cache_dtype;
-  ModelRunner runner(model, with_kv_blocks_for(config, model->max_positions()));
-  std::vector<int32_t> ids;
-  for (int i = 0; i < prompt + 8; ++i) ids.push_back((i * 37 + 5) % 512);
-  std::vector<int64_t> chunks{prompt};
-  chunks.resize(9, 1);
-  return testing::logits_by_chunks(runner, ids, chunks);
-}
-
-// The largest |a - b| over all logits, of the largest |b|.
-double relative_difference(const std::vector<std::vector<float>>& a,
-                           const std::vector<std::vector<float>>& b) {
-  double difference = 0, largest = 0;
-  for (size_t step = 0; step < b.size(); ++step)
-    for (size_t v = 0; v < b[step].size(); ++v) {
-      difference = std::max<double>(difference, std::fabs(a[step][v] - b[step][v]));
-      largest = std::max<double>(largest, std::fabs(b[step][v]));
-    }
-  return difference / largest;
-}
-
-// GPU logits against the CPU's: within `bound` of the largest, and the CPU's greedy pick wherever
-// its lead over the runner-up is more than twice the measured difference (no perturbation that
-// small can change it).
-void expect_close_with_the_same_picks(const std::vector<std::vector<float>>& on_gpu,
-                                      const std::vector<std::vector<float>>& cpu, double bound,
-                                      const std::string& label) {
-  const double difference = relative_difference(on_gpu, cpu);
-  std::printf("%s: GPU against CPU, max logit difference %.3e of the largest\n", label.c_str(),
-              difference);
-  EXPECT_LT(difference, bound) << label;
-  double largest = 0;
-  for (const std::vector<float>& row : cpu)
-    for (float value : row) largest = std::max<double>(largest, std::fabs(value));
-  const auto pick = [](const std::vector<float>& row) {
-    return std::max_element(row.begin(), row.end()) - row.begin();
-  };
-  for (size_t step = 0; step < cpu.size(); ++step) {
-    std::vector<float> sorted = cpu[step];
-    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
-    if (sorted[0] - sorted[1] > 2 * difference * largest) {
-      EXPECT_EQ(pick(on_gpu[step]), pick(cpu[step])) << label << ", step " << step;
-    }
-  }
-}
-
 // Each format loads as FP8 and runs close to the model of its dequantized numbers: only the
 // activations' e4m3 rounding (3 mantissa bits: up to 1/16 of a value, 1/32 on average at
 // random) separates them, 3-7% of the largest logit after 2-4 random layers (measured); a scale
@@ -354,18 +206,19 @@ TEST(Fp8Checkpoint, EachFormatRunsCloseToTheModelOfItsDequantizedWeights) {
     nlohmann::json quantization;
     Shape q_scale_shape;  // of model.layers.0.self_attn.q_proj.weight_scale
   };
-  const std::vector<Case> cases = {{"block", "small", Layout::block, kBlockConfig, {2, 2}},
-                                   {"block_partial", "tiny", Layout::block, kBlockConfig, {1, 1}},
-                                   {"channel_token",
-                                    "small",
-                                    Layout::channel,
-                                    compressed_config("channel", kTokenActivations),
-                                    {256}},
-                                   {"tensor_static",
-                                    "qwen3-tiny",
-                                    Layout::tensor_static,
-                                    compressed_config("tensor", kStaticActivations),
-                                    {128}}};
+  const std::vector<Case> cases = {
+      {"block", "small", Layout::block, fp8_block_config(), {2, 2}},
+      {"block_partial", "tiny", Layout::block, fp8_block_config(), {1, 1}},
+      {"channel_token",
+       "small",
+       Layout::channel,
+       compressed_config("channel", token_activations()),
+       {256}},
+      {"tensor_static",
+       "qwen3-tiny",
+       Layout::tensor_static,
+       compressed_config("tensor", static_activations()),
+       {128}}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     TempDir dir;
@@ -392,7 +245,7 @@ TEST(Fp8Checkpoint, ACheckpointAndItsQuantizationAtLoadTimeGiveOneModel) {
   TempDir dir;
   const ModelWeights dense = load_model("synthetic:small", LoadOptions{});
   const ModelWeights numbers = write_fp8_folder(dir / "channel", dense, Layout::channel,
-                                                compressed_config("channel", kTokenActivations));
+                                                compressed_config("channel", token_activations()));
   const auto channel = logits_of(load_model(dir / "channel", LoadOptions{}));
   TempDir dense_dir;
   testing::write_hf_folder(dense_dir / "dense", numbers, testing::hf_config_json(numbers.config));
@@ -414,7 +267,7 @@ TEST(Fp8Checkpoint, SyntheticBlockWeightsAreABlockCheckpointOfTheSameNumbers) {
   EXPECT_EQ(synthetic.get("model.layers.0.self_attn.q_proj.weight_scale").sizes(), (Shape{2, 2}));
   TempDir dir;
   write_fp8_folder(dir / "block", load_model("synthetic:small", LoadOptions{}), Layout::block,
-                   kBlockConfig);
+                   fp8_block_config());
   // (The checkpoint divides by each scale where the load multiplies by its inverse: a last bit
   // may round a weight to the neighbouring code.)
   EXPECT_LT(relative_difference(logits_of(std::move(synthetic)),
@@ -452,9 +305,9 @@ TEST(GpuFp8Checkpoint, LogitsAndGreedyPicksMatchTheCpu) {
     nlohmann::json quantization;
   };
   const Case cases[] = {
-      {"block", Layout::block, kBlockConfig},
-      {"channel", Layout::channel, compressed_config("channel", kTokenActivations)},
-      {"static", Layout::tensor_static, compressed_config("tensor", kStaticActivations)}};
+      {"block", Layout::block, fp8_block_config()},
+      {"channel", Layout::channel, compressed_config("channel", token_activations())},
+      {"static", Layout::tensor_static, compressed_config("tensor", static_activations())}};
   for (const Case& c : cases) {
     TempDir dir;
     write_fp8_folder(dir / c.name, dense, c.layout, c.quantization);
@@ -466,95 +319,6 @@ TEST(GpuFp8Checkpoint, LogitsAndGreedyPicksMatchTheCpu) {
       expect_close_with_the_same_picks(on_gpu, cpu, 0.1,
                                        fmt::format("{} {}", c.name, enum_name(mode)));
     }
-  }
-}
-
-// ---- the FP8 KV cache ----
-
-// e4m3 K/V (a quarter of f32's bytes) move the logits only by their rounding (3 mantissa bits);
-// eager and compiled run the same kernel; a kv_cache_dtype that is not e4m3 is refused.
-TEST(Fp8KvCache, RunsCloseToTheCacheOfTheModelDtype) {
-  const ModelWeights dense = load_model("synthetic:small", LoadOptions{});
-  const auto fp8 = logits_of(dense, 6, CompilationMode::eager, "fp8");
-  const double difference = relative_difference(fp8, logits_of(dense));
-  std::printf("FP8 KV cache: max logit difference %.3e of the largest logit\n", difference);
-  EXPECT_GT(difference, 0.0);
-  EXPECT_LT(difference, 0.1);
-  EXPECT_LT(relative_difference(logits_of(dense, 6, CompilationMode::compiled, "fp8_e4m3"), fp8),
-            1e-5);
-  std::shared_ptr<const CausalLM> model = create_model(dense, 64);
-  RunnerConfig config = with_kv_blocks_for(testing::runner_config(CompilationMode::eager), 64);
-  const size_t f32_bytes = ModelRunner(model, config).kv_cache_bytes();
-  config.cache.kv_cache_dtype = "fp8";
-  EXPECT_EQ(ModelRunner(model, config).kv_cache_bytes() * 4, f32_bytes);
-  EXPECT_THAT(testing::error_of([] { load_run_config("", {"engine.kv_cache_dtype=fp8_e5m2"}); }),
-              HasSubstr("auto, fp8, fp8_e4m3"));
-}
-
-// compressed-tensors' kv_cache_scheme: each layer's k_scale and v_scale are the cache's scales.
-// Scales of 1 give the cache without a scheme exactly; a value scale so small that every code
-// saturates changes the logits (so the scales are used); the model's dtype cache ignores them.
-TEST(Fp8KvCache, TheCheckpointsScalesAreTheCachesScales) {
-  const ModelWeights dense = load_model("synthetic:tiny", LoadOptions{});
-  nlohmann::json quantization = compressed_config("channel", kTokenActivations);
-  // value_scales: per layer.
-  auto write = [&](const std::string& folder, bool scheme, float key_scale,
-                   const std::vector<float>& value_scales) {
-    std::map<std::string, Tensor> scales;
-    for (int64_t layer = 0; scheme && layer < dense.config.num_layers; ++layer) {
-      const std::string prefix = fmt::format("model.layers.{}.self_attn.", layer);
-      scales.emplace(prefix + "k_scale", Tensor::from_floats(std::vector<float>{key_scale}, {}));
-      scales.emplace(prefix + "v_scale",
-                     Tensor::from_floats(std::vector<float>{value_scales.at(layer)}, {1}));
-    }
-    nlohmann::json config = quantization;
-    if (scheme)
-      config["kv_cache_scheme"] = {
-          {"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}, {"dynamic", false}};
-    write_fp8_folder(folder, dense, Layout::channel, config, 0.05f, scales);
-    return load_model(folder, LoadOptions{});
-  };
-  TempDir dir;
-  const ModelWeights plain = write(dir / "plain", false, 1, {});
-  const ModelWeights unit = write(dir / "unit", true, 1, {1, 1});
-  const ModelWeights tiny_values = write(dir / "tiny", true, 0.5f, {1e-4f, 2e-4f});
-  const KVCacheScales scales = create_model(tiny_values, 64)->kv_cache_scales(1);
-  EXPECT_EQ(scales.key, 0.5f);
-  EXPECT_EQ(scales.value, 2e-4f);
-  EXPECT_EQ(create_model(plain, 64)->kv_cache_scales(0).value, 1.0f);
-  const auto plain_logits = logits_of(plain, 6, CompilationMode::eager, "fp8");
-  EXPECT_EQ(relative_difference(logits_of(unit, 6, CompilationMode::eager, "fp8"), plain_logits),
-            0.0);
-  EXPECT_GT(
-      relative_difference(logits_of(tiny_values, 6, CompilationMode::eager, "fp8"), plain_logits),
-      0.1);
-  EXPECT_EQ(relative_difference(logits_of(tiny_values), logits_of(plain)), 0.0);
-  // A scheme without its scales names the missing tensor.
-  TempDir missing;
-  EXPECT_THAT(testing::error_of([&] {
-                nlohmann::json config = quantization;
-                config["kv_cache_scheme"] = {{"num_bits", 8}, {"type", "float"}};
-                write_fp8_folder(missing / "m", dense, Layout::channel, config);
-                load_model(missing / "m", LoadOptions{});
-              }),
-              HasSubstr("model.layers.0.self_attn.k_scale"));
-}
-
-// On a GPU the cache write and every attention kernel read e4m3 as the CPU does: K and V that
-// differ in a last bit (GEMM order) may round to a neighbouring code, so the bound and the
-// greedy picks are checked as for FP8 weights.
-TEST(GpuFp8KvCache, LogitsAndGreedyPicksMatchTheCpu) {
-  Device gpu;
-  if (!first_gpu(&gpu))
-    GTEST_SKIP() << "no GPU device available (needs a CUDA or HIP build and a device)";
-  const ModelWeights dense = load_model("synthetic:small", LoadOptions{});
-  const auto cpu = logits_of(dense, 40, CompilationMode::eager, "fp8");
-  for (CompilationMode mode : {CompilationMode::eager, CompilationMode::compiled}) {
-    SCOPED_TRACE(enum_name(mode));
-    const auto on_gpu =
-        logits_of(load_model("synthetic:small", LoadOptions{DType::f32, gpu}), 40, mode, "fp8");
-    expect_close_with_the_same_picks(on_gpu, cpu, 0.05,
-                                     fmt::format("FP8 KV cache {}", enum_name(mode)));
   }
 }
 
@@ -576,14 +340,16 @@ TEST(Fp8Checkpoint, ConfigOptionsItWouldNotHonorAreRefusedNamingKeyAndValue) {
     return base;
   };
   using P = nlohmann::json::json_pointer;
-  const nlohmann::json channel = compressed_config("channel", kTokenActivations);
+  const nlohmann::json channel = compressed_config("channel", token_activations());
   const std::vector<std::pair<nlohmann::json, std::vector<std::string>>> cases = {
-      {with(kBlockConfig, P("/quant_method"), "awq"), {"quant_method", "awq"}},
-      {with(kBlockConfig, P("/fmt"), "e5m2"), {"fmt", "e5m2"}},
-      {with(kBlockConfig, P("/weight_block_size"), {64, 64}), {"weight_block_size", "[64, 64]"}},
-      {with(kBlockConfig, P("/activation_scheme"), "static"), {"activation_scheme", "static"}},
-      {with(kBlockConfig, P("/activation_scheme"), "sometimes"), {"activation_scheme"}},
-      {with(kBlockConfig, P("/shuffle"), true), {"shuffle", "true"}},
+      {with(fp8_block_config(), P("/quant_method"), "awq"), {"quant_method", "awq"}},
+      {with(fp8_block_config(), P("/fmt"), "e5m2"), {"fmt", "e5m2"}},
+      {with(fp8_block_config(), P("/weight_block_size"), {64, 64}),
+       {"weight_block_size", "[64, 64]"}},
+      {with(fp8_block_config(), P("/activation_scheme"), "static"),
+       {"activation_scheme", "static"}},
+      {with(fp8_block_config(), P("/activation_scheme"), "sometimes"), {"activation_scheme"}},
+      {with(fp8_block_config(), P("/shuffle"), true), {"shuffle", "true"}},
       {with(channel, P("/config_groups/group_0/weights/num_bits"), 4), {"num_bits", "4"}},
       {with(channel, P("/config_groups/group_0/weights/type"), "int"), {"weights.type", "int"}},
       {with(channel, P("/config_groups/group_0/weights/strategy"), "group"),
@@ -641,7 +407,7 @@ TEST(Fp8Checkpoint, CheckpointDefectsAreRefusedNamingTheTensor) {
                                                                             weights.tensors.end()));
     };
   };
-  const nlohmann::json channel = compressed_config("channel", kTokenActivations);
+  const nlohmann::json channel = compressed_config("channel", token_activations());
   EXPECT_THAT(defect(edit([&](ModelWeights& w) { w.tensors.erase(scale); }), channel),
               HasSubstr("has no scale '" + scale + "'"));
   EXPECT_THAT(defect(edit([&](ModelWeights& w) {
@@ -698,13 +464,13 @@ TEST(Fp8Checkpoint, CheckpointDefectsAreRefusedNamingTheTensor) {
                        w.tensors["model.layers.1.self_attn.o_proj.input_scale"] =
                            Tensor::from_floats(std::vector<float>{1e-39f}, {});
                      }),
-                     compressed_config("tensor", kStaticActivations), Layout::tensor_static),
+                     compressed_config("tensor", static_activations()), Layout::tensor_static),
               HasSubstr("below the smallest scale"));
   // Static activations without their input_scale.
   EXPECT_THAT(defect(edit([](ModelWeights& w) {
                        w.tensors.erase("model.layers.0.self_attn.o_proj.input_scale");
                      }),
-                     compressed_config("tensor", kStaticActivations), Layout::tensor_static),
+                     compressed_config("tensor", static_activations()), Layout::tensor_static),
               HasSubstr("has no 'model.layers.0.self_attn.o_proj.input_scale'"));
 }
 
@@ -714,7 +480,7 @@ TEST(Fp8TensorParallel, ScalesSplitWithTheirWeightsAndBlocksStayWhole) {
   TempDir dir;
   const ModelWeights dense = load_model("synthetic:small", LoadOptions{});
   write_fp8_folder(dir / "channel", dense, Layout::channel,
-                   compressed_config("channel", kTokenActivations));
+                   compressed_config("channel", token_activations()));
   const ModelWeights full = load_model(dir / "channel", LoadOptions{});
   const ModelWeights shard = shard_weights(full, TensorParallel{1, 2}, kCPU);
   // small: q rows 256 -> rows 128..255 on rank 1; o_proj's columns split, its rows' scales whole.
@@ -724,7 +490,7 @@ TEST(Fp8TensorParallel, ScalesSplitWithTheirWeightsAndBlocksStayWhole) {
   EXPECT_EQ(shard.get(o).to_floats(), full.get(o).to_floats());
   EXPECT_EQ(shard.get("model.layers.0.self_attn.o_proj.weight").sizes(), (Shape{256, 128}));
   // Per 128x128 block: k/v rows of 128 over 2 ranks are 64, half a block.
-  write_fp8_folder(dir / "block", dense, Layout::block, kBlockConfig);
+  write_fp8_folder(dir / "block", dense, Layout::block, fp8_block_config());
   const ModelWeights blocks = load_model(dir / "block", LoadOptions{});
   EXPECT_THAT(testing::error_of([&] {
                 shard_weights(blocks, TensorParallel{0, 2}, kCPU);
