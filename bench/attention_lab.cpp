@@ -473,7 +473,8 @@ int run_lab(const LabArgs& args) {
   if (!args.skip_timing) {
     time_decode(lab, Shape4{}, {1024, 4096});
     time_decode(lab, Shape4{kHeads, kKvHeads, kHeadSize, kDType, true}, {1024, 4096});
-    time_decode(lab, Shape4{kHeads, kKvHeads, 64, kDType}, {128});
+    time_decode(lab, Shape4{kHeads, kKvHeads, 64, kDType}, {128, 2048});
+    time_decode(lab, Shape4{kHeads, kKvHeads, 64, kDType, true}, {2048});
     // As `tessera serve` runs it: its decode graphs are captured for the model's length.
     time_decode(lab, Shape4{kHeads, kKvHeads, 64, kDType}, {128, 1024}, 131072);
     time_rotary_decode(lab, Shape4{kHeads, kKvHeads, 64, kDType}, 128);

@@ -30,14 +30,6 @@ __device__ __forceinline__ void copy_async_16(void* shared_target, const void* g
       "l"(global_source), "r"(valid ? 16 : 0));
 }
 
-// 8 bytes global -> shared (through L1: .cg takes 16 only); zero-fills when !valid.
-__device__ __forceinline__ void copy_async_8(void* shared_target, const void* global_source,
-                                             bool valid) {
-  asm volatile(
-      "cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(shared_address(shared_target)),
-      "l"(global_source), "r"(valid ? 8 : 0));
-}
-
 __device__ __forceinline__ void copy_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }

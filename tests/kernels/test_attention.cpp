@@ -37,6 +37,7 @@ struct AttentionCase {
   // The longest sequence the launch is told of, as a decode graph captured for longer sequences
   // passes it (0: the longest here). Decode splits keys into partitions by it.
   int64_t launch_max_seq_len = 0;
+  double query_scale = 1;  // multiplies the queries (in -1..1)
 };
 
 // An FP8 KV cache's scales (engine.kv_cache_dtype fp8).
@@ -141,8 +142,9 @@ double run_case(const AttentionCase& c, DType dtype, Device device, uint32_t see
       }
     }
   }
-  std::vector<float> queries =
-      rounded(random_values(static_cast<size_t>(meta.num_tokens * q_row), rng));
+  std::vector<float> queries = random_values(static_cast<size_t>(meta.num_tokens * q_row), rng);
+  for (float& query : queries) query = static_cast<float>(query * c.query_scale);
+  queries = rounded(queries);
   std::vector<PagedKVCache> caches;
   if (float8) {
     caches.push_back(
@@ -282,6 +284,8 @@ const std::vector<AttentionCase>& gpu_cases() {
         // tile or none); the 1B shape (32 q and 8 kv heads of 64) and head 128
         {32, 8, 64, 16, 420, {{127, 1}, {5000, 1}, {600, 1}, {0, 1}, {300, 1}}, 0, 0, 8192},
         {16, 4, 128, 16, 420, {{127, 1}, {5000, 1}, {200, 1}, {0, 1}, {300, 0}}, 0, 0, 8192},
+        // GQA 8:1 over two kv heads of 64: an FP8 cache's warp takes both, 16 rows
+        {16, 2, 64, 16, 200, {{400, 1}, {37, 1}, {1100, 1}}},
     };
     // 70 decodes of varied lengths, head 128, GQA 4:1: enough blocks that keys are not split
     AttentionCase many{16, 4, 128, 16, 800, {}};
@@ -481,6 +485,23 @@ TEST(GpuAttention, Float8CacheMatchesFloat64Reference) {
     check_device(gpu, {{16, 4, 128, 16, 800, {{2047, 1}, {4999, 1}, {3100, 1}, {1999, 1}}}},
                  scales);
   }
+}
+
+// The tensor-core decode over an FP8 cache multiplies in f16: a bf16 query past f16's range
+// (65504) must be scaled into it, not turn into infinities.
+TEST(GpuAttention, Float8CacheDecodeTakesBf16QueriesPastTheRangeOfF16) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU device is available";
+  const std::vector<AttentionCase> large_queries = {
+      {32, 8, 64, 16, 420, {{127, 1}, {900, 1}, {0, 1}}, 0, 0, 0, 3e5},
+      {16, 4, 128, 16, 420, {{300, 1}, {2500, 1}}, 0, 0, 0, 1e6},
+  };
+  int seed = 900;
+  for (const Float8Cache& scales : kFloat8Scales)
+    for (const AttentionCase& c : large_queries)
+      EXPECT_LT(run_case(c, DType::bf16, gpu, seed++, scales), tolerance(DType::bf16))
+          << "heads " << c.heads << ", head size " << c.head_size << ", queries times "
+          << c.query_scale << ", FP8 scales " << scales.key_scale << " and " << scales.value_scale;
 }
 
 TEST(Attention, WithoutAForwardContextIsAClearError) {

@@ -278,6 +278,23 @@ bool decode_on_tensor_cores(int group, const Launch& launch) {
 #endif
 }
 
+#if !defined(TESSERA_GPU_HIP)
+// The tensor-core decode kernel with kKvHeadsPerWarp kv heads per warp, laid out by `split`.
+template <typename T, typename C, int kHeadSize, int kKvHeadsPerWarp>
+void launch_decode_on_tensor_cores(const AttentionParams<T, C>& params, const Launch& launch,
+                                   const DecodeSplit& split, dim3 grid) {
+  const size_t warp_bytes =
+      decode_mma_shared_bytes_per_warp<T, C, kHeadSize * kKvHeadsPerWarp>(split.tile_buffers);
+  auto* kernel = decode_attention_mma_kernel<T, C, kHeadSize, kKvHeadsPerWarp>;
+  reserve_shared_memory(reinterpret_cast<const void*>(kernel), warp_bytes * split.warps_per_block,
+                        launch.device.index, params.head_size);
+  launch_programmatic(kernel, grid, dim3(kDecodeMmaThreads * split.warps_per_block),
+                      warp_bytes * split.warps_per_block, launch.stream, launch.device.index,
+                      params, split);
+  GPU_CHECK_LAUNCH("attention decode (tensor cores)");
+}
+#endif
+
 template <typename T, typename C, int kHeadSize, bool kExact>
 void launch_decode(const AttentionParams<T, C>& params, const Launch& launch) {
   const int group = params.num_heads / params.num_kv_heads;
@@ -295,7 +312,16 @@ void launch_decode(const AttentionParams<T, C>& params, const Launch& launch) {
     split.head_chunks = static_cast<int>(ceil_div(group, max_heads));
     split.heads_per_block = static_cast<int>(ceil_div(group, split.head_chunks));
   }
-  const int64_t blocks = launch.num_seqs * params.num_kv_heads * split.head_chunks;
+  // With an FP8 cache and heads of 64 a tensor-core warp takes two adjacent kv heads where both
+  // groups fit its 16 rows (attention_mma_codes.cuh says why).
+  int kv_heads_per_warp = 1;
+#if !defined(TESSERA_GPU_HIP)
+  if constexpr (!std::is_same_v<C, T> && kHeadSize == 64)
+    if (tensor_cores && 2 * group <= kDecodeMmaMaxGroup && params.num_kv_heads % 2 == 0)
+      kv_heads_per_warp = 2;
+#endif
+  const int64_t warp_kv_heads = params.num_kv_heads / kv_heads_per_warp;
+  const int64_t blocks = launch.num_seqs * warp_kv_heads * split.head_chunks;
   split.num_partitions =
       decode_partitions(blocks, launch.max_seq_len, device_limits(launch.device.index).sm_count);
 #if !defined(TESSERA_GPU_HIP)
@@ -303,7 +329,9 @@ void launch_decode(const AttentionParams<T, C>& params, const Launch& launch) {
     if (tensor_cores) {
       const DeviceLimits& limits = device_limits(launch.device.index);
       const DecodeLayout layout = choose_decode_layout(
-          blocks, split.num_partitions, decode_mma_shared_bytes_per_warp<T, C, kHeadSize>(1),
+          blocks, split.num_partitions,
+          kv_heads_per_warp == 2 ? decode_mma_shared_bytes_per_warp<T, C, 2 * kHeadSize>(1)
+                                 : decode_mma_shared_bytes_per_warp<T, C, kHeadSize>(1),
           limits.sm_count, limits.shared_bytes_optin);
       split.tile_buffers = layout.tile_buffers;
       split.warps_per_block = layout.warps_per_block;
@@ -320,22 +348,21 @@ void launch_decode(const AttentionParams<T, C>& params, const Launch& launch) {
     split.partial_sum = split.partial_max + slots;
   }
 
-  const dim3 grid(static_cast<unsigned int>(params.num_kv_heads * split.head_chunks),
+  const dim3 grid(static_cast<unsigned int>(warp_kv_heads * split.head_chunks),
                   static_cast<unsigned int>(launch.num_seqs),
                   static_cast<unsigned int>(split.num_partitions));
   if (tensor_cores) {
 #if !defined(TESSERA_GPU_HIP)
     if constexpr (kExact && kHasMmaAttention<T>) {
-      const size_t warp_bytes =
-          decode_mma_shared_bytes_per_warp<T, C, kHeadSize>(split.tile_buffers);
-      auto* kernel = decode_attention_mma_kernel<T, C, kHeadSize>;
-      reserve_shared_memory(reinterpret_cast<const void*>(kernel),
-                            warp_bytes * split.warps_per_block, launch.device.index,
-                            params.head_size);
-      launch_programmatic(kernel, grid, dim3(kDecodeMmaThreads * split.warps_per_block),
-                          warp_bytes * split.warps_per_block, launch.stream, launch.device.index,
-                          params, split);
-      GPU_CHECK_LAUNCH("attention decode (tensor cores)");
+      if constexpr (!std::is_same_v<C, T> && kHeadSize == 64) {
+        if (kv_heads_per_warp == 2) {
+          launch_decode_on_tensor_cores<T, C, kHeadSize, 2>(params, launch, split, grid);
+        } else {
+          launch_decode_on_tensor_cores<T, C, kHeadSize, 1>(params, launch, split, grid);
+        }
+      } else {
+        launch_decode_on_tensor_cores<T, C, kHeadSize, 1>(params, launch, split, grid);
+      }
     }
 #endif
   } else {

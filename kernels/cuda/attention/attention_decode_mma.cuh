@@ -15,8 +15,8 @@
 //     the tile and the warp shares them with shuffles (one block-table lookup per key); with a
 //     cache of the model's dtype the step's new token's key and value come from the step's rows,
 //     never from the cache (attention_decode.cuh says why); an FP8 cache's codes (written
-//     before the launch) arrive the same way into tiles of codes, which the fragments read
-//     directly;
+//     before the launch) arrive the same way into tiles of codes, which the f16 fragments read
+//     directly (attention_mma_codes.cuh);
 //   - S = Q K^T from ldmatrix'd K, the online softmax on the accumulators, O += P V from
 //     ldmatrix.trans'd V;
 //   - with a cache of the model's dtype, partition 0's warp stores the step's new K/V rows into
@@ -42,6 +42,7 @@
 
 #include "kernels/cuda/attention/attention_common.cuh"
 #include "kernels/cuda/attention/attention_decode.cuh"
+#include "kernels/cuda/attention/attention_mma_codes.cuh"
 #include "kernels/cuda/attention/attention_mma_tile.cuh"
 #include "kernels/cuda/attention/attention_rope.cuh"
 #include "kernels/cuda/attention/decode_layout.h"
@@ -56,53 +57,54 @@ constexpr int kDecodeMmaMaxGroup = 16;  // q heads per kv head: the A fragment's
 template <int kHeadSize>
 inline constexpr int kDecodeMmaStride = kHeadSize + 8;  // padded: ldmatrix rows on distinct banks
 
-// An FP8 cache's tiles of codes: rows padded to 8 more bytes, so that the 8 keys a B fragment
-// reads at once lie on distinct banks.
-template <int kHeadSize>
-inline constexpr int kDecodeMmaCodeStride = kHeadSize + 8;
-
 // `buffers` buffers of a K tile and a V tile, per warp: of T, or of an FP8 cache's codes (C is
 // not T), which the mma fragments read directly (attention_mma_tile.cuh).
 template <typename T, typename C, int kHeadSize>
 constexpr size_t decode_mma_shared_bytes_per_warp(int buffers) {
-  const size_t row_bytes = std::is_same_v<C, T> ? kDecodeMmaStride<kHeadSize> * sizeof(T)
-                                                : kDecodeMmaCodeStride<kHeadSize> * sizeof(C);
-  return static_cast<size_t>(buffers) * 2 * kDecodeMmaKeyTile * row_bytes;
+  const size_t key_and_value_row_bytes =
+      std::is_same_v<C, T> ? 2 * kDecodeMmaStride<kHeadSize> * sizeof(T)
+                           : kKeyCodeStride<kHeadSize> + kValueCodeStride<kHeadSize>;
+  return static_cast<size_t>(buffers) * kDecodeMmaKeyTile * key_and_value_row_bytes;
 }
 
-// Grid: x = kv heads, y = sequences, z = partitions; split.warps_per_block warps per block, each
-// its own partition of the keys (partition z * warps + warp), merged through shared memory at
-// the end, so that a short context needs no combine kernel.
-template <typename T, typename C, int kHeadSize>
+// Grid: x = kv heads / kKvHeadsPerWarp, y = sequences, z = partitions; split.warps_per_block
+// warps per block, each its own partition of the keys (partition z * warps + warp), merged
+// through shared memory at the end, so that a short context needs no combine kernel. With an FP8
+// cache and heads of 64 a warp may take two adjacent kv heads (kKvHeadsPerWarp 2: tile rows of
+// 128 codes, attention_mma_codes.cuh says why).
+template <typename T, typename C, int kHeadSize, int kKvHeadsPerWarp = 1>
 __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     decode_attention_mma_kernel(AttentionParams<T, C> params, DecodeSplit split) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // the host dispatches here only on sm_80+
 #else
   static_assert(kHeadSize % 16 == 0 && sizeof(T) == 2);
+  constexpr bool kFloat8 = !std::is_same_v<C, T>;
+  static_assert(kKvHeadsPerWarp == 1 || (kFloat8 && kKvHeadsPerWarp == 2 && kHeadSize == 64));
+  constexpr int kRowWidth = kHeadSize * kKvHeadsPerWarp;  // of a tile's rows and the fragments
   constexpr int kStride = kDecodeMmaStride<kHeadSize>;
   constexpr int kTileElements = kDecodeMmaKeyTile * kStride;
-  constexpr int kSteps = kHeadSize / 16;             // k steps of S = Q K^T
+  constexpr int kSteps = kRowWidth / 16;             // k steps of S = Q K^T
   constexpr int kKeyGroups = kDecodeMmaKeyTile / 8;  // n tiles of S
-  constexpr int kOutGroups = kHeadSize / 8;          // n tiles of O
+  constexpr int kOutGroups = kRowWidth / 8;          // n tiles of O
   constexpr int kChunksPerRow = kHeadSize / 8;       // 16-byte chunks of a K/V row
   constexpr int kRowsPerPass = kDecodeMmaThreads / kChunksPerRow;
   extern __shared__ uint4 decode_mma_shared[];
   const int warp = static_cast<int>(threadIdx.x) / kDecodeMmaThreads;
   const int warps = split.warps_per_block;
   const int buffers = split.tile_buffers;
-  // This warp's [buffer][K, V][key][kStride] of T, or [buffer][K, V][key][kCodeStride] codes.
-  constexpr bool kFloat8 = !std::is_same_v<C, T>;
-  constexpr int kCodeStride = kDecodeMmaCodeStride<kHeadSize>;
-  constexpr int kCodeTile = kDecodeMmaKeyTile * kCodeStride;  // bytes of one K or V tile
-  const size_t warp_bytes = decode_mma_shared_bytes_per_warp<T, C, kHeadSize>(buffers);
+  // This warp's [buffer][K, V][key][kStride] of T, or [buffer] of a K tile of codes
+  // ([key][kKeyCodeStride] bytes) and a V tile ([key][kValueCodeStride] bytes).
+  constexpr int kKeyCodeTile = kDecodeMmaKeyTile * kKeyCodeStride<kRowWidth>;  // bytes
+  constexpr int kCodeBuffer = kKeyCodeTile + kDecodeMmaKeyTile * kValueCodeStride<kRowWidth>;
+  const size_t warp_bytes = decode_mma_shared_bytes_per_warp<T, C, kRowWidth>(buffers);
   char* warp_shared = reinterpret_cast<char*>(decode_mma_shared) + warp * warp_bytes;
   T* tiles = reinterpret_cast<T*>(warp_shared);
   [[maybe_unused]] uint8_t* codes = reinterpret_cast<uint8_t*>(warp_shared);
 
   // Before the wait only what the host or an earlier step wrote is read: the metadata and the
   // cached keys of earlier tokens (the kernel before this one writes the step's rows).
-  const int kv_head = static_cast<int>(blockIdx.x);
+  const int kv_head = static_cast<int>(blockIdx.x) * kKvHeadsPerWarp;  // the warp's first
   const int seq = static_cast<int>(blockIdx.y);
   const int partition = static_cast<int>(blockIdx.z) * warps + warp;  // of the keys
   const int token = params.query_start_loc[seq];
@@ -115,7 +117,8 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
   const NewRows<T> new_rows =
       has_token ? step_rows(params, token, kv_head, kHeadSize) : NewRows<T>{};
 
-  const int heads = params.num_heads / params.num_kv_heads;  // <= kDecodeMmaMaxGroup
+  const int heads = params.num_heads / params.num_kv_heads;  // of a kv head's group
+  const int warp_heads = heads * kKvHeadsPerWarp;            // <= kDecodeMmaMaxGroup
   const int first_head = kv_head * heads;
   // Partitions as the CUDA-core kernel splits them.
   const KeyRange keys = partition_keys(params.seq_lens[seq], params.sliding_window, partition,
@@ -156,15 +159,20 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
         copy_async_16(v_tile + row * kStride + column, value_source, valid);
       }
     } else {  // an FP8 cache, written before the launch: every row's codes from the cache
-      uint8_t* k_codes = codes + buffer * 2 * kCodeTile;
-      uint8_t* v_codes = k_codes + kCodeTile;
+      uint8_t* k_codes = codes + buffer * kCodeBuffer;
+      uint8_t* v_codes = k_codes + kKeyCodeTile;
+      constexpr int kCodeChunksPerRow = kRowWidth / 16;  // 16-byte chunks of a row of codes
+      constexpr int kCodeRowsPerPass = kDecodeMmaThreads / kCodeChunksPerRow;
+      const int code_column = lane % kCodeChunksPerRow * 16;
 #pragma unroll
-      for (int pass = 0; pass < kPasses; ++pass) {
-        const int row = pass * kRowsPerPass + lane / kChunksPerRow;
+      for (int pass = 0; pass < kDecodeMmaKeyTile / kCodeRowsPerPass; ++pass) {
+        const int row = pass * kCodeRowsPerPass + lane / kCodeChunksPerRow;
         const int64_t offset = __shfl_sync(0xffffffffu, my_offset, row);
-        const int64_t at = offset >= 0 ? offset + column : 0;
-        copy_async_8(k_codes + row * kCodeStride + column, params.key_cache + at, offset >= 0);
-        copy_async_8(v_codes + row * kCodeStride + column, params.value_cache + at, offset >= 0);
+        const int64_t at = offset >= 0 ? offset + code_column : 0;
+        copy_async_16(k_codes + row * kKeyCodeStride<kRowWidth> + code_column,
+                      params.key_cache + at, offset >= 0);
+        copy_async_16(v_codes + row * kValueCodeStride<kRowWidth> + code_column,
+                      params.value_cache + at, offset >= 0);
       }
     }
     copy_async_commit();
@@ -186,20 +194,34 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
   allow_next_grid();
   if (!has_token) return;  // no new token for this sequence
 
-  // The group's q heads as A fragment rows (group and group + 8); rows past the group are zeros.
+  // The warp's q heads as A fragment rows (group and group + 8); rows past them are zeros.
   const int64_t query_width = static_cast<int64_t>(params.num_heads) * kHeadSize;
   const T* query_row = params.query + token * params.query_row_stride;
-  const T* query_low =
-      group < heads ? query_row + static_cast<int64_t>(first_head + group) * kHeadSize : nullptr;
-  const T* query_high = group + 8 < heads
-                            ? query_row + static_cast<int64_t>(first_head + group + 8) * kHeadSize
-                            : nullptr;
+  auto head_row = [&](int row) {
+    return query_row + static_cast<int64_t>(first_head + row) * kHeadSize;
+  };
   uint32_t q_fragments[kSteps][4];
-  load_query_fragments(query_low, query_high, quad_lane, q_fragments);
+  float score_scale_log2 = params.scale_log2;
+  // An FP8 cache's fragments are f16 in the code layout (attention_mma_codes.cuh): the lane's
+  // columns of a row lie in one kv head's (`segment`) and are zeros in the other kv head's rows;
+  // the query is scaled into f16's range and the scores by the factor.
+  [[maybe_unused]] const int segment = code_output_column<kRowWidth>(lane) / kHeadSize;
+  if constexpr (kFloat8) {
+    const int column = quad_lane * (kRowWidth / 4) - segment * kHeadSize;
+    auto lane_query = [&](int row) -> const T* {
+      return row < warp_heads && row / heads == segment ? head_row(row) + column : nullptr;
+    };
+    score_scale_log2 *= load_code_query_fragments<T, kRowWidth>(lane_query(group),
+                                                                lane_query(group + 8), q_fragments);
+  } else {
+    load_query_fragments(group < heads ? head_row(group) : nullptr,
+                         group + 8 < heads ? head_row(group + 8) : nullptr, quad_lane, q_fragments);
+  }
   // rotary_attention: the query rotated in registers; the step's key as its tile row arrives and
-  // as it is cached (attention_rope.cuh).
+  // as it is cached (attention_rope.cuh). (Never with an FP8 cache.)
   const RopeRow rope = rope_row(params, token, kHeadSize);
-  if (rope.cos_sin != nullptr) rotate_query_fragments<T, kSteps>(q_fragments, quad_lane, rope);
+  if constexpr (!kFloat8)
+    if (rope.cos_sin != nullptr) rotate_query_fragments<T, kSteps>(q_fragments, quad_lane, rope);
   // The step's own key (the sequence's last), where a tile holds it from the step's rows (its
   // cache slot is the step's; load_tile_async reads every other row from the cache).
   const int last_key = params.seq_lens[seq] - 1;
@@ -240,7 +262,7 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     const int buffer = ((tile_begin - begin) / kDecodeMmaKeyTile) % buffers;
     T* k_tile = tiles + buffer * 2 * kTileElements;
     const T* v_tile = k_tile + kTileElements;
-    [[maybe_unused]] const uint8_t* k_codes = codes + buffer * 2 * kCodeTile;
+    [[maybe_unused]] const uint8_t* k_codes = codes + buffer * kCodeBuffer;
     if (own_key >= tile_begin && own_key < tile_begin + kDecodeMmaKeyTile && own_key < end) {
       T* row = k_tile + (own_key - tile_begin) * kStride;  // (never with an FP8 cache)
       rotate_key_row<T, kHeadSize>(row, row, lane, rope);
@@ -251,7 +273,7 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     // softcapped, keys past the partition masked; the softmax; O += P V.
     float scores[kKeyGroups][4];
     if constexpr (kFloat8) {
-      score_code_tile<T, kSteps, kKeyGroups, kCodeStride>(q_fragments, k_codes, lane, scores);
+      score_code_tile<kRowWidth, kKeyGroups>(q_fragments, k_codes, lane, scores);
     } else {
       score_tile<T, kSteps, kKeyGroups, kStride>(q_fragments, k_tile, lane, scores);
     }
@@ -261,14 +283,13 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
       for (int e = 0; e < 4; ++e) {
         const int key = tile_begin + n * 8 + 2 * quad_lane + (e & 1);
         scores[n][e] = key < end
-                           ? softcap_score(scores[n][e] * params.scale_log2, params.softcap_log2)
+                           ? softcap_score(scores[n][e] * score_scale_log2, params.softcap_log2)
                            : -INFINITY;
       }
     }
     softmax_tile(scores, max_low, max_high, sum_low, sum_high, out);
     if constexpr (kFloat8) {
-      accumulate_code_values<T, kKeyGroups, kOutGroups, kCodeStride>(scores, k_codes + kCodeTile,
-                                                                     lane, out);
+      accumulate_code_tile<kRowWidth, kKeyGroups>(scores, k_codes + kKeyCodeTile, lane, out);
     } else {
       accumulate_values<T, kKeyGroups, kOutGroups, kStride>(scores, v_tile, lane, out);
     }
@@ -299,7 +320,7 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     // for the last time above): per lane its accumulators, then max and sum of both rows.
     constexpr int kValues = kOutGroups * 4 + 4;
     static_assert(kValues * kDecodeMmaThreads * sizeof(float) <=
-                  decode_mma_shared_bytes_per_warp<T, C, kHeadSize>(kDecodeMmaMinBuffers));
+                  decode_mma_shared_bytes_per_warp<T, C, kRowWidth>(kDecodeMmaMinBuffers));
     float* mine = reinterpret_cast<float*>(warp_shared);
 #pragma unroll
     for (int n = 0; n < kOutGroups; ++n)
@@ -353,19 +374,28 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int g = group + 8 * half;
-    if (g >= heads) continue;
+    if (g >= warp_heads) continue;
     const int head = first_head + g;
     const float sum = half == 0 ? sum_low : sum_high;
+    // An FP8 cache's lane holds values of its segment's columns: they are the row's where the
+    // row's kv head is the segment's.
+    [[maybe_unused]] const bool own_values = g / heads == segment;
+    [[maybe_unused]] const int code_column =
+        code_output_column<kRowWidth>(lane) - segment * kHeadSize;
     if (split_keys) {
       // Unnormalized, with the running max and sum (an empty partition: 0, -inf, 0).
       const int64_t slot =
           (static_cast<int64_t>(seq) * params.num_heads + head) * split.num_partitions +
           static_cast<int64_t>(blockIdx.z);
       float* acc = split.partial_acc + slot * kHeadSize;
+      if constexpr (kFloat8) {
+        if (own_values) store_code_output_row<kRowWidth>(out, half, 1.0f, acc + code_column);
+      } else {
 #pragma unroll
-      for (int n = 0; n < kOutGroups; ++n)
-        *reinterpret_cast<float2*>(acc + n * 8 + 2 * quad_lane) =
-            make_float2(out[n][2 * half], out[n][2 * half + 1]);
+        for (int n = 0; n < kOutGroups; ++n)
+          *reinterpret_cast<float2*>(acc + n * 8 + 2 * quad_lane) =
+              make_float2(out[n][2 * half], out[n][2 * half + 1]);
+      }
       if (quad_lane == 0) {
         split.partial_max[slot] = half == 0 ? max_low : max_high;
         split.partial_sum[slot] = sum;
@@ -373,10 +403,14 @@ __global__ void __launch_bounds__(kDecodeMmaThreads* kDecodeMmaMaxWarps)
     } else {
       const float inverse = sum > 0.0f ? params.value_scale / sum : 0.0f;
       T* out_row = params.out + token * query_width + static_cast<int64_t>(head) * kHeadSize;
+      if constexpr (kFloat8) {
+        if (own_values) store_code_output_row<kRowWidth>(out, half, inverse, out_row + code_column);
+      } else {
 #pragma unroll
-      for (int n = 0; n < kOutGroups; ++n)
-        *reinterpret_cast<uint32_t*>(out_row + n * 8 + 2 * quad_lane) =
-            pack_pair<T>(out[n][2 * half] * inverse, out[n][2 * half + 1] * inverse);
+        for (int n = 0; n < kOutGroups; ++n)
+          *reinterpret_cast<uint32_t*>(out_row + n * 8 + 2 * quad_lane) =
+              pack_pair<T>(out[n][2 * half] * inverse, out[n][2 * half + 1] * inverse);
+      }
     }
   }
 #endif

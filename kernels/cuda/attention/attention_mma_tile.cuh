@@ -164,8 +164,18 @@ __device__ __forceinline__ void softmax_tile(float (&scores)[kKeyGroups][4], flo
   }
 }
 
-// out += P V over the tile's keys, 16 per step; P's A fragment is two adjacent S accumulators;
-// value_fragments(step, n, b) gives the B fragments of output column groups n and n + 1.
+// P's A fragment for keys 16 step ... 16 step + 15: two adjacent S accumulators, rounded to T.
+template <typename T, int kKeyGroups>
+__device__ __forceinline__ void probability_fragments(const float (&scores)[kKeyGroups][4],
+                                                      int step, uint32_t (&p)[4]) {
+  p[0] = pack_pair<T>(scores[2 * step][0], scores[2 * step][1]);
+  p[1] = pack_pair<T>(scores[2 * step][2], scores[2 * step][3]);
+  p[2] = pack_pair<T>(scores[2 * step + 1][0], scores[2 * step + 1][1]);
+  p[3] = pack_pair<T>(scores[2 * step + 1][2], scores[2 * step + 1][3]);
+}
+
+// out += P V over the tile's keys, 16 per step; value_fragments(step, n, b) gives the B fragments
+// of output column groups n and n + 1.
 template <typename T, int kKeyGroups, int kOutGroups, typename ValueFragments>
 __device__ __forceinline__ void accumulate(const float (&scores)[kKeyGroups][4],
                                            float (&out)[kOutGroups][4],
@@ -173,10 +183,8 @@ __device__ __forceinline__ void accumulate(const float (&scores)[kKeyGroups][4],
   static_assert(kOutGroups % 2 == 0);
 #pragma unroll
   for (int step = 0; step < kKeyGroups / 2; ++step) {
-    const uint32_t p[4] = {pack_pair<T>(scores[2 * step][0], scores[2 * step][1]),
-                           pack_pair<T>(scores[2 * step][2], scores[2 * step][3]),
-                           pack_pair<T>(scores[2 * step + 1][0], scores[2 * step + 1][1]),
-                           pack_pair<T>(scores[2 * step + 1][2], scores[2 * step + 1][3])};
+    uint32_t p[4];
+    probability_fragments<T>(scores, step, p);
 #pragma unroll
     for (int n = 0; n < kOutGroups; n += 2) {
       uint32_t b[4];
@@ -196,64 +204,6 @@ __device__ __forceinline__ void accumulate_values(const float (&scores)[kKeyGrou
     // Matrices (transposed): keys 0-7 of the step for columns of n, keys 8-15, then n + 1.
     load_matrices_transposed(
         b, v_tile + (step * 16 + (lane / 8) % 2 * 8 + lane % 8) * kStride + (n + lane / 16) * 8);
-  });
-}
-
-// ---- From an FP8 cache's codes: tiles of e4m3 codes in shared memory ([key][kCodeStride] bytes),
-// read into the mma B fragments directly, two codes per conversion (exact: every e4m3 value is
-// an f16 and a bf16 value). No tile of T, so a warp holds half the shared memory.
-
-// Two codes (the first in the low byte) as the B-fragment register of T: two values of T, the
-// first in the low half.
-template <typename T>
-__device__ __forceinline__ uint32_t decode_code_pair(uint16_t pair) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  const __half2_raw halves = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-  if constexpr (std::is_same_v<T, gpu_half>) {
-    return static_cast<uint32_t>(halves.x) | (static_cast<uint32_t>(halves.y) << 16);
-  } else {
-    const float2 values = __half22float2(__half2(halves));
-    return pack_pair<T>(values.x, values.y);
-  }
-#else
-  return pack_pair<T>(Float8E4M3::to_float(static_cast<uint8_t>(pair & 0xff)),
-                      Float8E4M3::to_float(static_cast<uint8_t>(pair >> 8)));
-#endif
-}
-
-// score_keys over a K tile of codes: a B fragment register holds two consecutive columns of a
-// key (lane / 4), columns 2 (lane % 4) and 8 past them.
-template <typename T, int kSteps, int kKeyGroups, int kCodeStride>
-__device__ __forceinline__ void score_code_tile(const uint32_t (&q_fragments)[kSteps][4],
-                                                const uint8_t* k_codes, int lane,
-                                                float (&scores)[kKeyGroups][4]) {
-  score_keys<T>(q_fragments, scores, [&](int step, int n, uint32_t(&b)[4]) {
-#pragma unroll
-    for (int group = 0; group < 2; ++group) {
-      const uint8_t* pair =
-          k_codes + ((n + group) * 8 + lane / 4) * kCodeStride + step * 16 + 2 * (lane % 4);
-      b[2 * group] = decode_code_pair<T>(*reinterpret_cast<const uint16_t*>(pair));
-      b[2 * group + 1] = decode_code_pair<T>(*reinterpret_cast<const uint16_t*>(pair + 8));
-    }
-  });
-}
-
-// accumulate over a V tile of codes: a B fragment register holds one column (lane / 4) of two
-// consecutive keys, keys 2 (lane % 4) and 8 past them.
-template <typename T, int kKeyGroups, int kOutGroups, int kCodeStride>
-__device__ __forceinline__ void accumulate_code_values(const float (&scores)[kKeyGroups][4],
-                                                       const uint8_t* v_codes, int lane,
-                                                       float (&out)[kOutGroups][4]) {
-  accumulate<T>(scores, out, [&](int step, int n, uint32_t(&b)[4]) {
-    const uint8_t* rows = v_codes + (step * 16 + 2 * (lane % 4)) * kCodeStride + lane / 4;
-#pragma unroll
-    for (int group = 0; group < 2; ++group) {
-      const uint8_t* column = rows + (n + group) * 8;
-      b[2 * group] =
-          decode_code_pair<T>(static_cast<uint16_t>(column[0] | (column[kCodeStride] << 8)));
-      b[2 * group + 1] = decode_code_pair<T>(
-          static_cast<uint16_t>(column[8 * kCodeStride] | (column[9 * kCodeStride] << 8)));
-    }
   });
 }
 
