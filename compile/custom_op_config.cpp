@@ -58,6 +58,12 @@ CustomOpConfig CustomOpConfig::parse(const std::vector<std::string>& entries,
     }
   }
   TESSERA_REQUIRE(!(saw_all && saw_none), "custom_ops: \"all\" and \"none\" cannot both be listed");
+  if (!saw_all && !saw_none && !default_enabled) {
+    for (const OpDef* op : OpRegistry::global().all())
+      if (op->custom && op->kept_when_compiled && !contains(config.disabled_, op->name) &&
+          !contains(config.enabled_, op->name))
+        config.enabled_.push_back(op->name);
+  }
   return config;
 }
 

@@ -1,7 +1,8 @@
 // Which custom ops run as themselves and which are replaced by their decomposition, by vLLM's
 // rule over a list of "all", "none", "+name", "-name": an op is enabled when ("all" is listed or
 // "+name" is) and "-name" is not. With neither "all" nor "none" listed, the mode's default
-// applies: all enabled in eager mode, none in compiled mode (so the fuser sees the primitives).
+// applies: all enabled in eager mode, none in compiled mode (so the fuser sees the primitives)
+// but those an op marks kept_when_compiled (fused_moe: its decomposition runs every expert).
 #pragma once
 
 #include <string>

@@ -1,7 +1,9 @@
 // The Llama family, written once against ops:: (eager, traced and compiled alike):
 // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v bias), Qwen3ForCausalLM (q/k
-// norm). It must not branch on the token count: tracing it records no guard on the token symbol.
-// Under tensor parallelism each rank runs this code over its shard (models/tensor_parallel.h).
+// norm), and with mixtures of experts (models/mixture_of_experts.h) MixtralForCausalLM (Mistral's
+// attention) and Qwen3MoeForCausalLM (Qwen3's). It must not branch on the token count: tracing it
+// records no guard on the token symbol. Under tensor parallelism each rank runs this code over its
+// shard (models/tensor_parallel.h).
 
 #include <cmath>
 
@@ -9,6 +11,7 @@
 #include "models/architecture_registry.h"
 #include "models/decoder_weights.h"
 #include "models/hf_config_fields.h"
+#include "models/mixture_of_experts.h"
 #include "models/rope.h"
 #include "models/tensor_parallel.h"
 #include "runtime/check.h"
@@ -24,7 +27,11 @@ std::vector<WeightSpec> llama_weights(const ModelConfig& config) {
     specs.push_back({layer_weight(layer, "input_layernorm.weight"), {config.hidden_size}});
     add_attention_weights(specs, config, layer);
     specs.push_back({layer_weight(layer, "post_attention_layernorm.weight"), {config.hidden_size}});
-    add_mlp_weights(specs, config, layer);
+    if (config.layer_has_experts(layer)) {
+      add_expert_weights(specs, config, layer);
+    } else {
+      add_mlp_weights(specs, config, layer);
+    }
   }
   add_final_weights(specs, config);
   return specs;
@@ -48,6 +55,8 @@ class LlamaModel final : public CausalLM {
     LinearWeight o_proj;         // [hidden, Hq * D]
     StackedLinear gate_up_proj;  // [2 * intermediate, hidden]
     LinearWeight down_proj;      // [hidden, intermediate]
+    bool has_experts = false;    // the MLP is `experts` instead of gate_up_proj and down_proj
+    ExpertWeights experts;
   };
   Tensor attention_block(const Layer& layer, int64_t index, const Tensor& hidden,
                          const Tensor& positions) const;
@@ -59,6 +68,10 @@ class LlamaModel final : public CausalLM {
 LlamaModel::LlamaModel(ModelWeights weights, int64_t max_positions)
     : CausalLM(weights, llama_weights(weights.config), max_positions) {
   const ModelConfig& c = config_;
+  TESSERA_REQUIRE(c.num_experts == 0 || device().type == DeviceType::cpu,
+                  "{}: mixtures of experts run on the CPU only so far (fused_moe has no {} kernel "
+                  "yet); use --device cpu",
+                  c.architecture, device_type_name(device().type));
   embed_tokens_ = weights.get("model.embed_tokens.weight");
   final_norm_ = weights.get("model.norm.weight");
   lm_head_ = c.tie_word_embeddings ? embed_tokens_ : weights.get("lm_head.weight");
@@ -74,8 +87,13 @@ LlamaModel::LlamaModel(ModelWeights weights, int64_t max_positions)
       layer.k_norm = get("self_attn.k_norm.weight");
     }
     layer.o_proj = linear_weight(weights, layer_weight(i, "self_attn.o_proj.weight"));
-    layer.gate_up_proj = gate_up_projection(weights, i);
-    layer.down_proj = linear_weight(weights, layer_weight(i, "mlp.down_proj.weight"));
+    layer.has_experts = c.layer_has_experts(i);
+    if (layer.has_experts) {
+      layer.experts = expert_weights(weights, c, i);
+    } else {
+      layer.gate_up_proj = gate_up_projection(weights, i);
+      layer.down_proj = linear_weight(weights, layer_weight(i, "mlp.down_proj.weight"));
+    }
     layers_.push_back(std::move(layer));
   }
   cos_sin_cache_ = make_cos_sin_cache(c, max_positions, device());
@@ -89,6 +107,7 @@ LlamaModel::LlamaModel(ModelWeights weights, int64_t max_positions)
       count_weight_bytes(linear->tensors());
     count_weight_bytes(layer.qkv_proj.tensors());
     count_weight_bytes(layer.gate_up_proj.tensors());
+    count_weight_bytes(layer.experts.tensors());
   }
 }
 
@@ -131,6 +150,10 @@ Tensor LlamaModel::forward(const Tensor& input_ids, const Tensor& positions) con
     hidden = attention_block(layer, static_cast<int64_t>(i), hidden, positions);
     std::tie(hidden, residual) =
         ops::fused_add_rms_norm(hidden, residual, layer.post_attention_norm, c.rms_norm_eps);
+    if (layer.has_experts) {
+      hidden = layer.experts.apply(hidden, c);
+      continue;
+    }
     Tensor gate_up = layer.gate_up_proj.apply(hidden);
     Tensor activated = c.hidden_act == "silu"
                            ? ops::silu_and_mul(gate_up)
@@ -151,7 +174,8 @@ void read_llama_config(const HfConfigFields& fields, ModelConfig& config) {
                   "{}: mlp_bias true is not supported (gate/up/down projections without bias only)",
                   fields.file());
   config.attention_bias = config.architecture == "Qwen2ForCausalLM";
-  config.qk_norm = config.architecture == "Qwen3ForCausalLM";
+  config.qk_norm =
+      config.architecture == "Qwen3ForCausalLM" || config.architecture == "Qwen3MoeForCausalLM";
   if (!config.attention_bias) {
     TESSERA_REQUIRE(!fields.boolean("attention_bias", false),
                     "{}: attention_bias true ({} puts a bias on o_proj too) is not supported",
@@ -160,8 +184,12 @@ void read_llama_config(const HfConfigFields& fields, ModelConfig& config) {
   TESSERA_REQUIRE(!fields.boolean("use_sliding_window", false),
                   "{}: use_sliding_window true is not supported (full attention only)",
                   fields.file());
-  // Mistral: a sliding_window (null: none) applies to every layer, as in transformers.
-  if (config.architecture == "MistralForCausalLM" && fields.has("sliding_window")) {
+  if (has_experts(config.architecture)) read_expert_config(fields, config);
+  // Mistral and Mixtral: a sliding_window (null: none) applies to every layer, as in
+  // transformers.
+  const bool mistral_attention =
+      config.architecture == "MistralForCausalLM" || config.architecture == "MixtralForCausalLM";
+  if (mistral_attention && fields.has("sliding_window")) {
     config.sliding_window = fields.integer("sliding_window");
     TESSERA_REQUIRE(config.sliding_window > 0, "{}: sliding_window must be positive, got {}",
                     fields.file(), config.sliding_window);
@@ -169,7 +197,9 @@ void read_llama_config(const HfConfigFields& fields, ModelConfig& config) {
   }
 }
 
-Architecture llama_architecture(const char* name, const char* model_type) {
+// Mixtures of experts are not sharded yet: tensor parallelism refuses them.
+Architecture llama_architecture(const char* name, const char* model_type,
+                                bool tensor_parallel = true) {
   return Architecture{name,
                       model_type,
                       read_llama_config,
@@ -177,13 +207,15 @@ Architecture llama_architecture(const char* name, const char* model_type) {
                       [](ModelWeights weights, int64_t max_positions) -> std::unique_ptr<CausalLM> {
                         return std::make_unique<LlamaModel>(std::move(weights), max_positions);
                       },
-                      /*tensor_parallel=*/true};
+                      tensor_parallel};
 }
 
 TESSERA_REGISTER_ARCHITECTURE(llama_architecture("LlamaForCausalLM", "llama"));
 TESSERA_REGISTER_ARCHITECTURE(llama_architecture("MistralForCausalLM", "mistral"));
 TESSERA_REGISTER_ARCHITECTURE(llama_architecture("Qwen2ForCausalLM", "qwen2"));
 TESSERA_REGISTER_ARCHITECTURE(llama_architecture("Qwen3ForCausalLM", "qwen3"));
+TESSERA_REGISTER_ARCHITECTURE(llama_architecture("MixtralForCausalLM", "mixtral", false));
+TESSERA_REGISTER_ARCHITECTURE(llama_architecture("Qwen3MoeForCausalLM", "qwen3_moe", false));
 
 }  // namespace
 }  // namespace tessera

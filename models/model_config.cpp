@@ -20,6 +20,8 @@ void ModelConfig::check_limits(const std::string& source) const {
       {head_dim, "head_dim", int64_t{1} << 12},
       {max_position_embeddings, "max_position_embeddings", int64_t{1} << 28},
       {sliding_window, "sliding_window", int64_t{1} << 28},
+      {num_experts, "num_experts", int64_t{1} << 12},
+      {moe_intermediate_size, "moe_intermediate_size", int64_t{1} << 20},
   };
   for (const auto& [value, field, limit] : limits)
     TESSERA_REQUIRE(value <= limit,
@@ -79,6 +81,18 @@ void ModelConfig::validate(const std::string& source) const {
     TESSERA_REQUIRE(type != kSlidingAttention || sliding_window > 0,
                     "{}: layer_types has sliding_attention layers but no sliding_window", source);
   }
+  if (num_experts > 0) {
+    TESSERA_REQUIRE(num_experts_per_tok >= 1 && num_experts_per_tok <= num_experts,
+                    "{}: num_experts_per_tok must be between 1 and num_experts ({}), got {}",
+                    source, num_experts, num_experts_per_tok);
+    positive(moe_intermediate_size, "moe_intermediate_size");
+    TESSERA_REQUIRE(static_cast<int64_t>(expert_layers.size()) == num_layers,
+                    "{}: {} layers marked as expert or dense, but num_hidden_layers is {}", source,
+                    expert_layers.size(), num_layers);
+    TESSERA_REQUIRE(hidden_act == "silu",
+                    "{}: experts with hidden_act '{}' are not supported (silu only)", source,
+                    hidden_act);
+  }
   TESSERA_REQUIRE(hidden_act == "silu" || hidden_act == "gelu" || hidden_act == "gelu_pytorch_tanh",
                   "{}: hidden_act '{}' is not supported; supported: silu, gelu, gelu_pytorch_tanh",
                   source, hidden_act);
@@ -95,14 +109,21 @@ int64_t ModelConfig::layer_sliding_window(int64_t layer) const {
   return layer_types.at(static_cast<size_t>(layer)) == kSlidingAttention ? sliding_window : 0;
 }
 
+bool ModelConfig::layer_has_experts(int64_t layer) const {
+  return num_experts > 0 && expert_layers.at(static_cast<size_t>(layer));
+}
+
 std::string ModelConfig::str() const {
   return fmt::format(
       "{}: vocab {}, hidden {}, intermediate {}, layers {}, heads {}/{} (kv), head_dim {}, "
-      "rope_theta {}{}, tied {}, bias {}, qk_norm {}{}, stored {}{}",
+      "rope_theta {}{}, tied {}, bias {}, qk_norm {}{}{}, stored {}{}",
       architecture, vocab_size, hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads,
       head_dim, rope_theta, rope_scaling.type.empty() ? "" : " (" + rope_scaling.type + ")",
       tie_word_embeddings, attention_bias, qk_norm,
       sliding_window > 0 ? fmt::format(", sliding_window {}", sliding_window) : "",
+      num_experts > 0 ? fmt::format(", {} experts of {} ({} per token)", num_experts,
+                                    moe_intermediate_size, num_experts_per_tok)
+                      : "",
       dtype_name(checkpoint_dtype), fp8.enabled() ? ", " + fp8.str() : "");
 }
 

@@ -67,6 +67,14 @@ struct ModelConfig {
   double rope_local_theta = 0;           // RoPE base of sliding layers (unscaled); 0: rope_theta
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
+  // Mixtures of experts (Mixtral, Qwen3-MoE): layers whose MLP is num_experts SwiGLU experts of
+  // moe_intermediate_size, num_experts_per_tok of them per token (their routing weights
+  // renormalized with norm_topk_prob). num_experts 0: a dense MLP everywhere.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  std::vector<bool> expert_layers;  // per layer with num_experts: experts (true) or the dense MLP
   DType checkpoint_dtype = DType::f32;  // the dtype the weights are stored in
   Fp8Format fp8;                        // FP8 linear weights, when enabled()
 
@@ -81,6 +89,8 @@ struct ModelConfig {
   double attention_scale() const;
   // The window of layer `layer`: sliding_window on sliding layers, else 0 (none).
   int64_t layer_sliding_window(int64_t layer) const;
+  // Whether layer `layer`'s MLP is a mixture of experts.
+  bool layer_has_experts(int64_t layer) const;
   std::string str() const;  // one line for logs
 };
 

@@ -105,6 +105,9 @@ struct OpDef {
   // weight-prefetch pass has the step before pull it into the device's cache.
   int streamed_weight = -1;
   bool custom = false;  // enabled/disabled by the compilation config's custom_ops
+  // A custom op that compiled mode's default keeps as itself, where its decomposition costs far
+  // more than the op (fused_moe's runs every expert); "none" or "-name" still turn it off.
+  bool kept_when_compiled = false;
   // A splitting op that a pass makes out of another (rotary_attention out of attention) splits
   // the graph wherever compilation.splitting_ops lists that other op.
   std::string splits_as;

@@ -141,6 +141,14 @@ Tensor cat(std::span<const Tensor> tensors, int64_t dim) {
   return call_op(op, tensors, {{"dim", dim}}).at(0);
 }
 
+Tensor moe_routing(const Tensor& router_logits, int64_t top_k, bool renormalize) {
+  return call("moe_routing", {router_logits}, {{"top_k", top_k}, {"renormalize", renormalize}});
+}
+Tensor fused_moe(const Tensor& x, const Tensor& router_logits, const Tensor& gate_up_weights,
+                 const Tensor& down_weights, int64_t top_k, bool renormalize) {
+  return call("fused_moe", {x, router_logits, gate_up_weights, down_weights},
+              {{"top_k", top_k}, {"renormalize", renormalize}});
+}
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   return call("rms_norm", {x, weight}, {{"eps", eps}});
 }

@@ -90,6 +90,15 @@ std::pair<Tensor, Tensor> rotary_embedding(const Tensor& positions, const Tensor
                                            const Tensor& key, const Tensor& cos_sin_cache,
                                            int64_t head_size, bool is_neox);
 Tensor silu_and_mul(const Tensor& x);  // silu(x[..., :d]) * x[..., d:]
+// Mixtures of experts (compile/ops/custom/fused_moe.cpp). router_logits [T, E] -> f32 [T, E]:
+// softmax over the experts, the top_k kept (renormalized to sum 1 when renormalize), zero
+// elsewhere.
+Tensor moe_routing(const Tensor& router_logits, int64_t top_k, bool renormalize);
+// x [T, H], router_logits [T, E], gate_up_weights [E, 2I, H] (gate rows, then up rows),
+// down_weights [E, H, I] -> [T, H]: sum over the top_k experts of their routing weight times
+// down(silu(gate x) * up x).
+Tensor fused_moe(const Tensor& x, const Tensor& router_logits, const Tensor& gate_up_weights,
+                 const Tensor& down_weights, int64_t top_k, bool renormalize);
 // The splitting op: paged causal attention for `layer`, metadata from the forward context.
 // sliding_window > 0: a query at position p sees keys at positions > p - sliding_window;
 // logit_softcap > 0: scores become tanh(scores / cap) * cap before the mask (Gemma 2).

@@ -16,7 +16,8 @@ import torch
 import transformers
 from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig,
                           LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+                          MixtralConfig, MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 COMMON = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
@@ -70,6 +71,22 @@ MODELS["gemma3"] = (Gemma3ForCausalLM, Gemma3TextConfig(
 # Mistral with a window shorter than the 40-token prompt: every layer slides.
 MODELS["mistral-window"] = (MistralForCausalLM, MistralConfig(
     **COMMON, sliding_window=6, tie_word_embeddings=False), torch.float32)
+
+# Mixtures of experts: 8 experts, 2 per token. Mixtral renormalizes the top-2 weights; Qwen3-MoE
+# does where norm_topk_prob says so, and keeps dense MLPs in mlp_only_layers and off the
+# decoder_sparse_step.
+MOE_COMMON = dict(COMMON, intermediate_size=32, num_experts_per_tok=2)
+MODELS["mixtral"] = (MixtralForCausalLM, MixtralConfig(
+    **MOE_COMMON, num_local_experts=8, sliding_window=None, rope_theta=1000000.0,
+    router_jitter_noise=0.0, tie_word_embeddings=False), torch.float32)
+MODELS["qwen3-moe"] = (Qwen3MoeForCausalLM, Qwen3MoeConfig(
+    **dict(MOE_COMMON, intermediate_size=96), head_dim=32, num_experts=8,
+    moe_intermediate_size=32, norm_topk_prob=True,
+    decoder_sparse_step=1, mlp_only_layers=[1], tie_word_embeddings=True), torch.float32)
+MODELS["qwen3-moe-unnormalized"] = (Qwen3MoeForCausalLM, Qwen3MoeConfig(
+    **dict(MOE_COMMON, intermediate_size=96), head_dim=16, num_experts=8,
+    moe_intermediate_size=32, norm_topk_prob=False,
+    decoder_sparse_step=2, mlp_only_layers=[], tie_word_embeddings=False), torch.float32)
 
 # Softcapping is only in transformers' eager attention; eager masks the window exactly too.
 EAGER = {"gemma2", "gemma3", "mistral-window"}
@@ -126,6 +143,11 @@ def main():
                     "transformers": transformers.__version__}
         (folder / "expected.json").write_text(json.dumps(expected))
         size = sum(f.stat().st_size for f in folder.iterdir())
+        if "moe" in name or "mixtral" in name:
+            from safetensors import safe_open
+            with safe_open(str(folder / "model.safetensors"), "pt") as stored:
+                print(name, "tensors:", {key: tuple(stored.get_slice(key).get_shape())
+                                         for key in stored.keys() if "layers.0." in key})
         print(f"{name}: {size / 1024:.0f} KiB, logits {tuple(logits.shape)}, "
               f"max |logit| {logits.abs().max():.3f}")
 

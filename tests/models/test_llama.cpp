@@ -1,7 +1,7 @@
 // The model families' forward: no guard on the token count, eager == traced, KV-cached decoding ==
 // prefill, logits equal to transformers' on tiny models it saved (tests/data/hf_tiny, made by
 // tests/hf_reference/make_tiny_models.py) in eager and compiled modes (Llama, Mistral, Qwen2/3,
-// Gemma 2/3), and the real stories260K's published greedy text.
+// Gemma 2/3, Mixtral and Qwen3-MoE), and the real stories260K's published greedy text.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -31,25 +31,6 @@ const std::string kShared = TESSERA_SHARED_DIR;
 std::shared_ptr<const CausalLM> load(const std::string& path, DType dtype = DType::f32,
                                      int64_t max_positions = 128) {
   return create_model(load_model(path, LoadOptions{dtype, kCPU}), max_positions);
-}
-
-double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
-}
-
-// A tiny model's expected.json: the input ids and transformers' logits at every position.
-std::pair<std::vector<int32_t>, std::vector<std::vector<double>>> read_expected(
-    const std::string& folder) {
-  nlohmann::json expected;
-  std::ifstream(folder + "/expected.json") >> expected;
-  return {expected["input_ids"].get<std::vector<int32_t>>(),
-          expected["logits"].get<std::vector<std::vector<double>>>()};
 }
 
 }  // namespace
@@ -129,7 +110,7 @@ class HfTinyModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfTinyModel, LogitsMatchTransformers) {
   std::string folder = kHfTiny + GetParam();
-  auto [ids, reference] = read_expected(folder);
+  auto [ids, reference] = read_hf_tiny_expected(folder);
   auto model = load(folder);
   ModelRunner runner(
       model, with_kv_blocks_for(runner_config(CompilationMode::eager), model->max_positions()));
@@ -155,7 +136,7 @@ class HfTinyModelCompiled : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfTinyModelCompiled, LogitsMatchTransformers) {
   std::string folder = kHfTiny + GetParam();
-  auto [ids, reference] = read_expected(folder);
+  auto [ids, reference] = read_hf_tiny_expected(folder);
   RunnerConfig options = runner_config(CompilationMode::compiled);
   options.scheduler.max_num_batched_tokens = 64;
   options.compilation.cache_dir = tessera::testing::fresh_temp_dir("cache_hf_tiny_" + GetParam());
@@ -171,9 +152,11 @@ TEST_P(HfTinyModelCompiled, LogitsMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Transformers, HfTinyModel,
                          ::testing::Values("llama", "llama3-scaled-tied", "llama-bf16", "mistral",
-                                           "mistral-window", "qwen2", "qwen3", "gemma2", "gemma3"));
+                                           "mistral-window", "qwen2", "qwen3", "gemma2", "gemma3",
+                                           "mixtral", "qwen3-moe", "qwen3-moe-unnormalized"));
 INSTANTIATE_TEST_SUITE_P(Transformers, HfTinyModelCompiled,
-                         ::testing::Values("qwen3", "gemma2", "gemma3", "mistral-window"));
+                         ::testing::Values("qwen3", "gemma2", "gemma3", "mistral-window", "mixtral",
+                                           "qwen3-moe"));
 
 TEST(Stories260K, GreedyTextMatchesLlama2cInEveryFormat) {
   std::string dir = kShared + "/models/stories260K";

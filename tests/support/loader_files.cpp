@@ -183,4 +183,11 @@ GgufWriter llama_gguf(const ModelWeights& weights, const GgufChanges& changes) {
   return writer;
 }
 
+HfTinyExpected read_hf_tiny_expected(const std::string& folder) {
+  nlohmann::json expected;
+  std::ifstream(folder + "/expected.json") >> expected;
+  return {expected["input_ids"].get<std::vector<int32_t>>(),
+          expected["logits"].get<std::vector<std::vector<double>>>()};
+}
+
 }  // namespace tessera::testing

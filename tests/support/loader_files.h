@@ -56,6 +56,14 @@ bool bit_identical(const Tensor& a, const Tensor& b);
 // The same tensor names, each bit-identical.
 void expect_same_tensors(const ModelWeights& expected, const ModelWeights& actual);
 
+// A tiny model's expected.json (tests/data/hf_tiny, tests/hf_reference/make_tiny_models.py): the
+// input ids and transformers' logits at every position.
+struct HfTinyExpected {
+  std::vector<int32_t> input_ids;
+  std::vector<std::vector<double>> logits;
+};
+HfTinyExpected read_hf_tiny_expected(const std::string& folder);
+
 // Every field but max_position_embeddings, which the GGUF converter sets to its own 2048.
 void expect_same_architecture(const ModelConfig& a, const ModelConfig& b);
 

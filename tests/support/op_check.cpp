@@ -33,10 +33,10 @@ bool is_exact_op(const std::string& op) {
 }
 
 // Ops that sum many products: their rounding error scales with the sum of absolute terms.
-// A gated activation fused into a linear (silu_and_mul_linear): it rounds the activation to the
-// dtype before the product, as the two ops it replaces do.
+// A gated activation fused into a linear (silu_and_mul_linear), and the experts' MLPs (fused_moe):
+// they round the activation to the dtype before the product, as the two ops they replace do.
 bool rounds_before_accumulating(const std::string& op) {
-  return op.ends_with("_and_mul_linear");
+  return op.ends_with("_and_mul_linear") || op == "fused_moe";
 }
 
 bool is_accumulating_op(const std::string& op) {
@@ -221,6 +221,7 @@ std::vector<Tensor> materialize(const std::vector<HostInput>& inputs, Device dev
 DType expected_output_dtype(const OpSample& sample, const Attributes& attributes) {
   const std::string& op = sample.reference_name();
   if (op == "argmax") return DType::i64;
+  if (op == "moe_routing") return DType::f32;
   if (op == "cast") return attributes.get_dtype("dtype");
   if (op == "where" || op == "rotary_embedding") return sample.inputs.at(1).dtype;
   return sample.inputs.at(0).dtype;
@@ -416,8 +417,12 @@ CaseResult check_op_sample(const OpSample& sample, Device device, const CheckOpt
     std::vector<RefTensor> logical;
     for (const HostInput& input : host_inputs) logical.push_back(input.logical);
     expected = reference_op(reference_name, logical, attributes);
-    if (is_accumulating_op(reference_name))
-      magnitudes = reference_op(reference_name, absolute(host_inputs), attributes);
+    if (is_accumulating_op(reference_name)) {
+      std::vector<RefTensor> absolute_inputs = absolute(host_inputs);
+      // fused_moe's bound is over the experts the signed router logits choose.
+      if (reference_name == "fused_moe") absolute_inputs.at(1) = logical.at(1);
+      magnitudes = reference_op(reference_name, absolute_inputs, attributes);
+    }
     output_dtype = expected_output_dtype(sample, attributes);
   } catch (const std::exception& error) {
     result.comparisons.push_back(failed_path("setup", error.what()));

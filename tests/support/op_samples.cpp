@@ -72,6 +72,7 @@ class SampleTable {
     add_gated_activations();
     add_gated_linear();
     add_rotary_embedding();
+    add_mixture_of_experts();
   }
 
   const std::map<std::string, std::vector<OpSample>>& samples() const { return samples_; }
@@ -475,6 +476,40 @@ class SampleTable {
       add("silu_and_mul", {spec({3, 66}, dtype, ValueKind::large)});
     }
     add("gelu_and_mul", {spec({3, 14}, f32)});  // default: erf form
+  }
+
+  // Routing (top 1 to all experts, renormalized and not) and the experts' MLPs over it: one
+  // token (decode), experts that get no token, hidden sizes past a 16-byte pack.
+  void add_mixture_of_experts() {
+    struct Routing {
+      Shape logits;
+      int64_t top_k;
+      bool renormalize;
+    };
+    const std::vector<Routing> routings = {{{5, 8}, 2, true},
+                                           {{5, 8}, 2, false},
+                                           {{1, 4}, 1, false},
+                                           {{7, 16}, 4, true},
+                                           {{3, 3}, 3, false}};
+    struct Experts {
+      int64_t tokens, hidden, experts, intermediate, top_k;
+      bool renormalize;
+    };
+    const std::vector<Experts> experts = {{5, 16, 4, 6, 2, true},
+                                          {1, 8, 8, 4, 2, false},
+                                          {9, 40, 6, 24, 3, true},
+                                          {2, 12, 16, 8, 1, false}};
+    for (DType dtype : kFloatDTypes) {
+      for (const Routing& r : routings)
+        add("moe_routing", {spec(r.logits, dtype)},
+            {{"top_k", r.top_k}, {"renormalize", r.renormalize}});
+      for (const Experts& e : experts)
+        add("fused_moe",
+            {spec({e.tokens, e.hidden}, dtype), spec({e.tokens, e.experts}, dtype),
+             spec({e.experts, 2 * e.intermediate, e.hidden}, dtype),
+             spec({e.experts, e.hidden, e.intermediate}, dtype)},
+            {{"top_k", e.top_k}, {"renormalize", e.renormalize}});
+    }
   }
 
   // The fused gated MLP down projection (what the linear-prologue pass makes): k a multiple of

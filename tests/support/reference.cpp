@@ -560,6 +560,16 @@ std::vector<RefTensor> reference_op(const std::string& op, std::span<const RefTe
   if (op == "fp8_linear") {
     return {reference_fp8_linear(inputs, attributes.get_string("activation"))};
   }
+  if (op == "moe_routing") {
+    require_inputs(inputs, 1, op);
+    return {reference_moe_routing(inputs[0], attributes.get_int("top_k"),
+                                  attributes.get_bool("renormalize", false))};
+  }
+  if (op == "fused_moe") {
+    require_inputs(inputs, 4, op);
+    return {reference_fused_moe(inputs, attributes.get_int("top_k"),
+                                attributes.get_bool("renormalize", false))};
+  }
   if (op == "embedding") {
     require_inputs(inputs, 2, op);
     return {embedding(inputs[0], inputs[1], attributes.get_int("vocab_start", -1))};

@@ -1,4 +1,5 @@
-// What the float64 reference files share (tests/support/reference.cpp, reference_products.cpp):
+// What the float64 reference files share (tests/support/reference.cpp, reference_products.cpp,
+// reference_experts.cpp):
 // argument checks, tensor construction, and the matrix products reference_op dispatches to.
 #pragma once
 
@@ -25,5 +26,10 @@ RefTensor reference_matmul(const RefTensor& a, const RefTensor& b);
 RefTensor reference_linear(std::span<const RefTensor> inputs);
 // x, weight, weight_scale[, input_scale] by `activation` (kernels/quant/fp8_scaling.h).
 RefTensor reference_fp8_linear(std::span<const RefTensor> inputs, const std::string& activation);
+// router_logits [T, E] -> [T, E]: softmax, the top_k kept (renormalized when asked), zero
+// elsewhere.
+RefTensor reference_moe_routing(const RefTensor& logits, int64_t top_k, bool renormalize);
+// x, router_logits, gate_up_weights [E, 2I, H], down_weights [E, H, I] (fused_moe).
+RefTensor reference_fused_moe(std::span<const RefTensor> inputs, int64_t top_k, bool renormalize);
 
 }  // namespace tessera::test::reference_detail

@@ -21,7 +21,12 @@ Tensor random_tensor(Shape sizes, uint32_t seed, DType dtype, Device device) {
 
 double relative_error(const Tensor& got, const Tensor& want) {
   TESSERA_CHECK(got.sizes() == want.sizes(), "comparing {} with {}", got.str(), want.str());
-  std::vector<double> a = got.to_doubles(), b = want.to_doubles();
+  std::vector<double> a = got.to_doubles();
+  return relative_error(std::vector<float>(a.begin(), a.end()), want.to_doubles());
+}
+
+double relative_error(const std::vector<float>& a, const std::vector<double>& b) {
+  TESSERA_CHECK(a.size() == b.size(), "comparing {} values with {}", a.size(), b.size());
   double diff = 0, norm = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     if (!std::isfinite(a[i])) return INFINITY;

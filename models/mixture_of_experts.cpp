@@ -1,0 +1,118 @@
+#include "models/mixture_of_experts.h"
+
+#include <algorithm>
+
+#include "compile/ops/ops.h"
+#include "models/decoder_weights.h"
+#include "runtime/check.h"
+
+namespace tessera {
+namespace {
+
+constexpr const char* kMixtral = "MixtralForCausalLM";
+constexpr const char* kQwen3Moe = "Qwen3MoeForCausalLM";
+
+// Hugging Face names of a layer's experts: Mixtral's w1 (gate), w3 (up), w2 (down).
+struct ExpertNames {
+  const char* router;
+  const char* experts;  // the prefix of "<experts><e>.<projection>"
+  const char* gate;
+  const char* up;
+  const char* down;
+};
+
+ExpertNames expert_names(const ModelConfig& config) {
+  if (config.architecture == kMixtral)
+    return {"block_sparse_moe.gate.weight", "block_sparse_moe.experts.", "w1.weight", "w3.weight",
+            "w2.weight"};
+  return {"mlp.gate.weight", "mlp.experts.", "gate_proj.weight", "up_proj.weight",
+          "down_proj.weight"};
+}
+
+std::string expert_weight(int64_t layer, const ExpertNames& names, int64_t expert,
+                          const char* projection) {
+  return layer_weight(layer, names.experts) + std::to_string(expert) + "." + projection;
+}
+
+}  // namespace
+
+bool has_experts(const std::string& architecture) {
+  return architecture == kMixtral || architecture == kQwen3Moe;
+}
+
+void read_expert_config(const HfConfigFields& fields, ModelConfig& config) {
+  TESSERA_CHECK(has_experts(config.architecture), "read_expert_config for {}", config.architecture);
+  TESSERA_REQUIRE(!config.fp8.enabled(),
+                  "{}: FP8 weights of a mixture of experts ({}) are not supported yet; use the "
+                  "bf16 checkpoint",
+                  fields.file(), config.architecture);
+  config.num_experts_per_tok = fields.integer("num_experts_per_tok");
+  if (config.architecture == kMixtral) {
+    config.num_experts = fields.integer("num_local_experts");
+    config.moe_intermediate_size = config.intermediate_size;
+    config.norm_topk_prob = true;
+    config.expert_layers.assign(static_cast<size_t>(config.num_layers), true);
+    return;
+  }
+  config.num_experts = fields.has("num_experts") ? fields.integer("num_experts")
+                                                 : fields.integer("num_local_experts");
+  config.moe_intermediate_size = fields.integer("moe_intermediate_size");
+  config.norm_topk_prob = fields.boolean("norm_topk_prob", false);
+  const int64_t step = fields.integer("decoder_sparse_step", 1);
+  TESSERA_REQUIRE(step >= 1, "{}: decoder_sparse_step must be at least 1, got {}", fields.file(),
+                  step);
+  const std::vector<int64_t> dense_layers = fields.ids("mlp_only_layers");
+  for (int64_t layer : dense_layers)
+    TESSERA_REQUIRE(layer >= 0 && layer < config.num_layers,
+                    "{}: mlp_only_layers entry {} is not a layer (num_hidden_layers is {})",
+                    fields.file(), layer, config.num_layers);
+  config.expert_layers.clear();
+  for (int64_t layer = 0; layer < config.num_layers; ++layer)
+    config.expert_layers.push_back(config.num_experts > 0 && (layer + 1) % step == 0 &&
+                                   std::find(dense_layers.begin(), dense_layers.end(), layer) ==
+                                       dense_layers.end());
+}
+
+void add_expert_weights(std::vector<WeightSpec>& specs, const ModelConfig& config, int64_t layer) {
+  const ExpertNames names = expert_names(config);
+  const int64_t hidden = config.hidden_size, intermediate = config.moe_intermediate_size;
+  specs.push_back({layer_weight(layer, names.router), {config.num_experts, hidden}});
+  for (int64_t e = 0; e < config.num_experts; ++e) {
+    specs.push_back({expert_weight(layer, names, e, names.gate), {intermediate, hidden}});
+    specs.push_back({expert_weight(layer, names, e, names.up), {intermediate, hidden}});
+    specs.push_back({expert_weight(layer, names, e, names.down), {hidden, intermediate}});
+  }
+}
+
+ExpertWeights expert_weights(const ModelWeights& weights, const ModelConfig& config,
+                             int64_t layer) {
+  const ExpertNames names = expert_names(config);
+  auto dense = [&](const std::string& name) {
+    Tensor tensor = weights.get(name);
+    TESSERA_REQUIRE(is_floating(tensor.dtype()),
+                    "{} is stored as {}: experts in quantized formats are not supported yet (f32, "
+                    "f16 and bf16 are)",
+                    name, dtype_name(tensor.dtype()));
+    return tensor;
+  };
+  ExpertWeights experts;
+  experts.router = dense(layer_weight(layer, names.router));
+  std::vector<Tensor> gate_up, down;
+  for (int64_t e = 0; e < config.num_experts; ++e) {
+    gate_up.push_back(dense(expert_weight(layer, names, e, names.gate)));
+    gate_up.push_back(dense(expert_weight(layer, names, e, names.up)));
+    down.push_back(dense(expert_weight(layer, names, e, names.down)));
+  }
+  const int64_t hidden = config.hidden_size, intermediate = config.moe_intermediate_size;
+  experts.gate_up =
+      ops::reshape(ops::cat(gate_up, 0), {config.num_experts, 2 * intermediate, hidden});
+  experts.down = ops::reshape(ops::cat(down, 0), {config.num_experts, hidden, intermediate});
+  return experts;
+}
+
+Tensor ExpertWeights::apply(const Tensor& hidden, const ModelConfig& config) const {
+  return ops::fused_moe(hidden, ops::linear(hidden, router), gate_up, down,
+                        config.num_experts_per_tok, config.norm_topk_prob);
+}
+
+}  // namespace tessera

@@ -1,0 +1,40 @@
+// Mixture-of-experts MLPs (MixtralForCausalLM, Qwen3MoeForCausalLM): the config fields, the
+// tensors by Hugging Face name, and the form fused_moe takes (the experts' projections stacked).
+// The Llama family (models/llama.cpp) uses them for the layers whose MLP has experts.
+#pragma once
+
+#include <vector>
+
+#include "models/hf_config_fields.h"
+#include "models/model.h"
+
+namespace tessera {
+
+// Whether `architecture` has experts (Mixtral, Qwen3-MoE).
+bool has_experts(const std::string& architecture);
+
+// num_experts, num_experts_per_tok, moe_intermediate_size, norm_topk_prob and which layers have
+// experts: Mixtral's num_local_experts in every layer (intermediate_size per expert, top-k
+// weights always renormalized); Qwen3-MoE's num_experts (or num_local_experts, as transformers 5
+// writes it), norm_topk_prob, decoder_sparse_step and mlp_only_layers (dense MLPs of
+// intermediate_size). Errors name the file and the field.
+void read_expert_config(const HfConfigFields& fields, ModelConfig& config);
+
+// The router and every expert's gate, up and down projections of `layer`.
+void add_expert_weights(std::vector<WeightSpec>& specs, const ModelConfig& config, int64_t layer);
+
+struct ExpertWeights {
+  Tensor router;   // [E, hidden]
+  Tensor gate_up;  // [E, 2 moe_intermediate, hidden]: each expert's gate rows, then its up rows
+  Tensor down;     // [E, hidden, moe_intermediate]
+
+  // The layer's MLP over hidden [T, hidden]: router logits, then fused_moe.
+  Tensor apply(const Tensor& hidden, const ModelConfig& config) const;
+  std::vector<const Tensor*> tensors() const { return {&router, &gate_up, &down}; }
+};
+
+// The experts of `layer`, stacked (the per-expert tensors die with `weights`). Experts of a
+// quantized format are refused, naming the tensor.
+ExpertWeights expert_weights(const ModelWeights& weights, const ModelConfig& config, int64_t layer);
+
+}  // namespace tessera

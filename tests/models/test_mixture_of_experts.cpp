@@ -1,0 +1,148 @@
+// Mixtures of experts (MixtralForCausalLM, Qwen3MoeForCausalLM; models/mixture_of_experts.h):
+// compiled mode keeps fused_moe by default and records its decomposition when custom_ops turns it
+// off, with no guard on the token count either way; compiled logits with the fused op equal
+// transformers' (tests/data/hf_tiny; eager and fully decomposed runs are in test_llama.cpp); the
+// expert fields of config.json are checked, and what is not built yet is refused clearly.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <regex>
+
+#include "compile/custom_op_config.h"
+#include "compile/trace/tracer.h"
+#include "engine/runner/run_setup.h"
+#include "models/architecture_registry.h"
+#include "models/tensor_parallel.h"
+#include "support/error_of.h"
+#include "support/loader_files.h"
+#include "support/runner_steps.h"
+#include "support/test_tensors.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+using ::testing::HasSubstr;
+
+namespace {
+
+const std::string kHfTiny = std::string(TESSERA_SOURCE_DIR) + "/tests/data/hf_tiny/";
+
+std::shared_ptr<const CausalLM> load(const std::string& path) {
+  return create_model(load_model(path, LoadOptions{DType::f32, kCPU}), 128);
+}
+
+// How many times `op` is called in a traced graph's listing.
+size_t calls_of(const std::string& listing, const std::string& op) {
+  const std::regex call("\\b" + op + "\\(");
+  return static_cast<size_t>(std::distance(
+      std::sregex_iterator(listing.begin(), listing.end(), call), std::sregex_iterator()));
+}
+
+TraceResult trace_forward(const CausalLM& model, const CustomOpConfig& custom_ops) {
+  const std::vector<int64_t> ids{1, 5, 9, 200, 7}, positions{0, 1, 2, 3, 4};
+  std::vector<Tensor> inputs{Tensor::from_ints(ids, {5}, DType::i32),
+                             Tensor::from_ints(positions, {5}, DType::i32)};
+  TraceOptions options;
+  options.dynamic_dims = {{0, 0}, {1, 0}};
+  options.custom_ops = custom_ops;
+  return trace(
+      [&](std::span<const Tensor> in) { return std::vector<Tensor>{model.forward(in[0], in[1])}; },
+      inputs, options);
+}
+
+// A copy of tests/data/hf_tiny/<name> whose config.json `edit` changed.
+std::string edited_copy(const TempDir& dir, const std::string& name,
+                        const std::function<void(nlohmann::json&)>& edit) {
+  const std::string folder = dir / name;
+  std::filesystem::copy(kHfTiny + name, folder);
+  nlohmann::json config;
+  std::ifstream(folder + "/config.json") >> config;
+  edit(config);
+  write_text(folder + "/config.json", config.dump(2));
+  return folder;
+}
+
+}  // namespace
+
+TEST(MixtureOfExperts, CompiledModeKeepsFusedMoeUnlessCustomOpsTurnItOff) {
+  EXPECT_TRUE(CustomOpConfig::parse({}, /*default_enabled=*/false).enabled("fused_moe"));
+  EXPECT_FALSE(CustomOpConfig::parse({}, false).enabled("rms_norm"));  // the others still decompose
+  EXPECT_FALSE(CustomOpConfig::parse({"none"}, false).enabled("fused_moe"));
+  EXPECT_FALSE(CustomOpConfig::parse({"-fused_moe"}, false).enabled("fused_moe"));
+  EXPECT_FALSE(CustomOpConfig::parse({"-fused_moe"}, true).enabled("fused_moe"));
+  EXPECT_TRUE(CustomOpConfig::parse({"+rms_norm"}, false).enabled("fused_moe"));
+  EXPECT_TRUE(CustomOpConfig::parse({}, true).enabled("fused_moe"));
+}
+
+TEST(MixtureOfExperts, TraceRecordsFusedMoeOrItsDecompositionWithNoGuardOnTheTokenCount) {
+  for (const char* name : {"mixtral", "qwen3-moe"}) {
+    auto model = load(kHfTiny + name);
+    int64_t expert_layers = 0;
+    for (int64_t layer = 0; layer < model->config().num_layers; ++layer)
+      expert_layers += model->config().layer_has_experts(layer);
+    TraceResult kept = trace_forward(*model, CustomOpConfig::parse({}, false));
+    EXPECT_TRUE(kept.guards.empty()) << name << "\n" << kept.str();
+    EXPECT_EQ(calls_of(kept.str(), "fused_moe"), static_cast<size_t>(expert_layers)) << name;
+    TraceResult decomposed = trace_forward(*model, CustomOpConfig::parse({"none"}, false));
+    EXPECT_TRUE(decomposed.guards.empty()) << name << "\n" << decomposed.str();
+    EXPECT_EQ(calls_of(decomposed.str(), "fused_moe"), 0u) << name;
+    EXPECT_EQ(calls_of(decomposed.str(), "moe_routing"), static_cast<size_t>(expert_layers))
+        << name;
+  }
+}
+
+TEST(MixtureOfExperts, CompiledLogitsWithTheFusedOpMatchTransformers) {
+  for (const std::string name : {"mixtral", "qwen3-moe", "qwen3-moe-unnormalized"}) {
+    const std::string folder = kHfTiny + name;
+    const auto [ids, reference] = read_hf_tiny_expected(folder);
+    RunnerConfig options = runner_config(CompilationMode::compiled);
+    options.scheduler.max_num_batched_tokens = 64;
+    options.compilation.cache_dir = fresh_temp_dir("cache_moe_" + name);
+    auto model = load(folder);
+    ModelRunner runner(model, with_kv_blocks_for(options, model->max_positions()));
+    const auto chunked = logits_by_chunks(runner, ids, {7, 1, 12, 20});
+    const size_t positions[] = {6, 7, 19, 39};  // the last token of each chunk
+    for (size_t i = 0; i < chunked.size(); ++i)
+      EXPECT_LT(relative_error(chunked[i], reference[positions[i]]), 1e-5)
+          << name << " position " << positions[i];
+  }
+}
+
+TEST(MixtureOfExperts, ExpertFieldsOfConfigJsonAreChecked) {
+  TempDir dir;
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::vector<std::string>>>
+      cases = {
+          {[](nlohmann::json& c) { c["num_experts_per_tok"] = 9; },
+           {"num_experts_per_tok", "between 1 and num_experts (8)", "9"}},
+          {[](nlohmann::json& c) { c["num_experts_per_tok"] = 0; }, {"num_experts_per_tok"}},
+          {[](nlohmann::json& c) { c.erase("num_experts_per_tok"); }, {"num_experts_per_tok"}},
+          {[](nlohmann::json& c) {
+             c["mlp_only_layers"] = {0, 5};
+           },
+           {"mlp_only_layers", "5", "num_hidden_layers is 2"}},
+          {[](nlohmann::json& c) { c["decoder_sparse_step"] = 0; }, {"decoder_sparse_step", "0"}},
+          {[](nlohmann::json& c) { c["moe_intermediate_size"] = 0; }, {"moe_intermediate_size"}},
+          {[](nlohmann::json& c) { c["num_local_experts"] = 100000; },
+           {"num_experts", "100000", "more than Tessera accepts"}},
+      };
+  int index = 0;
+  for (const auto& [edit, mentions] : cases) {
+    const std::string folder = edited_copy(dir, "qwen3-moe", edit);
+    const std::string numbered = folder + std::to_string(index);
+    std::filesystem::rename(folder, numbered);
+    const std::string message = error_of([&] {
+      load_model(numbered, LoadOptions{DType::f32, kCPU});
+    });
+    for (const std::string& part : mentions)
+      EXPECT_THAT(message, HasSubstr(part)) << "case " << index;
+    ++index;
+  }
+}
+
+TEST(MixtureOfExperts, WhatIsNotBuiltYetIsRefusedClearly) {
+  const ModelConfig config = load_model(kHfTiny + "mixtral", LoadOptions{DType::f32, kCPU}).config;
+  expect_mentions(error_of([&] { check_tensor_parallel(config, 2); }),
+                  {"engine.tensor_parallel_size 2", "MixtralForCausalLM", "do not shard yet"});
+}
