@@ -165,6 +165,8 @@ const Fields& fields() {
     f["engine.enable_prefix_caching"] = scalar<&E::cache, &K::enable_prefix_caching>(kBool);
     f["engine.tensor_parallel_size"] = scalar<&E::parallel, &ParallelConfig::tensor_parallel_size>(
         "an integer from 1 to 64 (devices from engine.device on)", in_range(1, 64));
+    f["engine.enable_expert_parallel"] =
+        scalar<&E::parallel, &ParallelConfig::enable_expert_parallel>(kBool);
     f["engine.seed"] = scalar<&E::seed>("an integer");
     f["engine.host"] = scalar<&E::server, &ServerConfig::host>("an address");
     f["engine.port"] = scalar<&E::server, &ServerConfig::port>(

@@ -70,6 +70,9 @@ struct SchedulerConfig {
 struct ParallelConfig {
   // Ranks the model is sharded over (models/tensor_parallel.h): devices engine.device onwards.
   int64_t tensor_parallel_size = 1;
+  // Mixtures of experts: whole experts on each rank (num_experts / ranks each) instead of every
+  // expert's intermediate size split over the ranks (vLLM's enable_expert_parallel).
+  bool enable_expert_parallel = false;
 };
 
 // tessera serve's address (engine.host, engine.port).

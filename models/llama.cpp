@@ -151,7 +151,7 @@ Tensor LlamaModel::forward(const Tensor& input_ids, const Tensor& positions) con
     std::tie(hidden, residual) =
         ops::fused_add_rms_norm(hidden, residual, layer.post_attention_norm, c.rms_norm_eps);
     if (layer.has_experts) {
-      hidden = layer.experts.apply(hidden, c);
+      hidden = reduce_over_ranks(layer.experts.apply(hidden, c), parallel_);
       continue;
     }
     Tensor gate_up = layer.gate_up_proj.apply(hidden);
@@ -197,9 +197,7 @@ void read_llama_config(const HfConfigFields& fields, ModelConfig& config) {
   }
 }
 
-// Mixtures of experts are not sharded yet: tensor parallelism refuses them.
-Architecture llama_architecture(const char* name, const char* model_type,
-                                bool tensor_parallel = true) {
+Architecture llama_architecture(const char* name, const char* model_type) {
   return Architecture{name,
                       model_type,
                       read_llama_config,
@@ -207,15 +205,15 @@ Architecture llama_architecture(const char* name, const char* model_type,
                       [](ModelWeights weights, int64_t max_positions) -> std::unique_ptr<CausalLM> {
                         return std::make_unique<LlamaModel>(std::move(weights), max_positions);
                       },
-                      tensor_parallel};
+                      /*tensor_parallel=*/true};
 }
 
 TESSERA_REGISTER_ARCHITECTURE(llama_architecture("LlamaForCausalLM", "llama"));
 TESSERA_REGISTER_ARCHITECTURE(llama_architecture("MistralForCausalLM", "mistral"));
 TESSERA_REGISTER_ARCHITECTURE(llama_architecture("Qwen2ForCausalLM", "qwen2"));
 TESSERA_REGISTER_ARCHITECTURE(llama_architecture("Qwen3ForCausalLM", "qwen3"));
-TESSERA_REGISTER_ARCHITECTURE(llama_architecture("MixtralForCausalLM", "mixtral", false));
-TESSERA_REGISTER_ARCHITECTURE(llama_architecture("Qwen3MoeForCausalLM", "qwen3_moe", false));
+TESSERA_REGISTER_ARCHITECTURE(llama_architecture("MixtralForCausalLM", "mixtral"));
+TESSERA_REGISTER_ARCHITECTURE(llama_architecture("Qwen3MoeForCausalLM", "qwen3_moe"));
 
 }  // namespace
 }  // namespace tessera

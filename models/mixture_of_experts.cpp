@@ -77,7 +77,8 @@ void add_expert_weights(std::vector<WeightSpec>& specs, const ModelConfig& confi
   const ExpertNames names = expert_names(config);
   const int64_t hidden = config.hidden_size, intermediate = config.moe_intermediate_size;
   specs.push_back({layer_weight(layer, names.router), {config.num_experts, hidden}});
-  for (int64_t e = 0; e < config.num_experts; ++e) {
+  for (int64_t e = config.first_local_expert;
+       e < config.first_local_expert + config.local_experts(); ++e) {
     specs.push_back({expert_weight(layer, names, e, names.gate), {intermediate, hidden}});
     specs.push_back({expert_weight(layer, names, e, names.up), {intermediate, hidden}});
     specs.push_back({expert_weight(layer, names, e, names.down), {hidden, intermediate}});
@@ -98,21 +99,23 @@ ExpertWeights expert_weights(const ModelWeights& weights, const ModelConfig& con
   ExpertWeights experts;
   experts.router = dense(layer_weight(layer, names.router));
   std::vector<Tensor> gate_up, down;
-  for (int64_t e = 0; e < config.num_experts; ++e) {
+  for (int64_t e = config.first_local_expert;
+       e < config.first_local_expert + config.local_experts(); ++e) {
     gate_up.push_back(dense(expert_weight(layer, names, e, names.gate)));
     gate_up.push_back(dense(expert_weight(layer, names, e, names.up)));
     down.push_back(dense(expert_weight(layer, names, e, names.down)));
   }
   const int64_t hidden = config.hidden_size, intermediate = config.moe_intermediate_size;
-  experts.gate_up =
-      ops::reshape(ops::cat(gate_up, 0), {config.num_experts, 2 * intermediate, hidden});
-  experts.down = ops::reshape(ops::cat(down, 0), {config.num_experts, hidden, intermediate});
+  const int64_t count = config.local_experts();
+  experts.gate_up = ops::reshape(ops::cat(gate_up, 0), {count, 2 * intermediate, hidden});
+  experts.down = ops::reshape(ops::cat(down, 0), {count, hidden, intermediate});
   return experts;
 }
 
 Tensor ExpertWeights::apply(const Tensor& hidden, const ModelConfig& config) const {
   return ops::fused_moe(hidden, ops::linear(hidden, router), gate_up, down,
-                        config.num_experts_per_tok, config.norm_topk_prob);
+                        config.num_experts_per_tok, config.norm_topk_prob,
+                        config.first_local_expert);
 }
 
 }  // namespace tessera

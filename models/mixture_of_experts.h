@@ -23,10 +23,12 @@ void read_expert_config(const HfConfigFields& fields, ModelConfig& config);
 // The router and every expert's gate, up and down projections of `layer`.
 void add_expert_weights(std::vector<WeightSpec>& specs, const ModelConfig& config, int64_t layer);
 
+// Under expert parallelism the rank's experts only (ModelConfig::first_local_expert on); the router
+// scores every expert.
 struct ExpertWeights {
   Tensor router;   // [E, hidden]
-  Tensor gate_up;  // [E, 2 moe_intermediate, hidden]: each expert's gate rows, then its up rows
-  Tensor down;     // [E, hidden, moe_intermediate]
+  Tensor gate_up;  // [local E, 2 moe_intermediate, hidden]: each expert's gate rows, then up rows
+  Tensor down;     // [local E, hidden, moe_intermediate]
 
   // The layer's MLP over hidden [T, hidden]: router logits, then fused_moe.
   Tensor apply(const Tensor& hidden, const ModelConfig& config) const;

@@ -75,6 +75,11 @@ struct ModelConfig {
   int64_t moe_intermediate_size = 0;
   bool norm_topk_prob = false;
   std::vector<bool> expert_layers;  // per layer with num_experts: experts (true) or the dense MLP
+  // Under expert parallelism, this rank's experts: [first_local_expert, + num_local_experts);
+  // num_local_experts 0: every expert.
+  int64_t first_local_expert = 0;
+  int64_t num_local_experts = 0;
+  int64_t local_experts() const { return num_local_experts > 0 ? num_local_experts : num_experts; }
   DType checkpoint_dtype = DType::f32;  // the dtype the weights are stored in
   Fp8Format fp8;                        // FP8 linear weights, when enabled()
 

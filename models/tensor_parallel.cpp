@@ -1,5 +1,6 @@
 #include "models/tensor_parallel.h"
 
+#include <cctype>
 #include <cstring>
 #include <optional>
 
@@ -73,7 +74,7 @@ Tensor vocab_block(const Tensor& table, int64_t rows, int rank) {
 
 }  // namespace
 
-void check_tensor_parallel(const ModelConfig& config, int size) {
+void check_tensor_parallel(const ModelConfig& config, int size, bool expert_parallel) {
   TESSERA_REQUIRE(size >= 1 && size <= 64,
                   "engine.tensor_parallel_size must be between 1 and 64, got {}", size);
   if (size == 1) return;
@@ -92,14 +93,33 @@ void check_tensor_parallel(const ModelConfig& config, int size) {
   TESSERA_REQUIRE(config.intermediate_size % size == 0,
                   "engine.tensor_parallel_size {} must divide intermediate_size ({})", size,
                   config.intermediate_size);
+  TESSERA_REQUIRE(!expert_parallel || config.num_experts > 0,
+                  "engine.enable_expert_parallel: {} has no experts; leave it false",
+                  config.architecture);
+  if (expert_parallel) {
+    TESSERA_REQUIRE(config.num_experts % size == 0,
+                    "engine.tensor_parallel_size {} with engine.enable_expert_parallel must "
+                    "divide num_experts ({})",
+                    size, config.num_experts);
+  } else {
+    TESSERA_REQUIRE(config.moe_intermediate_size % size == 0,
+                    "engine.tensor_parallel_size {} must divide moe_intermediate_size ({}), or "
+                    "set engine.enable_expert_parallel to place whole experts on each rank",
+                    size, config.moe_intermediate_size);
+  }
 }
 
-ModelConfig rank_config(const ModelConfig& config, int size) {
-  check_tensor_parallel(config, size);
+ModelConfig rank_config(const ModelConfig& config, int size, bool expert_parallel) {
+  check_tensor_parallel(config, size, expert_parallel);
   ModelConfig rank = config;
   rank.num_heads = config.num_heads / size;
   rank.num_kv_heads = std::max<int64_t>(config.num_kv_heads / size, 1);
   rank.intermediate_size = config.intermediate_size / size;
+  if (expert_parallel) {
+    rank.num_local_experts = config.num_experts / size;
+  } else {
+    rank.moe_intermediate_size = config.moe_intermediate_size / size;
+  }
   return rank;
 }
 
@@ -112,7 +132,9 @@ ModelWeights shard_weights(const ModelWeights& full, TensorParallel parallel, De
   const int n = parallel.size, r = parallel.rank;
   TESSERA_CHECK(r >= 0 && r < n, "rank {} of {}", r, n);
   ModelWeights shard;
-  shard.config = rank_config(c, n);
+  shard.config = rank_config(c, n, parallel.expert_parallel);
+  if (parallel.expert_parallel)
+    shard.config.first_local_expert = r * shard.config.num_local_experts;
   shard.source = full.source;
   shard.parallel = parallel;
   const int64_t d = c.head_dim;
@@ -121,6 +143,7 @@ ModelWeights shard_weights(const ModelWeights& full, TensorParallel parallel, De
   const int64_t kv_rows = shard.config.num_kv_heads * d;
   const int64_t kv_start = c.num_kv_heads >= n ? r * kv_rows : (r * c.num_kv_heads / n) * d;
   const int64_t ffn = c.intermediate_size / n;
+  const int64_t expert_ffn = c.moe_intermediate_size / n;  // each expert's, like a dense MLP's
   const int64_t vocab_rows = vocab_shard_rows(c.vocab_size, n);
   // The rows (dim 0) or columns (dim 1) of a projection's [N, K] weight that this rank holds.
   struct Split {
@@ -134,9 +157,30 @@ ModelWeights shard_weights(const ModelWeights& full, TensorParallel parallel, De
     if (module.ends_with("mlp.gate_proj") || module.ends_with("mlp.up_proj"))
       return Split{0, r * ffn, ffn};
     if (module.ends_with("mlp.down_proj")) return Split{1, r * ffn, ffn};
+    // An expert's gate and up projections (Mixtral's w1 and w3), and its down projection (w2);
+    // the router is whole on every rank.
+    if (module.find(".experts.") != std::string::npos && !parallel.expert_parallel) {
+      for (const char* rows : {".gate_proj", ".up_proj", ".w1", ".w3"})
+        if (module.ends_with(rows)) return Split{0, r * expert_ffn, expert_ffn};
+      if (module.ends_with(".down_proj") || module.ends_with(".w2"))
+        return Split{1, r * expert_ffn, expert_ffn};
+    }
     return std::nullopt;
   };
+  // Under expert parallelism, whether a tensor is another rank's expert's.
+  const auto other_ranks_expert = [&](const std::string& name) {
+    const size_t at = name.find(".experts.");
+    if (!parallel.expert_parallel || at == std::string::npos) return false;
+    int64_t expert = 0;
+    size_t digit = at + 9;
+    for (; digit < name.size() && std::isdigit(static_cast<unsigned char>(name[digit])); ++digit)
+      expert = std::min<int64_t>(expert * 10 + (name[digit] - '0'), int64_t{1} << 40);
+    if (digit == at + 9) return false;  // not an expert's index: the loader's checks name it
+    const int64_t first = shard.config.first_local_expert;
+    return expert < first || expert >= first + shard.config.num_local_experts;
+  };
   for (const auto& [name, tensor] : full.tensors) {
+    if (other_ranks_expert(name)) continue;
     const size_t dot = name.rfind('.');
     const std::string module = name.substr(0, dot), kind = name.substr(dot + 1);
     const std::optional<Split> split = split_of(module);

@@ -16,16 +16,21 @@ struct ModelWeights;
 struct TensorParallel {
   int rank = 0;
   int size = 1;
+  bool expert_parallel = false;  // whole experts per rank (engine.enable_expert_parallel)
   bool enabled() const { return size > 1; }
 };
 
 // Throws, naming engine.tensor_parallel_size and the config field, unless `config` splits over
 // `size` ranks: its architecture shards, and `size` divides the attention heads and the
 // intermediate size, and divides or is a multiple of the key/value heads.
-void check_tensor_parallel(const ModelConfig& config, int size);
+// With `expert_parallel`, `size` must divide num_experts instead of each expert's intermediate
+// size.
+void check_tensor_parallel(const ModelConfig& config, int size, bool expert_parallel = false);
 // The config of one rank's shard: heads, key/value heads and intermediate size per rank;
 // vocab_size stays the model's.
-ModelConfig rank_config(const ModelConfig& config, int size);
+// With `expert_parallel` the experts' sizes stay whole and each rank takes num_experts / size of
+// them (shard_weights sets which).
+ModelConfig rank_config(const ModelConfig& config, int size, bool expert_parallel = false);
 // The vocabulary rows each rank holds: ceil(vocab / size) (the last shard padded with zero rows).
 int64_t vocab_shard_rows(int64_t vocab, int size);
 // Rank `parallel.rank`'s shard of `full` (the whole model's weights, best on the host), placed on

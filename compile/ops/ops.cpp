@@ -145,9 +145,10 @@ Tensor moe_routing(const Tensor& router_logits, int64_t top_k, bool renormalize)
   return call("moe_routing", {router_logits}, {{"top_k", top_k}, {"renormalize", renormalize}});
 }
 Tensor fused_moe(const Tensor& x, const Tensor& router_logits, const Tensor& gate_up_weights,
-                 const Tensor& down_weights, int64_t top_k, bool renormalize) {
+                 const Tensor& down_weights, int64_t top_k, bool renormalize,
+                 int64_t first_expert) {
   return call("fused_moe", {x, router_logits, gate_up_weights, down_weights},
-              {{"top_k", top_k}, {"renormalize", renormalize}});
+              {{"top_k", top_k}, {"renormalize", renormalize}, {"first_expert", first_expert}});
 }
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   return call("rms_norm", {x, weight}, {{"eps", eps}});

@@ -94,11 +94,13 @@ Tensor silu_and_mul(const Tensor& x);  // silu(x[..., :d]) * x[..., d:]
 // softmax over the experts, the top_k kept (renormalized to sum 1 when renormalize), zero
 // elsewhere.
 Tensor moe_routing(const Tensor& router_logits, int64_t top_k, bool renormalize);
-// x [T, H], router_logits [T, E], gate_up_weights [E, 2I, H] (gate rows, then up rows),
-// down_weights [E, H, I] -> [T, H]: sum over the top_k experts of their routing weight times
-// down(silu(gate x) * up x).
+// x [T, H], router_logits [T, E], gate_up_weights [L, 2I, H] (gate rows, then up rows),
+// down_weights [L, H, I] for experts first_expert ... first_expert + L - 1 of the E -> [T, H]:
+// the sum over those of the top_k experts of their routing weight times
+// down(silu(gate x) * up x). (L < E: expert parallelism; the ranks' sums add up.)
 Tensor fused_moe(const Tensor& x, const Tensor& router_logits, const Tensor& gate_up_weights,
-                 const Tensor& down_weights, int64_t top_k, bool renormalize);
+                 const Tensor& down_weights, int64_t top_k, bool renormalize,
+                 int64_t first_expert = 0);
 // The splitting op: paged causal attention for `layer`, metadata from the forward context.
 // sliding_window > 0: a query at position p sees keys at positions > p - sliding_window;
 // logit_softcap > 0: scores become tanh(scores / cap) * cap before the mask (Gemma 2).

@@ -162,6 +162,16 @@ FlagSet& FlagSet::config_key(FlagInfo info, std::string key, std::vector<std::st
              });
 }
 
+FlagSet& FlagSet::config_switch(FlagInfo info, std::string key,
+                                std::vector<std::string>* overrides) {
+  info.help += fmt::format(" ({})", key);
+  info.value_name.clear();
+  info.default_text = info.default_text.value_or("");
+  return add(std::move(info), "", [key, overrides](const std::string&, const std::string&) {
+    overrides->push_back(key + "=true");
+  });
+}
+
 FlagSet& FlagSet::add(FlagInfo info, std::string expected, Setter set) {
   remove(info.name);
   flags_.push_back({std::move(info), std::move(expected), std::move(set), section_});

@@ -97,6 +97,8 @@ class FlagSet {
   // A flag that sets config key `key` to its value: appended to `overrides` as key=value, in
   // command-line order (they apply after the config file). --help names the key.
   FlagSet& config_key(FlagInfo info, std::string key, std::vector<std::string>* overrides);
+  // A switch that sets config key `key` to true (as vLLM's store_true flags do).
+  FlagSet& config_switch(FlagInfo info, std::string key, std::vector<std::string>* overrides);
   // Any other value: `expected` says what it must be (for errors), `set` parses and stores it.
   using Setter = std::function<void(const std::string& flag, const std::string& value)>;
   FlagSet& add(FlagInfo info, std::string expected, Setter set);

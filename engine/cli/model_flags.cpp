@@ -37,6 +37,9 @@ void declare_model_flags(FlagSet& flag_set, ModelFlags& flags) {
       .config_key({"--tensor-parallel-size", "-tp", "N",
                    "shard the model over N devices (engine.device on)"},
                   "engine.tensor_parallel_size", overrides)
+      .config_switch({"--enable-expert-parallel", "", "",
+                      "mixtures of experts: whole experts on each rank, not every expert split"},
+                     "engine.enable_expert_parallel", overrides)
       .text({"--config", "-c", "FILE", "a YAML config (configs/*.yaml)"}, &flags.config_path)
       .add({"-O", "", "section.key=value",
             "override any config key, e.g. -O compilation.custom_ops=[none]"},

@@ -120,15 +120,20 @@ std::vector<std::shared_ptr<const CausalLM>> load_run_models(const EngineConfig&
   }
   // The whole model is read to the host once, then each rank's shard goes to its device.
   const ModelWeights full = load_model(load.model, LoadOptions{dtype, kCPU, quantization});
-  check_tensor_parallel(full.config, ranks);
+  const bool expert_parallel = config.parallel.enable_expert_parallel;
+  check_tensor_parallel(full.config, ranks, expert_parallel);
   const int64_t positions = run_positions(load, full.config, max_positions, devices);
   std::vector<std::shared_ptr<const CausalLM>> models;
   for (int r = 0; r < ranks; ++r) {
-    models.push_back(create_model(
-        shard_weights(full, TensorParallel{r, ranks}, devices[static_cast<size_t>(r)]), positions));
+    models.push_back(create_model(shard_weights(full, TensorParallel{r, ranks, expert_parallel},
+                                                devices[static_cast<size_t>(r)]),
+                                  positions));
   }
-  spdlog::info("tensor parallel: {} sharded over {} ranks ({:.1f} MiB of weights on each)",
-               load.model, ranks, static_cast<double>(models.front()->weight_bytes()) / 1048576.0);
+  spdlog::info("tensor parallel: {} sharded over {} ranks ({:.1f} MiB of weights on each){}",
+               load.model, ranks, static_cast<double>(models.front()->weight_bytes()) / 1048576.0,
+               expert_parallel ? fmt::format("; expert parallel: {} whole experts on each",
+                                             models.front()->config().local_experts())
+                               : "");
   return models;
 }
 

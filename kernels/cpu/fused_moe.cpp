@@ -102,14 +102,17 @@ void fused_moe_kernel(const KernelArgs& args) {
                   "{}: x {}, gate_up_weights {} and down_weights {} must be [T, H], [E, 2I, H] "
                   "and [E, H, I]",
                   op, x.str(), gate_up.str(), down.str());
+  // The weights hold experts [first, first + experts) of the router's.
   const int64_t tokens = x.size(0), hidden = x.size(1), experts = gate_up.size(0);
   const int64_t intermediate = gate_up.size(1) / 2;
+  const int64_t first = args.attributes.get_int("first_expert", 0);
+  const Tensor& logits = args.inputs[1];
   TESSERA_REQUIRE(gate_up.size(2) == hidden && gate_up.size(1) % 2 == 0 &&
-                      down.sizes() == Shape({experts, hidden, intermediate}) &&
-                      args.inputs[1].sizes() == Shape({tokens, experts}),
+                      down.sizes() == Shape({experts, hidden, intermediate}) && logits.dim() == 2 &&
+                      logits.size(0) == tokens && first >= 0 && first + experts <= logits.size(1),
                   "{}: shapes do not agree: x {}, router_logits {}, gate_up_weights {}, "
-                  "down_weights {}",
-                  op, x.str(), args.inputs[1].str(), gate_up.str(), down.str());
+                  "down_weights {}, first_expert {}",
+                  op, x.str(), logits.str(), gate_up.str(), down.str(), first);
   require_dtype(op, "gate_up_weights", gate_up, x.dtype());
   require_dtype(op, "down_weights", down, x.dtype());
   require_dtype(op, "output", out, x.dtype());
@@ -118,11 +121,13 @@ void fused_moe_kernel(const KernelArgs& args) {
       route_tokens(op, args.inputs[1], args.attributes.get_int("top_k"),
                    args.attributes.get_bool("renormalize", false));
 
-  // Each expert's tokens and their weights, in token order.
+  // Each of the weights' experts' tokens and their weights, in token order.
   std::vector<std::vector<std::pair<int64_t, float>>> assigned(static_cast<size_t>(experts));
   for (int64_t t = 0; t < tokens; ++t)
-    for (size_t k = 0; k < routes[t].experts.size(); ++k)
-      assigned[routes[t].experts[k]].push_back({t, routes[t].weights[k]});
+    for (size_t k = 0; k < routes[t].experts.size(); ++k) {
+      const int64_t local = routes[t].experts[k] - first;
+      if (local >= 0 && local < experts) assigned[local].push_back({t, routes[t].weights[k]});
+    }
 
   std::vector<float> sum(static_cast<size_t>(tokens * hidden), 0.0f);
   visit_float_dtype(op, x.dtype(), [&]<typename T>() {

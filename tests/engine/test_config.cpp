@@ -239,6 +239,7 @@ TEST(Config, TheKeysAreTheFileFormat) {
                       "engine.block_size",
                       "engine.device",
                       "engine.dtype",
+                      "engine.enable_expert_parallel",
                       "engine.enable_prefix_caching",
                       "engine.gpu_memory_utilization",
                       "engine.host",

@@ -29,6 +29,7 @@ using ::testing::HasSubstr;
 namespace {
 
 const std::string kModels = std::string(TESSERA_SHARED_DIR) + "/models";
+const std::string kHfTiny = std::string(TESSERA_SOURCE_DIR) + "/tests/data/hf_tiny/";
 
 // Runs fn(rank, communicator) on a thread per rank of a CPU group and waits for all.
 void on_cpu_ranks(int size, const std::function<void(int, Communicator&)>& fn) {
@@ -191,7 +192,8 @@ struct Schedule {
 
 Schedule run_schedule(ModelExecutor& executor, int decode_steps, bool greedy = false) {
   KVCacheManager blocks(executor.num_kv_blocks(), executor.config().cache.block_size);
-  std::vector<std::vector<int32_t>> sequences = {{1, 45, 23, 99, 7, 300, 12}, {1, 402, 77}};
+  // Ids below 256: the tiny checkpoints' vocabulary.
+  std::vector<std::vector<int32_t>> sequences = {{1, 45, 23, 99, 7, 200, 12}, {1, 202, 77}};
   std::vector<int64_t> cached(2, 0);
   Schedule schedule;
   schedule.tokens.resize(2);
@@ -260,9 +262,14 @@ TEST(TensorParallel, CpuRanksGiveTheLogitsAndGreedyTokensOfOneRank) {
       {kModels + "/stories260K/stories260K.bin",
        {"engine.tokenizer=" + kModels + "/stories260K/tok512.bin"}},
       {kModels + "/stories260K-hf", {}},
-      {"synthetic:tiny", {}},               // a separate LM head, GQA replicated over 4 ranks
-      {"synthetic:qwen2-tiny", {}},         // q/k/v biases
-      {"synthetic:qwen3-tiny", {}},         // q/k norms
+      {"synthetic:tiny", {}},        // a separate LM head, GQA replicated over 4 ranks
+      {"synthetic:qwen2-tiny", {}},  // q/k/v biases
+      {"synthetic:qwen3-tiny", {}},  // q/k norms
+      {kHfTiny + "mixtral", {}},     // experts' intermediate split like a dense MLP's
+      {kHfTiny + "qwen3-moe", {}},   // and a dense layer between expert layers
+      // --enable-expert-parallel: whole experts per rank (8 experts: 4 or 2 on each)
+      {kHfTiny + "mixtral", {"engine.enable_expert_parallel=true"}},
+      {kHfTiny + "qwen3-moe", {"engine.enable_expert_parallel=true"}},
       {"synthetic:small:q8_0", {}, 2e-2}};  // quantized: whole blocks of 32 on every rank
   for (const ModelCase& model : cases) {
     for (const std::string mode : {"eager", "compiled"}) {

@@ -2,7 +2,7 @@
 // compiled mode keeps fused_moe by default and records its decomposition when custom_ops turns it
 // off, with no guard on the token count either way; compiled logits with the fused op equal
 // transformers' (tests/data/hf_tiny; eager and fully decomposed runs are in test_llama.cpp); the
-// expert fields of config.json are checked, and what is not built yet is refused clearly.
+// expert fields of config.json are checked, and tensor parallelism's sizes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -141,8 +141,25 @@ TEST(MixtureOfExperts, ExpertFieldsOfConfigJsonAreChecked) {
   }
 }
 
-TEST(MixtureOfExperts, WhatIsNotBuiltYetIsRefusedClearly) {
-  const ModelConfig config = load_model(kHfTiny + "mixtral", LoadOptions{DType::f32, kCPU}).config;
-  expect_mentions(error_of([&] { check_tensor_parallel(config, 2); }),
-                  {"engine.tensor_parallel_size 2", "MixtralForCausalLM", "do not shard yet"});
+// Tensor parallelism splits each expert's intermediate size, or with expert parallelism places
+// whole experts on each rank (test_tensor_parallel.cpp checks the logits of both); a size that
+// does not divide what it splits is refused naming it.
+TEST(MixtureOfExperts, TensorParallelismNeedsASizeThatDividesTheExperts) {
+  ModelConfig config = load_model(kHfTiny + "mixtral", LoadOptions{DType::f32, kCPU}).config;
+  EXPECT_EQ(rank_config(config, 2).moe_intermediate_size, 16);
+  const ModelConfig expert_rank = rank_config(config, 4, /*expert_parallel=*/true);
+  EXPECT_EQ(expert_rank.moe_intermediate_size, 32);
+  EXPECT_EQ(expert_rank.local_experts(), 2);
+  expect_mentions(error_of([&] { check_tensor_parallel(config, 4 * 3, true); }),
+                  {"engine.tensor_parallel_size 12"});
+  config.num_experts = 6;
+  expect_mentions(error_of([&] { check_tensor_parallel(config, 4, true); }),
+                  {"engine.enable_expert_parallel", "num_experts (6)"});
+  config.moe_intermediate_size = 30;
+  expect_mentions(error_of([&] { check_tensor_parallel(config, 4); }),
+                  {"engine.tensor_parallel_size 4", "moe_intermediate_size (30)",
+                   "engine.enable_expert_parallel"});
+  const ModelConfig dense = load_model(kHfTiny + "llama", LoadOptions{DType::f32, kCPU}).config;
+  expect_mentions(error_of([&] { check_tensor_parallel(dense, 2, true); }),
+                  {"engine.enable_expert_parallel", "LlamaForCausalLM has no experts"});
 }

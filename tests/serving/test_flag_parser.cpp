@@ -136,10 +136,11 @@ TEST(FlagParser, ACommandCanDropASharedFlagAndDeclareItsOwn) {
   declare_model_flags(flags, model);
   flags.remove("--mode").section("options").integer({"--max-model-len", "", "N", "its own"},
                                                     &length, 1, 1000);
-  flags.parse({"--max-model-len", "20", "-m", "x.gguf", "-tp", "2"});
+  flags.parse({"--max-model-len", "20", "-m", "x.gguf", "-tp", "2", "--enable-expert-parallel"});
   EXPECT_EQ(length, 20);
   EXPECT_EQ(model.overrides,
-            (std::vector<std::string>{"engine.model=x.gguf", "engine.tensor_parallel_size=2"}));
+            (std::vector<std::string>{"engine.model=x.gguf", "engine.tensor_parallel_size=2",
+                                      "engine.enable_expert_parallel=true"}));
   EXPECT_THROW(flags.parse({"--mode", "eager"}), UsageError);
   EXPECT_THAT(flags.help(), HasSubstr("its own"));
   EXPECT_THAT(flags.help(), Not(HasSubstr("cap on prompt + output tokens")));

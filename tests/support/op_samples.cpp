@@ -491,24 +491,27 @@ class SampleTable {
                                            {{1, 4}, 1, false},
                                            {{7, 16}, 4, true},
                                            {{3, 3}, 3, false}};
+    // local_experts > 0: one rank's under expert parallelism, from first_expert on.
     struct Experts {
       int64_t tokens, hidden, experts, intermediate, top_k;
       bool renormalize;
+      int64_t local_experts = 0, first_expert = 0;
     };
-    const std::vector<Experts> experts = {{5, 16, 4, 6, 2, true},
-                                          {1, 8, 8, 4, 2, false},
-                                          {9, 40, 6, 24, 3, true},
-                                          {2, 12, 16, 8, 1, false}};
+    const std::vector<Experts> experts = {
+        {5, 16, 4, 6, 2, true},   {1, 8, 8, 4, 2, false},       {9, 40, 6, 24, 3, true},
+        {2, 12, 16, 8, 1, false}, {7, 16, 8, 6, 2, true, 2, 2}, {4, 8, 8, 4, 3, false, 4, 4}};
     for (DType dtype : kFloatDTypes) {
       for (const Routing& r : routings)
         add("moe_routing", {spec(r.logits, dtype)},
             {{"top_k", r.top_k}, {"renormalize", r.renormalize}});
-      for (const Experts& e : experts)
+      for (const Experts& e : experts) {
+        const int64_t local = e.local_experts > 0 ? e.local_experts : e.experts;
         add("fused_moe",
             {spec({e.tokens, e.hidden}, dtype), spec({e.tokens, e.experts}, dtype),
-             spec({e.experts, 2 * e.intermediate, e.hidden}, dtype),
-             spec({e.experts, e.hidden, e.intermediate}, dtype)},
-            {{"top_k", e.top_k}, {"renormalize", e.renormalize}});
+             spec({local, 2 * e.intermediate, e.hidden}, dtype),
+             spec({local, e.hidden, e.intermediate}, dtype)},
+            {{"top_k", e.top_k}, {"renormalize", e.renormalize}, {"first_expert", e.first_expert}});
+      }
     }
   }
 

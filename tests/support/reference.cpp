@@ -568,7 +568,8 @@ std::vector<RefTensor> reference_op(const std::string& op, std::span<const RefTe
   if (op == "fused_moe") {
     require_inputs(inputs, 4, op);
     return {reference_fused_moe(inputs, attributes.get_int("top_k"),
-                                attributes.get_bool("renormalize", false))};
+                                attributes.get_bool("renormalize", false),
+                                attributes.get_int("first_expert", 0))};
   }
   if (op == "embedding") {
     require_inputs(inputs, 2, op);

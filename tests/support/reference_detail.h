@@ -29,7 +29,9 @@ RefTensor reference_fp8_linear(std::span<const RefTensor> inputs, const std::str
 // router_logits [T, E] -> [T, E]: softmax, the top_k kept (renormalized when asked), zero
 // elsewhere.
 RefTensor reference_moe_routing(const RefTensor& logits, int64_t top_k, bool renormalize);
-// x, router_logits, gate_up_weights [E, 2I, H], down_weights [E, H, I] (fused_moe).
-RefTensor reference_fused_moe(std::span<const RefTensor> inputs, int64_t top_k, bool renormalize);
+// x, router_logits [T, E], gate_up_weights [L, 2I, H], down_weights [L, H, I] of experts
+// first_expert on (fused_moe).
+RefTensor reference_fused_moe(std::span<const RefTensor> inputs, int64_t top_k, bool renormalize,
+                              int64_t first_expert);
 
 }  // namespace tessera::test::reference_detail

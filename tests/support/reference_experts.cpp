@@ -34,7 +34,8 @@ RefTensor reference_moe_routing(const RefTensor& logits, int64_t top_k, bool ren
   return out;
 }
 
-RefTensor reference_fused_moe(std::span<const RefTensor> inputs, int64_t top_k, bool renormalize) {
+RefTensor reference_fused_moe(std::span<const RefTensor> inputs, int64_t top_k, bool renormalize,
+                              int64_t first_expert) {
   const RefTensor& x = inputs[0];
   const RefTensor& gate_up = inputs[2];
   const RefTensor& down = inputs[3];
@@ -44,13 +45,16 @@ RefTensor reference_fused_moe(std::span<const RefTensor> inputs, int64_t top_k, 
   const int64_t intermediate = gate_up.sizes[1] / 2;
   require(gate_up.sizes[2] == hidden && down.sizes == Sizes{experts, hidden, intermediate},
           "fused_moe weight shapes disagree");
+  const int64_t router_experts = inputs[1].sizes.at(1);
+  require(first_expert >= 0 && first_expert + experts <= router_experts,
+          "fused_moe's experts lie outside the router's");
   const RefTensor routing = reference_moe_routing(inputs[1], top_k, renormalize);
   RefTensor out = make_tensor(x.sizes);
   std::vector<double> activated(static_cast<size_t>(intermediate));
   for (int64_t t = 0; t < tokens; ++t) {
     const double* row = x.values.data() + t * hidden;
     for (int64_t e = 0; e < experts; ++e) {
-      const double weight = routing.values[t * experts + e];
+      const double weight = routing.values[t * router_experts + first_expert + e];
       if (weight == 0) continue;
       const double* gate_up_e = gate_up.values.data() + e * 2 * intermediate * hidden;
       for (int64_t j = 0; j < intermediate; ++j) {

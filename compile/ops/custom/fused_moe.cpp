@@ -52,13 +52,13 @@ OpDef fused_moe_op() {
   op.name = "fused_moe";
   op.kind = OpKind::library;
   op.input_names = {"x", "router_logits", "gate_up_weights", "down_weights"};
-  op.attributes = {{"top_k", std::nullopt}, {"renormalize", false}};
+  op.attributes = {{"top_k", std::nullopt}, {"renormalize", false}, {"first_expert", int64_t{0}}};
   op.custom = true;
   op.kept_when_compiled = true;
   op.doc =
-      "x [T, H], router_logits [T, E], gate_up_weights [E, 2I, H], down_weights [E, H, I] -> "
-      "[T, H]: sum over the top_k experts e of moe_routing's weight times "
-      "down_e(silu(gate_e x) * up_e x)";
+      "x [T, H], router_logits [T, E], gate_up_weights [L, 2I, H], down_weights [L, H, I] for "
+      "experts first_expert .. first_expert + L - 1 -> [T, H]: sum over those of the top_k "
+      "experts e of moe_routing's weight times down_e(silu(gate_e x) * up_e x)";
   op.meta = [](const MetaArgs& args) {
     require_float(args, 0);
     require_rank(args, 0, 2);
@@ -77,14 +77,21 @@ OpDef fused_moe_op() {
     };
     require(sizes_equal(args.input(1).shape[0], x.shape[0], "router rows"), 1,
             fmt::format("must have a row per token of 'x' ({})", x.str()));
-    const SymInt& experts = args.input(1).shape[1];
-    require(sizes_equal(gate_up[0], experts, "gate_up experts"), 2,
-            "must have an expert per router logit (its first size)");
+    // The weights' experts, from first_expert on, lie within the router's.
+    const int64_t first_expert = args.attributes.get_int("first_expert", 0);
+    const SymInt& experts = gate_up[0];
+    if (!experts.is_constant() || first_expert < 0 ||
+        first_expert + experts.constant() > args.input(1).shape[1].constant())
+      throw_argument_error(
+          args, 2,
+          fmt::format("must hold experts first_expert ({}) on, within the {} router logits",
+                      first_expert, args.input(1).shape[1].constant()));
     require(sizes_equal(gate_up[2], x.shape[1], "gate_up width"), 2,
             fmt::format("must have the hidden size of 'x' ({}) last", x.str()));
     require(sizes_equal(mod(gate_up[1], 2), 0, "gate_up parity"), 2,
             "must stack gate and up rows (an even middle size)");
-    require(sizes_equal(down[0], experts, "down experts"), 3, "must have an expert per logit");
+    require(sizes_equal(down[0], experts, "down experts"), 3,
+            "must have the experts of 'gate_up_weights' (its first size)");
     require(sizes_equal(down[1], x.shape[1], "down rows"), 3,
             fmt::format("must have the hidden size of 'x' ({}) in the middle", x.str()));
     require(sizes_equal(down[2], floordiv(gate_up[1], 2), "down width"), 3,
@@ -99,6 +106,7 @@ OpDef fused_moe_op() {
                                                       attributes.get_bool("renormalize", false)),
                                      x.dtype());
     const int64_t experts = sym_size(gate_up, 0).guard_int("experts");
+    const int64_t first_expert = attributes.get_int("first_expert", 0);
     const int64_t hidden = sym_size(gate_up, 2).guard_int("hidden size");
     const int64_t gate_up_rows = sym_size(gate_up, 1).guard_int("gate_up rows");
     Tensor out;
@@ -107,7 +115,8 @@ OpDef fused_moe_op() {
           ops::reshape(ops::slice(gate_up, 0, e, e + 1), {gate_up_rows, hidden});
       Tensor down_weight = ops::reshape(ops::slice(down, 0, e, e + 1), {hidden, gate_up_rows / 2});
       Tensor expert = ops::linear(ops::silu_and_mul(ops::linear(x, gate_up_weight)), down_weight);
-      Tensor weighted = ops::mul(expert, ops::slice(routing, 1, e, e + 1));
+      Tensor weighted =
+          ops::mul(expert, ops::slice(routing, 1, first_expert + e, first_expert + e + 1));
       out = e == 0 ? weighted : ops::add(out, weighted);
     }
     return std::vector<Tensor>{out};
