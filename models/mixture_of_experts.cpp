@@ -73,6 +73,22 @@ void read_expert_config(const HfConfigFields& fields, ModelConfig& config) {
                                        dense_layers.end());
 }
 
+std::string expert_parameters_str(const ModelWeights& weights) {
+  const ModelConfig& c = weights.config;
+  int64_t total = 0;
+  for (const auto& [name, tensor] : weights.tensors) total += tensor.numel();
+  const int64_t expert_layers = std::count(c.expert_layers.begin(), c.expert_layers.end(), true);
+  const int64_t per_expert = 3 * c.hidden_size * c.moe_intermediate_size;
+  const int64_t unused = expert_layers * (c.num_experts - c.num_experts_per_tok) * per_expert;
+  auto count_str = [](int64_t count) {
+    return count >= 100'000'000 ? fmt::format("{:.1f}B", static_cast<double>(count) / 1e9)
+                                : fmt::format("{:.2f}M", static_cast<double>(count) / 1e6);
+  };
+  return fmt::format("{} parameters, {} active per token ({} of {} experts in {} layers)",
+                     count_str(total), count_str(total - unused), c.num_experts_per_tok,
+                     c.num_experts, expert_layers);
+}
+
 void add_expert_weights(std::vector<WeightSpec>& specs, const ModelConfig& config, int64_t layer) {
   const ExpertNames names = expert_names(config);
   const int64_t hidden = config.hidden_size, intermediate = config.moe_intermediate_size;

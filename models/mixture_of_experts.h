@@ -20,6 +20,10 @@ bool has_experts(const std::string& architecture);
 // intermediate_size). Errors name the file and the field.
 void read_expert_config(const HfConfigFields& fields, ModelConfig& config);
 
+// "30.5B parameters, 3.3B active per token (8 of 128 experts in 48 layers)": the whole
+// checkpoint's parameters, and those a token uses (the other experts' left out).
+std::string expert_parameters_str(const ModelWeights& weights);
+
 // The router and every expert's gate, up and down projections of `layer`.
 void add_expert_weights(std::vector<WeightSpec>& specs, const ModelConfig& config, int64_t layer);
 

@@ -7,6 +7,7 @@
 #include "models/embedded_model.h"
 #include "models/loaders/fp8_weights.h"
 #include "models/loaders/loaders.h"
+#include "models/mixture_of_experts.h"
 #include "models/model_weights.h"
 #include "runtime/check.h"
 
@@ -71,6 +72,8 @@ ModelWeights load_model(const std::string& model, const LoadOptions& options) {
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                weights.config.str(), static_cast<double>(weights.total_bytes()) / (1 << 20),
                dtype_name(options.dtype), options.device.str());
+  if (weights.config.num_experts > 0)
+    spdlog::info("mixture of experts: {}", expert_parameters_str(weights));
   return weights;
 }
 

@@ -15,6 +15,7 @@
 #include "compile/trace/tracer.h"
 #include "engine/runner/run_setup.h"
 #include "models/architecture_registry.h"
+#include "models/mixture_of_experts.h"
 #include "models/tensor_parallel.h"
 #include "support/error_of.h"
 #include "support/loader_files.h"
@@ -108,6 +109,17 @@ TEST(MixtureOfExperts, CompiledLogitsWithTheFusedOpMatchTransformers) {
       EXPECT_LT(relative_error(chunked[i], reference[positions[i]]), 1e-5)
           << name << " position " << positions[i];
   }
+}
+
+// The startup log's count: every tensor's parameters, and without the experts a token skips.
+TEST(MixtureOfExperts, ParametersAndThoseActivePerToken) {
+  const ModelWeights weights = load_model(kHfTiny + "mixtral", LoadOptions{DType::f32, kCPU});
+  int64_t total = 0;
+  for (const auto& [name, tensor] : weights.tensors) total += tensor.numel();
+  const int64_t skipped = 2 * (8 - 2) * 3 * 64 * 32;  // layers x unused experts x their weights
+  EXPECT_EQ(expert_parameters_str(weights),
+            fmt::format("{:.2f}M parameters, {:.2f}M active per token (2 of 8 experts in 2 layers)",
+                        total / 1e6, (total - skipped) / 1e6));
 }
 
 TEST(MixtureOfExperts, ExpertFieldsOfConfigJsonAreChecked) {
