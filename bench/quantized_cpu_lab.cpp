@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/cpu_lab_timing.h"
 #include "kernels/cpu/quantized_linear.h"
 #include "kernels/quant/activation_blocks.h"
 #include "kernels/quant/block_format.h"
@@ -25,6 +26,9 @@
 
 namespace tessera {
 namespace {
+
+using lab::median_us;
+using lab::read_bandwidth;
 
 struct LabShape {
   const char* name;
@@ -36,45 +40,6 @@ constexpr LabShape kShapes[] = {{"85m_qkv", 2304, 768},      {"85m_o", 768, 768}
 constexpr DType kFormats[] = {DType::q8_0, DType::q4_k, DType::q6_k};
 constexpr int64_t kRows[] = {1, 2, 8};
 constexpr int64_t kCacheOverflowBytes = int64_t{256} << 20;
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Median microseconds per call of `run(call)`: samples of at least 20 ms each after a warm-up.
-template <typename Run>
-double median_us(Run&& run) {
-  int call = 0;
-  for (double start = seconds_now(); seconds_now() - start < 0.05;) run(call++);
-  std::vector<double> samples;
-  for (int sample = 0; sample < 15; ++sample) {
-    int calls = 0;
-    const double start = seconds_now();
-    double elapsed = 0;
-    while ((elapsed = seconds_now() - start) < 0.02) {
-      run(call++);
-      ++calls;
-    }
-    samples.push_back(1e6 * elapsed / calls);
-  }
-  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return samples[samples.size() / 2];
-}
-
-// GB/s of reading 512 MiB of int64 on the pool's threads (each thread sums its chunks).
-double read_bandwidth() {
-  const int64_t count = (int64_t{512} << 20) / 8;
-  std::vector<int64_t> data(static_cast<size_t>(count), 1);
-  std::vector<int64_t> sums(static_cast<size_t>(count / (1 << 16)) + 1);
-  const double us = median_us([&](int) {
-    cpu::parallel_for(count, 1 << 16, [&](int64_t begin, int64_t end) {
-      int64_t sum = 0;
-      for (int64_t i = begin; i < end; ++i) sum += data[i];
-      sums[begin >> 16] = sum;
-    });
-  });
-  return static_cast<double>(count * 8) / (us * 1e3);
-}
 
 Tensor quantized_weight(DType dtype, int64_t n, int64_t k, std::mt19937_64& random) {
   std::normal_distribution<float> value(0.0f, 0.02f);
