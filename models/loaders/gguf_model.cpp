@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <numbers>
+#include <optional>
 
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/gguf.h"
@@ -27,6 +28,7 @@ constexpr GgufArchitecture kArchitectures[] = {
     {"llama", "LlamaForCausalLM", true},
     {"qwen2", "Qwen2ForCausalLM", false},
     {"qwen3", "Qwen3ForCausalLM", false},
+    {"qwen3moe", "Qwen3MoeForCausalLM", false},
 };
 
 // The llama3 frequency factors llama.cpp's converter writes as rope_freqs.weight (one per
@@ -149,10 +151,56 @@ ModelConfig config_from_metadata(const GgufFile& file, const GgufArchitecture& a
   if (const GgufTensorInfo* embedding = file.find_tensor("token_embd.weight"))
     if (std::optional<DType> dtype = ggml_type_dtype(embedding->ggml_type))
       if (is_floating(*dtype)) config.checkpoint_dtype = *dtype;  // quantized: the run's default
+  // Mixtures of experts: llama with experts is Mixtral. A layer has experts where it has a router
+  // (blk.N.ffn_gate_inp). llama.cpp renormalizes the chosen experts' weights for both families
+  // (expert_weights_norm, where a file gives it, says otherwise).
+  config.num_experts = file.get_int_or(key("expert_count"), 0);
+  if (config.num_experts > 0) {
+    if (config.architecture == std::string("LlamaForCausalLM"))
+      config.architecture = "MixtralForCausalLM";
+    config.num_experts_per_tok = file.get_int(key("expert_used_count"));
+    config.moe_intermediate_size =
+        file.get_int_or(key("expert_feed_forward_length"), config.intermediate_size);
+    config.norm_topk_prob =
+        file.has(key("expert_weights_norm")) ? file.get_bool(key("expert_weights_norm")) : true;
+    TESSERA_REQUIRE(config.num_layers >= 0 && config.num_layers <= (int64_t{1} << 12),
+                    "{}: metadata '{}' is {}, more than Tessera accepts", file.path(),
+                    key("block_count"), config.num_layers);
+    for (int64_t layer = 0; layer < config.num_layers; ++layer)
+      config.expert_layers.push_back(
+          file.find_tensor(fmt::format("blk.{}.ffn_gate_inp.weight", layer)) != nullptr);
+  }
   config.check_limits(file.path());
   if (const GgufTensorInfo* table = file.find_tensor("rope_freqs.weight"))
     config.rope_scaling = recover_llama3_scaling(file, *table, config);
   return config;
+}
+
+// An expert's projection inside llama.cpp's stacked tensor of a layer's experts
+// ("blk.N.ffn_gate_exps.weight", [experts, rows, columns]).
+struct ExpertSlice {
+  std::string stacked;
+  int64_t expert;
+};
+
+// Mixtral's experts.E.w1/w3/w2 and Qwen3-MoE's experts.E.gate_proj/up_proj/down_proj.
+std::optional<ExpertSlice> expert_slice(const std::string& hf_name) {
+  static const std::pair<const char*, const char*> projections[] = {
+      {"w1.weight", "ffn_gate_exps.weight"},    {"w3.weight", "ffn_up_exps.weight"},
+      {"w2.weight", "ffn_down_exps.weight"},    {"gate_proj.weight", "ffn_gate_exps.weight"},
+      {"up_proj.weight", "ffn_up_exps.weight"}, {"down_proj.weight", "ffn_down_exps.weight"}};
+  int layer = -1, expert = -1, consumed = 0;
+  for (const char* pattern :
+       {"model.layers.%d.block_sparse_moe.experts.%d.%n", "model.layers.%d.mlp.experts.%d.%n"}) {
+    consumed = 0;
+    if (std::sscanf(hf_name.c_str(), pattern, &layer, &expert, &consumed) == 2 && consumed > 0)
+      break;
+  }
+  if (consumed == 0 || layer < 0 || expert < 0) return std::nullopt;
+  const std::string rest = hf_name.substr(static_cast<size_t>(consumed));
+  for (const auto& [hf, gguf] : projections)
+    if (rest == hf) return ExpertSlice{fmt::format("blk.{}.{}", layer, gguf), expert};
+  return std::nullopt;
 }
 
 // The GGUF name of a Hugging Face weight name.
@@ -177,7 +225,9 @@ std::string gguf_name(const std::string& hf_name) {
       {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"}};
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+      {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+      {"mlp.gate.weight", "ffn_gate_inp.weight"}};
   int layer = -1;
   int consumed = 0;
   if (std::sscanf(hf_name.c_str(), "model.layers.%d.%n", &layer, &consumed) == 1 && consumed > 0) {
@@ -209,16 +259,34 @@ ModelWeights load_gguf_model(const std::string& path, const LoadOptions& options
   weights.config = config_from_metadata(file, *architecture);
   weights.config.validate(path);
   auto find = [&](const WeightSpec& spec) -> std::optional<FoundTensor> {
-    const std::string name = gguf_name(spec.name);
+    const std::optional<ExpertSlice> slice = expert_slice(spec.name);
+    const std::string name = slice ? slice->stacked : gguf_name(spec.name);
     const GgufTensorInfo* info = file.find_tensor(name);
     if (info == nullptr) throw_missing_tensor(weights.config, path, spec, name);
     FoundTensor found;
     found.file = path;
     found.stored_name = name;
+    if (slice) {
+      // One expert's matrix: the stacked tensor's [experts, rows, columns] are whole matrices.
+      TESSERA_REQUIRE(info->shape.size() == 3 && info->shape[0] == weights.config.num_experts,
+                      "{}: tensor '{}' has shape {} but should stack {} experts' matrices", path,
+                      name, shape_str(info->shape), weights.config.num_experts);
+      found.stored_name = fmt::format("{} (expert {})", name, slice->expert);
+      const std::optional<DType> dtype = ggml_type_dtype(info->ggml_type);
+      TESSERA_REQUIRE(dtype && is_floating(*dtype),
+                      "{}: tensor '{}' is {}: experts in quantized formats are not supported yet; "
+                      "use a GGUF whose expert tensors are F32, F16 or BF16",
+                      path, name, ggml_type_name(info->ggml_type));
+    }
     if (ggml_type_dtype(info->ggml_type)) {
       found.stored = file.stored(*info);
+      if (slice) {
+        const Shape matrix{found.stored.shape[1], found.stored.shape[2]};
+        found.stored.data += slice->expert * storage_bytes(found.stored.dtype, shape_numel(matrix));
+        found.stored.shape = matrix;
+      }
     } else {
-      found.stored.shape = info->shape;
+      found.stored.shape = slice ? Shape{info->shape[1], info->shape[2]} : info->shape;
       found.stored_dtype_name = ggml_type_name(info->ggml_type);
       found.readable_dtype_names = readable_ggml_types();
     }

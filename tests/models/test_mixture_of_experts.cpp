@@ -111,6 +111,42 @@ TEST(MixtureOfExperts, CompiledLogitsWithTheFusedOpMatchTransformers) {
   }
 }
 
+// GGUF as llama.cpp writes mixtures of experts (loader_files' llama_gguf): Mixtral as llama with
+// expert_count, Qwen3-MoE as qwen3moe, each layer's experts stacked in ffn_gate_exps /
+// ffn_up_exps / ffn_down_exps and its router in ffn_gate_inp (Qwen3-MoE's dense layer has none):
+// the logits of the HF checkpoint the file was written from.
+TEST(MixtureOfExperts, GgufFilesGiveTheLogitsOfTheirCheckpoints) {
+  TempDir dir;
+  for (const std::string name : {"mixtral", "qwen3-moe"}) {
+    const std::string folder = kHfTiny + name;
+    const ModelWeights hf = load_model(folder, LoadOptions{DType::f32, kCPU});
+    const std::string gguf = dir / (name + ".gguf");
+    llama_gguf(hf).save(gguf);
+    const ModelWeights loaded = load_model(gguf, LoadOptions{DType::f32, kCPU});
+    EXPECT_EQ(loaded.config.architecture, hf.config.architecture);
+    EXPECT_EQ(loaded.config.expert_layers, hf.config.expert_layers);
+    EXPECT_EQ(loaded.config.num_experts, 8);
+    EXPECT_EQ(loaded.config.moe_intermediate_size, 32);
+    const auto [ids, reference] = read_hf_tiny_expected(folder);
+    std::shared_ptr<const CausalLM> model = create_model(ModelWeights(loaded), 128);
+    ModelRunner runner(
+        model, with_kv_blocks_for(runner_config(CompilationMode::eager), model->max_positions()));
+    const auto chunked = logits_by_chunks(runner, ids, {9, 1, 30});
+    EXPECT_LT(relative_error(chunked.back(), reference.back()), 1e-5) << name;
+    EXPECT_LT(relative_error(chunked[1], reference[9]), 1e-5) << name;
+  }
+  // Experts of a format fused_moe does not take yet are refused naming the tensor.
+  const ModelWeights hf = load_model(kHfTiny + "mixtral", LoadOptions{DType::f32, kCPU});
+  const std::string q8 = dir / "mixtral-q8.gguf";
+  GgufChanges changes;
+  changes.ggml_types["blk.0.ffn_up_exps.weight"] = 8;  // Q8_0
+  llama_gguf(hf, changes).save(q8);
+  expect_mentions(error_of([&] {
+                    create_model(load_model(q8, LoadOptions{DType::f32, kCPU}), 128);
+                  }),
+                  {"blk.0.ffn_up_exps.weight", "Q8_0", "not supported yet", "F16"});
+}
+
 // The startup log's count: every tensor's parameters, and without the experts a token skips.
 TEST(MixtureOfExperts, ParametersAndThoseActivePerToken) {
   const ModelWeights weights = load_model(kHfTiny + "mixtral", LoadOptions{DType::f32, kCPU});

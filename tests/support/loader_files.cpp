@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "compile/ops/ops.h"
 #include "models/input_file.h"
 #include "models/loaders/gguf.h"
 #include "models/loaders/safetensors.h"
@@ -139,20 +140,33 @@ Tensor to_rope_pairs(const Tensor& hf, int64_t head_dim) {
   return pairs;
 }
 
-// A GGUF file of a llama-architecture model holding `weights` the way llama.cpp stores them.
+// A GGUF file of a llama-architecture model holding `weights` the way llama.cpp stores them
+// (Mixtral as llama with experts; Qwen3-MoE as qwen3moe, q/k in HF order with their norms).
 GgufWriter llama_gguf(const ModelWeights& weights, const GgufChanges& changes) {
   const ModelConfig& config = weights.config;
+  const bool qwen3moe = config.architecture == "Qwen3MoeForCausalLM";
+  const std::string arch = qwen3moe ? "qwen3moe" : "llama";
+  auto key = [&](const char* name) { return arch + "." + name; };
   GgufWriter writer;
   writer.apply(changes.ggml_types, changes.omitted);
-  writer.add_string("general.architecture", "llama");
-  writer.add_u32("llama.embedding_length", static_cast<uint32_t>(config.hidden_size));
-  writer.add_u32("llama.block_count", static_cast<uint32_t>(config.num_layers));
-  writer.add_u32("llama.feed_forward_length", static_cast<uint32_t>(config.intermediate_size));
-  writer.add_u32("llama.attention.head_count", static_cast<uint32_t>(config.num_heads));
-  writer.add_u32("llama.attention.head_count_kv", static_cast<uint32_t>(config.num_kv_heads));
-  writer.add_u32("llama.context_length", static_cast<uint32_t>(config.max_position_embeddings));
-  writer.add_f32("llama.rope.freq_base", static_cast<float>(config.rope_theta));
-  writer.add_f32("llama.attention.layer_norm_rms_epsilon", static_cast<float>(config.rms_norm_eps));
+  writer.add_string("general.architecture", arch);
+  writer.add_u32(key("embedding_length"), static_cast<uint32_t>(config.hidden_size));
+  writer.add_u32(key("block_count"), static_cast<uint32_t>(config.num_layers));
+  writer.add_u32(key("feed_forward_length"), static_cast<uint32_t>(config.intermediate_size));
+  writer.add_u32(key("attention.head_count"), static_cast<uint32_t>(config.num_heads));
+  writer.add_u32(key("attention.head_count_kv"), static_cast<uint32_t>(config.num_kv_heads));
+  if (config.head_dim * config.num_heads != config.hidden_size)
+    writer.add_u32(key("attention.key_length"), static_cast<uint32_t>(config.head_dim));
+  writer.add_u32(key("context_length"), static_cast<uint32_t>(config.max_position_embeddings));
+  writer.add_f32(key("rope.freq_base"), static_cast<float>(config.rope_theta));
+  writer.add_f32(key("attention.layer_norm_rms_epsilon"), static_cast<float>(config.rms_norm_eps));
+  if (config.num_experts > 0) {
+    writer.add_u32(key("expert_count"), static_cast<uint32_t>(config.num_experts));
+    writer.add_u32(key("expert_used_count"), static_cast<uint32_t>(config.num_experts_per_tok));
+    if (qwen3moe)
+      writer.add_u32(key("expert_feed_forward_length"),
+                     static_cast<uint32_t>(config.moe_intermediate_size));
+  }
   std::vector<std::string> tokens;
   for (int64_t i = 0; i < config.vocab_size; ++i) tokens.push_back(fmt::format("t{}", i));
   writer.add_string("tokenizer.ggml.model", "llama");
@@ -166,16 +180,38 @@ GgufWriter llama_gguf(const ModelWeights& weights, const GgufChanges& changes) {
     };
     auto gguf = [&](const char* name) { return fmt::format("blk.{}.{}", layer, name); };
     writer.add_tensor(gguf("attn_norm.weight"), hf("input_layernorm.weight"));
-    writer.add_tensor(gguf("attn_q.weight"),
-                      to_rope_pairs(hf("self_attn.q_proj.weight"), config.head_dim));
-    writer.add_tensor(gguf("attn_k.weight"),
-                      to_rope_pairs(hf("self_attn.k_proj.weight"), config.head_dim));
+    for (const auto& [stored, name] : {std::pair{"attn_q.weight", "self_attn.q_proj.weight"},
+                                       {"attn_k.weight", "self_attn.k_proj.weight"}})
+      writer.add_tensor(gguf(stored),
+                        qwen3moe ? hf(name) : to_rope_pairs(hf(name), config.head_dim));
+    if (config.qk_norm) {
+      writer.add_tensor(gguf("attn_q_norm.weight"), hf("self_attn.q_norm.weight"));
+      writer.add_tensor(gguf("attn_k_norm.weight"), hf("self_attn.k_norm.weight"));
+    }
     writer.add_tensor(gguf("attn_v.weight"), hf("self_attn.v_proj.weight"));
     writer.add_tensor(gguf("attn_output.weight"), hf("self_attn.o_proj.weight"));
     writer.add_tensor(gguf("ffn_norm.weight"), hf("post_attention_layernorm.weight"));
-    writer.add_tensor(gguf("ffn_gate.weight"), hf("mlp.gate_proj.weight"));
-    writer.add_tensor(gguf("ffn_down.weight"), hf("mlp.down_proj.weight"));
-    writer.add_tensor(gguf("ffn_up.weight"), hf("mlp.up_proj.weight"));
+    if (config.layer_has_experts(layer)) {
+      // The router, and each projection of every expert stacked: [experts, rows, columns].
+      const std::string moe = qwen3moe ? "mlp." : "block_sparse_moe.";
+      writer.add_tensor(gguf("ffn_gate_inp.weight"), hf((moe + "gate.weight").c_str()));
+      const std::pair<const char*, std::string> stacks[] = {
+          {"ffn_gate_exps.weight", qwen3moe ? "gate_proj" : "w1"},
+          {"ffn_up_exps.weight", qwen3moe ? "up_proj" : "w3"},
+          {"ffn_down_exps.weight", qwen3moe ? "down_proj" : "w2"}};
+      for (const auto& [stored, projection] : stacks) {
+        std::vector<Tensor> experts;
+        for (int64_t e = 0; e < config.num_experts; ++e)
+          experts.push_back(hf(fmt::format("{}experts.{}.{}.weight", moe, e, projection).c_str()));
+        const Shape matrix = experts[0].sizes();
+        writer.add_tensor(gguf(stored), ops::reshape(ops::cat(experts, 0),
+                                                     {config.num_experts, matrix[0], matrix[1]}));
+      }
+    } else {
+      writer.add_tensor(gguf("ffn_gate.weight"), hf("mlp.gate_proj.weight"));
+      writer.add_tensor(gguf("ffn_down.weight"), hf("mlp.down_proj.weight"));
+      writer.add_tensor(gguf("ffn_up.weight"), hf("mlp.up_proj.weight"));
+    }
   }
   writer.add_tensor("output_norm.weight", weights.get("model.norm.weight"));
   if (!config.tie_word_embeddings)
