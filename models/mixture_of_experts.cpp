@@ -42,13 +42,11 @@ bool has_experts(const std::string& architecture) {
 
 void read_expert_config(const HfConfigFields& fields, ModelConfig& config) {
   TESSERA_CHECK(has_experts(config.architecture), "read_expert_config for {}", config.architecture);
-  TESSERA_REQUIRE(!config.fp8.enabled(),
-                  "{}: FP8 weights of a mixture of experts ({}) are not supported yet; use the "
-                  "bf16 checkpoint",
-                  fields.file(), config.architecture);
   config.num_experts_per_tok = fields.integer("num_experts_per_tok");
   if (config.architecture == kMixtral) {
     config.num_experts = fields.integer("num_local_experts");
+    TESSERA_REQUIRE(config.num_experts >= 1, "{}: num_local_experts must be at least 1, got {}",
+                    fields.file(), config.num_experts);
     config.moe_intermediate_size = config.intermediate_size;
     config.norm_topk_prob = true;
     config.expert_layers.assign(static_cast<size_t>(config.num_layers), true);

@@ -81,7 +81,13 @@ void ModelConfig::validate(const std::string& source) const {
     TESSERA_REQUIRE(type != kSlidingAttention || sliding_window > 0,
                     "{}: layer_types has sliding_attention layers but no sliding_window", source);
   }
+  TESSERA_REQUIRE(num_experts >= 0, "{}: the number of experts must not be negative, got {}",
+                  source, num_experts);
   if (num_experts > 0) {
+    TESSERA_REQUIRE(!fp8.enabled(),
+                    "{}: FP8 weights of a mixture of experts ({}) are not supported yet; use the "
+                    "bf16 checkpoint",
+                    source, architecture);
     TESSERA_REQUIRE(num_experts_per_tok >= 1 && num_experts_per_tok <= num_experts,
                     "{}: num_experts_per_tok must be between 1 and num_experts ({}), got {}",
                     source, num_experts, num_experts_per_tok);

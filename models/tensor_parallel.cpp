@@ -77,6 +77,9 @@ Tensor vocab_block(const Tensor& table, int64_t rows, int rank) {
 void check_tensor_parallel(const ModelConfig& config, int size, bool expert_parallel) {
   TESSERA_REQUIRE(size >= 1 && size <= 64,
                   "engine.tensor_parallel_size must be between 1 and 64, got {}", size);
+  TESSERA_REQUIRE(!expert_parallel || config.num_experts > 0,
+                  "engine.enable_expert_parallel: {} has no experts; leave it false",
+                  config.architecture);
   if (size == 1) return;
   const Architecture& architecture =
       ArchitectureRegistry::global().get(config.architecture, "engine.tensor_parallel_size");
@@ -93,9 +96,6 @@ void check_tensor_parallel(const ModelConfig& config, int size, bool expert_para
   TESSERA_REQUIRE(config.intermediate_size % size == 0,
                   "engine.tensor_parallel_size {} must divide intermediate_size ({})", size,
                   config.intermediate_size);
-  TESSERA_REQUIRE(!expert_parallel || config.num_experts > 0,
-                  "engine.enable_expert_parallel: {} has no experts; leave it false",
-                  config.architecture);
   if (expert_parallel) {
     TESSERA_REQUIRE(config.num_experts % size == 0,
                     "engine.tensor_parallel_size {} with engine.enable_expert_parallel must "

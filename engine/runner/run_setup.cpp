@@ -113,6 +113,7 @@ std::vector<std::shared_ptr<const CausalLM>> load_run_models(const EngineConfig&
   if (ranks == 1) {
     ModelWeights weights =
         load_model(load.model, LoadOptions{dtype, devices.front(), quantization});
+    check_tensor_parallel(weights.config, 1, config.parallel.enable_expert_parallel);
     const int64_t positions = run_positions(load, weights.config, max_positions, devices);
     std::shared_ptr<const CausalLM> model = create_model(std::move(weights), positions);
     spdlog::info("weights of {}: {}", load.model, model->weight_formats_str());

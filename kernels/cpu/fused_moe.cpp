@@ -109,7 +109,8 @@ void fused_moe_kernel(const KernelArgs& args) {
   const Tensor& logits = args.inputs[1];
   TESSERA_REQUIRE(gate_up.size(2) == hidden && gate_up.size(1) % 2 == 0 &&
                       down.sizes() == Shape({experts, hidden, intermediate}) && logits.dim() == 2 &&
-                      logits.size(0) == tokens && first >= 0 && first + experts <= logits.size(1),
+                      logits.size(0) == tokens && experts >= 1 && first >= 0 &&
+                      first <= logits.size(1) - experts,
                   "{}: shapes do not agree: x {}, router_logits {}, gate_up_weights {}, "
                   "down_weights {}, first_expert {}",
                   op, x.str(), logits.str(), gate_up.str(), down.str(), first);

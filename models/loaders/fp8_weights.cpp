@@ -140,6 +140,10 @@ void quantize_fp8_online(ModelWeights& weights, Fp8Format::WeightScale layout) {
   TESSERA_CHECK(layout != Fp8Format::WeightScale::tensor, "online FP8 per tensor");
   const bool block = layout == Fp8Format::WeightScale::block;
   if (weights.config.fp8.enabled()) return;  // FP8 already, scaled as its checkpoint says
+  TESSERA_REQUIRE(weights.config.num_experts == 0,
+                  "{}: --quantization fp8 of a mixture of experts ({}) is not supported yet: "
+                  "fused_moe takes f32, f16 and bf16 experts; leave --quantization unset",
+                  weights.source, weights.config.architecture);
   std::map<std::string, Tensor> scales;
   for (auto& [name, weight] : weights.tensors) {
     if (!is_projection_weight(name)) continue;

@@ -152,8 +152,8 @@ ModelConfig config_from_metadata(const GgufFile& file, const GgufArchitecture& a
     if (std::optional<DType> dtype = ggml_type_dtype(embedding->ggml_type))
       if (is_floating(*dtype)) config.checkpoint_dtype = *dtype;  // quantized: the run's default
   // Mixtures of experts: llama with experts is Mixtral. A layer has experts where it has a router
-  // (blk.N.ffn_gate_inp). llama.cpp renormalizes the chosen experts' weights for both families
-  // (expert_weights_norm, where a file gives it, says otherwise).
+  // (blk.N.ffn_gate_inp). llama.cpp always renormalizes the chosen experts' weights for both
+  // families, whatever the checkpoint's norm_topk_prob was, and so does this loader.
   config.num_experts = file.get_int_or(key("expert_count"), 0);
   if (config.num_experts > 0) {
     if (config.architecture == std::string("LlamaForCausalLM"))
@@ -161,8 +161,7 @@ ModelConfig config_from_metadata(const GgufFile& file, const GgufArchitecture& a
     config.num_experts_per_tok = file.get_int(key("expert_used_count"));
     config.moe_intermediate_size =
         file.get_int_or(key("expert_feed_forward_length"), config.intermediate_size);
-    config.norm_topk_prob =
-        file.has(key("expert_weights_norm")) ? file.get_bool(key("expert_weights_norm")) : true;
+    config.norm_topk_prob = true;
     TESSERA_REQUIRE(config.num_layers >= 0 && config.num_layers <= (int64_t{1} << 12),
                     "{}: metadata '{}' is {}, more than Tessera accepts", file.path(),
                     key("block_count"), config.num_layers);

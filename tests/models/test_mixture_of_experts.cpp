@@ -12,12 +12,14 @@
 #include <regex>
 
 #include "compile/custom_op_config.h"
+#include "compile/ops/ops.h"
 #include "compile/trace/tracer.h"
 #include "engine/runner/run_setup.h"
 #include "models/architecture_registry.h"
 #include "models/mixture_of_experts.h"
 #include "models/tensor_parallel.h"
 #include "support/error_of.h"
+#include "support/fp8_checkpoints.h"
 #include "support/loader_files.h"
 #include "support/runner_steps.h"
 #include "support/test_tensors.h"
@@ -174,6 +176,9 @@ TEST(MixtureOfExperts, ExpertFieldsOfConfigJsonAreChecked) {
           {[](nlohmann::json& c) { c["moe_intermediate_size"] = 0; }, {"moe_intermediate_size"}},
           {[](nlohmann::json& c) { c["num_local_experts"] = 100000; },
            {"num_experts", "100000", "more than Tessera accepts"}},
+          {[](nlohmann::json& c) { c["num_local_experts"] = -1; }, {"experts", "negative", "-1"}},
+          {[](nlohmann::json& c) { c["quantization_config"] = fp8_block_config(); },
+           {"FP8 weights of a mixture of experts", "Qwen3MoeForCausalLM", "bf16 checkpoint"}},
       };
   int index = 0;
   for (const auto& [edit, mentions] : cases) {
@@ -187,6 +192,31 @@ TEST(MixtureOfExperts, ExpertFieldsOfConfigJsonAreChecked) {
       EXPECT_THAT(message, HasSubstr(part)) << "case " << index;
     ++index;
   }
+  // Mixtral needs experts; --quantization fp8 would leave them unquantized, so it is refused.
+  const std::string mixtral =
+      edited_copy(dir, "mixtral", [](nlohmann::json& c) { c["num_local_experts"] = 0; });
+  expect_mentions(error_of([&] {
+                    load_model(mixtral, LoadOptions{DType::f32, kCPU});
+                  }),
+                  {"num_local_experts must be at least 1", "0"});
+  expect_mentions(error_of([&] {
+                    load_model(kHfTiny + "qwen3-moe", LoadOptions{DType::f32, kCPU, "fp8"});
+                  }),
+                  {"--quantization fp8", "mixture of experts", "leave --quantization unset"});
+  // fused_moe needs at least one expert, inside the router's.
+  auto zeros = [](Shape sizes) {
+    return Tensor::from_floats(std::vector<float>(static_cast<size_t>(shape_numel(sizes)), 0.0f),
+                               sizes);
+  };
+  const Tensor x = zeros({2, 8}), logits = zeros({2, 4});
+  expect_mentions(error_of([&] {
+                    ops::fused_moe(x, logits, zeros({0, 6, 8}), zeros({0, 8, 3}), 1, true);
+                  }),
+                  {"fused_moe", "at least one expert"});
+  expect_mentions(error_of([&] {
+                    ops::fused_moe(x, logits, zeros({2, 6, 8}), zeros({2, 8, 3}), 1, true, 3);
+                  }),
+                  {"fused_moe", "first_expert (3)", "within the 4 router logits"});
 }
 
 // Tensor parallelism splits each expert's intermediate size, or with expert parallelism places
@@ -198,8 +228,6 @@ TEST(MixtureOfExperts, TensorParallelismNeedsASizeThatDividesTheExperts) {
   const ModelConfig expert_rank = rank_config(config, 4, /*expert_parallel=*/true);
   EXPECT_EQ(expert_rank.moe_intermediate_size, 32);
   EXPECT_EQ(expert_rank.local_experts(), 2);
-  expect_mentions(error_of([&] { check_tensor_parallel(config, 4 * 3, true); }),
-                  {"engine.tensor_parallel_size 12"});
   config.num_experts = 6;
   expect_mentions(error_of([&] { check_tensor_parallel(config, 4, true); }),
                   {"engine.enable_expert_parallel", "num_experts (6)"});
@@ -208,6 +236,7 @@ TEST(MixtureOfExperts, TensorParallelismNeedsASizeThatDividesTheExperts) {
                   {"engine.tensor_parallel_size 4", "moe_intermediate_size (30)",
                    "engine.enable_expert_parallel"});
   const ModelConfig dense = load_model(kHfTiny + "llama", LoadOptions{DType::f32, kCPU}).config;
-  expect_mentions(error_of([&] { check_tensor_parallel(dense, 2, true); }),
-                  {"engine.enable_expert_parallel", "LlamaForCausalLM has no experts"});
+  for (int size : {1, 2})
+    expect_mentions(error_of([&] { check_tensor_parallel(dense, size, true); }),
+                    {"engine.enable_expert_parallel", "LlamaForCausalLM has no experts"});
 }

@@ -19,21 +19,31 @@ Tensor random_tensor(Shape sizes, uint32_t seed, DType dtype, Device device) {
   return Tensor::from_floats(values, std::move(sizes), dtype, device);
 }
 
-double relative_error(const Tensor& got, const Tensor& want) {
-  TESSERA_CHECK(got.sizes() == want.sizes(), "comparing {} with {}", got.str(), want.str());
-  std::vector<double> a = got.to_doubles();
-  return relative_error(std::vector<float>(a.begin(), a.end()), want.to_doubles());
-}
+namespace {
 
-double relative_error(const std::vector<float>& a, const std::vector<double>& b) {
-  TESSERA_CHECK(a.size() == b.size(), "comparing {} values with {}", a.size(), b.size());
+// ||got - want|| / ||want||, in double whatever `got` holds.
+template <typename Values>
+double relative_error_of(const Values& got, const std::vector<double>& want) {
+  TESSERA_CHECK(got.size() == want.size(), "comparing {} values with {}", got.size(), want.size());
   double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    diff += (a[i] - b[i]) * (a[i] - b[i]);
-    norm += b[i] * b[i];
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double value = got[i];
+    if (!std::isfinite(value)) return INFINITY;
+    diff += (value - want[i]) * (value - want[i]);
+    norm += want[i] * want[i];
   }
   return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+}  // namespace
+
+double relative_error(const Tensor& got, const Tensor& want) {
+  TESSERA_CHECK(got.sizes() == want.sizes(), "comparing {} with {}", got.str(), want.str());
+  return relative_error_of(got.to_doubles(), want.to_doubles());
+}
+
+double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
+  return relative_error_of(got, want);
 }
 
 double max_abs_difference(const Tensor& a, const Tensor& b) {

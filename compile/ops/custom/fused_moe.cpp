@@ -80,12 +80,14 @@ OpDef fused_moe_op() {
     // The weights' experts, from first_expert on, lie within the router's.
     const int64_t first_expert = args.attributes.get_int("first_expert", 0);
     const SymInt& experts = gate_up[0];
-    if (!experts.is_constant() || first_expert < 0 ||
-        first_expert + experts.constant() > args.input(1).shape[1].constant())
+    const int64_t router_experts = args.input(1).shape[1].constant();
+    if (!experts.is_constant() || experts.constant() < 1 || first_expert < 0 ||
+        first_expert > router_experts - experts.constant())
       throw_argument_error(
           args, 2,
-          fmt::format("must hold experts first_expert ({}) on, within the {} router logits",
-                      first_expert, args.input(1).shape[1].constant()));
+          fmt::format("must hold at least one expert, first_expert ({}) on, within the {} router "
+                      "logits",
+                      first_expert, router_experts));
     require(sizes_equal(gate_up[2], x.shape[1], "gate_up width"), 2,
             fmt::format("must have the hidden size of 'x' ({}) last", x.str()));
     require(sizes_equal(mod(gate_up[1], 2), 0, "gate_up parity"), 2,
