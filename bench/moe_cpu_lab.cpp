@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/cpu_lab_timing.h"
+#include "bench/cpu_lab.h"
 #include "compile/ir/op_registry.h"
 #include "runtime/kernel_registry.h"
 #include "support/reference.h"
@@ -154,23 +154,5 @@ int run(std::string_view only, bool skip_timing) {
 }  // namespace tessera
 
 int main(int argc, char** argv) {
-  std::string_view only;
-  bool skip_timing = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else if (arg == "--skip-timing") {
-      skip_timing = true;
-    } else {
-      fmt::print(stderr, "usage: moe_cpu_lab [--only TEXT] [--skip-timing]\n");
-      return 2;
-    }
-  }
-  try {
-    return tessera::run(only, skip_timing);
-  } catch (const std::exception& error) {
-    fmt::print(stderr, "moe_cpu_lab: {}\n", error.what());
-    return 1;
-  }
+  return tessera::lab::cpu_lab_main("moe_cpu_lab", argc, argv, tessera::run);
 }

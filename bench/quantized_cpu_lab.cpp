@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/cpu_lab_timing.h"
+#include "bench/cpu_lab.h"
 #include "kernels/cpu/quantized_linear.h"
 #include "kernels/quant/activation_blocks.h"
 #include "kernels/quant/block_format.h"
@@ -128,23 +128,5 @@ int run(std::string_view only, bool skip_timing) {
 }  // namespace tessera
 
 int main(int argc, char** argv) {
-  std::string_view only;
-  bool skip_timing = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else if (arg == "--skip-timing") {
-      skip_timing = true;
-    } else {
-      fmt::print(stderr, "usage: quantized_cpu_lab [--only TEXT] [--skip-timing]\n");
-      return 2;
-    }
-  }
-  try {
-    return tessera::run(only, skip_timing);
-  } catch (const std::exception& error) {
-    fmt::print(stderr, "quantized_cpu_lab: {}\n", error.what());
-    return 1;
-  }
+  return tessera::lab::cpu_lab_main("quantized_cpu_lab", argc, argv, tessera::run);
 }

@@ -1,6 +1,7 @@
 #include "models/mixture_of_experts.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "compile/ops/ops.h"
 #include "models/decoder_weights.h"
@@ -35,6 +36,24 @@ std::string expert_weight(int64_t layer, const ExpertNames& names, int64_t exper
 }
 
 }  // namespace
+
+std::optional<ExpertWeightName> parse_expert_weight(const std::string& name) {
+  static const std::pair<const char*, ExpertProjection> projections[] = {
+      {"w1.weight", ExpertProjection::gate},    {"w3.weight", ExpertProjection::up},
+      {"w2.weight", ExpertProjection::down},    {"gate_proj.weight", ExpertProjection::gate},
+      {"up_proj.weight", ExpertProjection::up}, {"down_proj.weight", ExpertProjection::down}};
+  for (const char* pattern :
+       {"model.layers.%d.block_sparse_moe.experts.%d.%n", "model.layers.%d.mlp.experts.%d.%n"}) {
+    int layer = -1, expert = -1, consumed = 0;
+    if (std::sscanf(name.c_str(), pattern, &layer, &expert, &consumed) != 2 || consumed == 0 ||
+        layer < 0 || expert < 0)
+      continue;
+    const std::string rest = name.substr(static_cast<size_t>(consumed));
+    for (const auto& [suffix, projection] : projections)
+      if (rest == suffix) return ExpertWeightName{layer, expert, projection};
+  }
+  return std::nullopt;
+}
 
 bool has_experts(const std::string& architecture) {
   return architecture == kMixtral || architecture == kQwen3Moe;

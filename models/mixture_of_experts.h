@@ -3,6 +3,8 @@
 // The Llama family (models/llama.cpp) uses them for the layers whose MLP has experts.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "models/hf_config_fields.h"
@@ -23,6 +25,18 @@ void read_expert_config(const HfConfigFields& fields, ModelConfig& config);
 // "30.5B parameters, 3.3B active per token (8 of 128 experts in 48 layers)": the whole
 // checkpoint's parameters, and those a token uses (the other experts' left out).
 std::string expert_parameters_str(const ModelWeights& weights);
+
+// What a Hugging Face name of an expert's projection says (Mixtral's
+// model.layers.L.block_sparse_moe.experts.E.w1/w3/w2.weight, Qwen3-MoE's
+// model.layers.L.mlp.experts.E.gate_proj/up_proj/down_proj.weight).
+enum class ExpertProjection { gate, up, down };
+struct ExpertWeightName {
+  int64_t layer = 0;
+  int64_t expert = 0;
+  ExpertProjection projection = ExpertProjection::gate;
+};
+// nullopt for every other name.
+std::optional<ExpertWeightName> parse_expert_weight(const std::string& name);
 
 // The router and every expert's gate, up and down projections of `layer`.
 void add_expert_weights(std::vector<WeightSpec>& specs, const ModelConfig& config, int64_t layer);

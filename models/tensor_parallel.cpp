@@ -1,12 +1,12 @@
 #include "models/tensor_parallel.h"
 
-#include <cctype>
 #include <cstring>
 #include <optional>
 
 #include "compile/ops/ops.h"
 #include "kernels/quant/fp8_scaling.h"
 #include "models/architecture_registry.h"
+#include "models/mixture_of_experts.h"
 #include "models/model_weights.h"
 #include "runtime/check.h"
 
@@ -157,33 +157,27 @@ ModelWeights shard_weights(const ModelWeights& full, TensorParallel parallel, De
     if (module.ends_with("mlp.gate_proj") || module.ends_with("mlp.up_proj"))
       return Split{0, r * ffn, ffn};
     if (module.ends_with("mlp.down_proj")) return Split{1, r * ffn, ffn};
-    // An expert's gate and up projections (Mixtral's w1 and w3), and its down projection (w2);
-    // the router is whole on every rank.
-    if (module.find(".experts.") != std::string::npos && !parallel.expert_parallel) {
-      for (const char* rows : {".gate_proj", ".up_proj", ".w1", ".w3"})
-        if (module.ends_with(rows)) return Split{0, r * expert_ffn, expert_ffn};
-      if (module.ends_with(".down_proj") || module.ends_with(".w2"))
-        return Split{1, r * expert_ffn, expert_ffn};
-    }
     return std::nullopt;
   };
-  // Under expert parallelism, whether a tensor is another rank's expert's.
-  const auto other_ranks_expert = [&](const std::string& name) {
-    const size_t at = name.find(".experts.");
-    if (!parallel.expert_parallel || at == std::string::npos) return false;
-    int64_t expert = 0;
-    size_t digit = at + 9;
-    for (; digit < name.size() && std::isdigit(static_cast<unsigned char>(name[digit])); ++digit)
-      expert = std::min<int64_t>(expert * 10 + (name[digit] - '0'), int64_t{1} << 40);
-    if (digit == at + 9) return false;  // not an expert's index: the loader's checks name it
-    const int64_t first = shard.config.first_local_expert;
-    return expert < first || expert >= first + shard.config.num_local_experts;
+  // An expert's projection: split like a dense MLP's, or under expert parallelism whole on its
+  // rank and absent from the others (nullopt, and `skip`). The router is whole on every rank.
+  const auto expert_split = [&](const ExpertWeightName& expert,
+                                bool& skip) -> std::optional<Split> {
+    if (parallel.expert_parallel) {
+      const int64_t first = shard.config.first_local_expert;
+      skip = expert.expert < first || expert.expert >= first + shard.config.num_local_experts;
+      return std::nullopt;
+    }
+    if (expert.projection == ExpertProjection::down) return Split{1, r * expert_ffn, expert_ffn};
+    return Split{0, r * expert_ffn, expert_ffn};
   };
   for (const auto& [name, tensor] : full.tensors) {
-    if (other_ranks_expert(name)) continue;
     const size_t dot = name.rfind('.');
     const std::string module = name.substr(0, dot), kind = name.substr(dot + 1);
-    const std::optional<Split> split = split_of(module);
+    bool skip = false;
+    const std::optional<ExpertWeightName> expert = parse_expert_weight(name);
+    const std::optional<Split> split = expert ? expert_split(*expert, skip) : split_of(module);
+    if (skip) continue;
     Tensor part = tensor;  // norms, input scales: every rank applies them whole
     if (name == "model.embed_tokens.weight" || name == "lm_head.weight") {
       part = vocab_block(tensor, vocab_rows, r);

@@ -13,6 +13,7 @@
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/gguf.h"
 #include "models/loaders/loaders.h"
+#include "models/mixture_of_experts.h"
 #include "runtime/check.h"
 
 namespace tessera::loaders {
@@ -182,24 +183,13 @@ struct ExpertSlice {
   int64_t expert;
 };
 
-// Mixtral's experts.E.w1/w3/w2 and Qwen3-MoE's experts.E.gate_proj/up_proj/down_proj.
 std::optional<ExpertSlice> expert_slice(const std::string& hf_name) {
-  static const std::pair<const char*, const char*> projections[] = {
-      {"w1.weight", "ffn_gate_exps.weight"},    {"w3.weight", "ffn_up_exps.weight"},
-      {"w2.weight", "ffn_down_exps.weight"},    {"gate_proj.weight", "ffn_gate_exps.weight"},
-      {"up_proj.weight", "ffn_up_exps.weight"}, {"down_proj.weight", "ffn_down_exps.weight"}};
-  int layer = -1, expert = -1, consumed = 0;
-  for (const char* pattern :
-       {"model.layers.%d.block_sparse_moe.experts.%d.%n", "model.layers.%d.mlp.experts.%d.%n"}) {
-    consumed = 0;
-    if (std::sscanf(hf_name.c_str(), pattern, &layer, &expert, &consumed) == 2 && consumed > 0)
-      break;
-  }
-  if (consumed == 0 || layer < 0 || expert < 0) return std::nullopt;
-  const std::string rest = hf_name.substr(static_cast<size_t>(consumed));
-  for (const auto& [hf, gguf] : projections)
-    if (rest == hf) return ExpertSlice{fmt::format("blk.{}.{}", layer, gguf), expert};
-  return std::nullopt;
+  const std::optional<ExpertWeightName> parsed = parse_expert_weight(hf_name);
+  if (!parsed) return std::nullopt;
+  const char* stacked = parsed->projection == ExpertProjection::gate ? "ffn_gate_exps.weight"
+                        : parsed->projection == ExpertProjection::up ? "ffn_up_exps.weight"
+                                                                     : "ffn_down_exps.weight";
+  return ExpertSlice{fmt::format("blk.{}.{}", parsed->layer, stacked), parsed->expert};
 }
 
 // The GGUF name of a Hugging Face weight name.

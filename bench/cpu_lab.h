@@ -1,11 +1,16 @@
-// What the CPU labs (quantized_cpu_lab, moe_cpu_lab) share: wall-clock medians of repeated calls
-// and the read bandwidth their GB/s figures are set against, measured on the thread pool the
-// kernels use (TESSERA_NUM_THREADS).
+// What the CPU labs (quantized_cpu_lab, moe_cpu_lab) share: their command line and main,
+// wall-clock medians of repeated calls and the read bandwidth their GB/s figures are set against,
+// measured on the thread pool the kernels use (TESSERA_NUM_THREADS).
 #pragma once
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <exception>
+#include <functional>
+#include <string_view>
 #include <vector>
 
 #include "runtime/cpu/parallel.h"
@@ -50,6 +55,31 @@ inline double read_bandwidth() {
     });
   });
   return static_cast<double>(count * 8) / (us * 1e3);
+}
+
+// A CPU lab's main: `--only TEXT` (cases whose name contains TEXT) and `--skip-timing` (the checks
+// only) go to `run`, whose result is the exit status; a usage error exits 2, an exception 1.
+inline int cpu_lab_main(std::string_view lab, int argc, char** argv,
+                        const std::function<int(std::string_view only, bool skip_timing)>& run) {
+  std::string_view only;
+  bool skip_timing = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else if (arg == "--skip-timing") {
+      skip_timing = true;
+    } else {
+      fmt::print(stderr, "usage: {} [--only TEXT] [--skip-timing]\n", lab);
+      return 2;
+    }
+  }
+  try {
+    return run(only, skip_timing);
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "{}: {}\n", lab, error.what());
+    return 1;
+  }
 }
 
 }  // namespace tessera::lab
