@@ -71,26 +71,12 @@ Tensor run_kernel_once(const Problem& problem, Tensor& out) {
 // The kernel's largest error against float64, over the bound the op conformance test allows (its
 // dtype's rounding of the sum of magnitudes): at most 1 passes.
 double check(const Problem& problem) {
-  std::vector<test::RefTensor> logical, absolute;
-  for (const Tensor& input : problem.inputs) {
-    test::RefTensor tensor{input.sizes(), input.to_doubles()};
-    logical.push_back(tensor);
-    for (double& v : tensor.values) v = std::fabs(v);
-    absolute.push_back(tensor);
-  }
-  absolute[1] = logical[1];  // the bound is over the experts the signed logits choose
-  const test::RefTensor want = test::reference_op("fused_moe", logical, problem.attributes)[0];
-  const test::RefTensor magnitude =
-      test::reference_op("fused_moe", absolute, problem.attributes)[0];
+  std::vector<test::RefTensor> inputs;
+  for (const Tensor& input : problem.inputs) inputs.push_back({input.sizes(), input.to_doubles()});
   Tensor out = Tensor::empty(problem.inputs[0].sizes(), problem.inputs[0].dtype());
   const std::vector<double> got = run_kernel_once(problem, out).to_doubles();
-  const double rounding = problem.inputs[0].dtype() == DType::f32 ? 1e-5 : 1e-2;
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    worst =
-        std::max(worst, std::fabs(got[i] - want.values[i]) /
-                            (rounding * (magnitude.values[i] + std::fabs(want.values[i])) + 1e-30));
-  return worst;
+  return test::fused_moe_error_over_bound(inputs, problem.attributes, got,
+                                          problem.inputs[0].dtype() == DType::f32 ? 1e-5 : 1e-2);
 }
 
 // Bytes of the experts the tokens chose, each once (bf16 gate, up and down rows).

@@ -68,10 +68,6 @@ class LlamaModel final : public CausalLM {
 LlamaModel::LlamaModel(ModelWeights weights, int64_t max_positions)
     : CausalLM(weights, llama_weights(weights.config), max_positions) {
   const ModelConfig& c = config_;
-  TESSERA_REQUIRE(c.num_experts == 0 || device().type == DeviceType::cpu,
-                  "{}: mixtures of experts run on the CPU only so far (fused_moe has no {} kernel "
-                  "yet); use --device cpu",
-                  c.architecture, device_type_name(device().type));
   embed_tokens_ = weights.get("model.embed_tokens.weight");
   final_norm_ = weights.get("model.norm.weight");
   lm_head_ = c.tie_word_embeddings ? embed_tokens_ : weights.get("lm_head.weight");

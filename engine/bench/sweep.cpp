@@ -92,18 +92,31 @@ double measure_copy_gb_per_second(Device device) {
   return 2.0 * static_cast<double>(bytes) / percentile(seconds, 50) / kGB;
 }
 
-// CausalLM::weight_bytes() less the embedding table when the LM head is separate: a step only
-// gathers a row per token from it. Tied, the table is the LM head and is read whole. Under
-// tensor parallelism, of one rank (its shard of the table).
+// What a decode step of one token reads: CausalLM::weight_bytes() less the embedding table when
+// the LM head is separate (a step only gathers a row per token from it; tied, the table is the LM
+// head and is read whole) and less the experts the token does not choose. Under tensor
+// parallelism, of one rank (its shard of the table).
 double weight_bytes_read_per_step(const CausalLM& model) {
   const ModelConfig& config = model.config();
   double bytes = static_cast<double>(model.weight_bytes());
   const int64_t table_rows = model.parallel().enabled()
                                  ? vocab_shard_rows(config.vocab_size, model.parallel().size)
                                  : config.vocab_size;
+  const double element = static_cast<double>(element_size(model.dtype()));
   if (!config.tie_word_embeddings)
-    bytes -= static_cast<double>(table_rows * config.hidden_size) *
-             static_cast<double>(element_size(model.dtype()));
+    bytes -= static_cast<double>(table_rows * config.hidden_size) * element;
+  // A mixture of experts: one token reads only the num_experts_per_tok experts it chooses (of a
+  // rank's own under expert parallelism; under tensor parallelism each expert's shard).
+  if (config.num_experts > 0) {
+    const int64_t local = config.local_experts();
+    const int64_t unread = local - std::min(config.num_experts_per_tok, local);
+    const bool split = model.parallel().enabled() && config.num_local_experts == 0;
+    const double per_expert = 3.0 * static_cast<double>(config.hidden_size) *
+                              static_cast<double>(config.moe_intermediate_size) * element /
+                              (split ? model.parallel().size : 1);
+    const auto layers = std::count(config.expert_layers.begin(), config.expert_layers.end(), true);
+    bytes -= static_cast<double>(layers * unread) * per_expert;
+  }
   return bytes;
 }
 

@@ -110,6 +110,19 @@ __device__ __forceinline__ void store_pack(T* ptr, const Pack<T, E>& pack) {
 //   static Acc combine(Acc a, Acc b)        (associative; order-independent results up to rounding)
 //   static Acc shuffle_xor(Acc a, int mask) (exchanges a with lane ^ mask)
 
+// f32 maximum and addition, the reductions most kernels need.
+struct FloatMax {
+  using Acc = float;
+  __device__ static float combine(float a, float b) { return fmaxf(a, b); }
+  __device__ static float shuffle_xor(float value, int mask) { return GPU_SHFL_XOR(value, mask); }
+};
+
+struct FloatSum {
+  using Acc = float;
+  __device__ static float combine(float a, float b) { return a + b; }
+  __device__ static float shuffle_xor(float value, int mask) { return GPU_SHFL_XOR(value, mask); }
+};
+
 // Combines the values of `lanes` consecutive lanes (a power of two up to the warp size); every
 // lane of the group ends with the result.
 template <typename Reducer, int lanes>

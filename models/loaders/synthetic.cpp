@@ -161,6 +161,39 @@ ModelConfig qwen3_0_6b() {
   return config;
 }
 
+// A tiny Qwen3-MoE: 8 experts of 32 in each of its 2 layers, 2 per token.
+ModelConfig qwen3_moe_tiny() {
+  ModelConfig config = qwen3_tiny();
+  config.architecture = "Qwen3MoeForCausalLM";
+  config.num_experts = 8;
+  config.num_experts_per_tok = 2;
+  config.moe_intermediate_size = 32;
+  config.norm_topk_prob = true;
+  config.tie_word_embeddings = false;
+  config.expert_layers.assign(static_cast<size_t>(config.num_layers), true);
+  return config;
+}
+
+// Qwen3-30B-A3B's config.json: 128 experts of 768 in every layer, 8 per token (30.5B
+// parameters, 3.3B active per token), for the mixture-of-experts benchmarks.
+ModelConfig qwen3_30b_a3b() {
+  ModelConfig config = qwen3_0_6b();
+  config.architecture = "Qwen3MoeForCausalLM";
+  config.hidden_size = 2048;
+  config.intermediate_size = 6144;
+  config.num_layers = 48;
+  config.num_heads = 32;
+  config.num_kv_heads = 4;
+  config.head_dim = 128;
+  config.tie_word_embeddings = false;
+  config.num_experts = 128;
+  config.num_experts_per_tok = 8;
+  config.moe_intermediate_size = 768;
+  config.norm_topk_prob = true;
+  config.expert_layers.assign(static_cast<size_t>(config.num_layers), true);
+  return config;
+}
+
 ModelConfig qwen2_tiny() {
   ModelConfig config = tiny_llama();
   config.architecture = "Qwen2ForCausalLM";
@@ -174,9 +207,15 @@ ModelConfig qwen2_tiny() {
 
 const std::vector<std::pair<std::string, ModelConfig (*)()>>& named_configs() {
   static const std::vector<std::pair<std::string, ModelConfig (*)()>> configs = {
-      {"tiny", tiny_llama},      {"small", small_llama},     {"llama-1b", llama_1b},
-      {"llama-8b", llama_8b},    {"qwen3-tiny", qwen3_tiny}, {"qwen3-0.6b", qwen3_0_6b},
-      {"qwen2-tiny", qwen2_tiny}};
+      {"tiny", tiny_llama},
+      {"small", small_llama},
+      {"llama-1b", llama_1b},
+      {"llama-8b", llama_8b},
+      {"qwen3-tiny", qwen3_tiny},
+      {"qwen3-0.6b", qwen3_0_6b},
+      {"qwen2-tiny", qwen2_tiny},
+      {"qwen3-moe-tiny", qwen3_moe_tiny},
+      {"qwen3-30b-a3b", qwen3_30b_a3b}};
   return configs;
 }
 

@@ -1,6 +1,7 @@
-// Synthetic models: the configs of named shapes ("tiny", "small", "llama-1b", "llama-8b", "qwen3-tiny",
-// "qwen3-0.6b", "qwen2-tiny") filled with deterministic random weights. They let tests, benchmarks
-// and GPU comparisons run real model shapes without a checkpoint.
+// Synthetic models: the configs of named shapes ("tiny", "small", "llama-1b", "llama-8b",
+// "qwen3-tiny", "qwen3-0.6b", "qwen2-tiny", "qwen3-moe-tiny", "qwen3-30b-a3b") filled with
+// deterministic random weights. They let tests, benchmarks and GPU comparisons run real model
+// shapes without a checkpoint.
 #pragma once
 
 #include <string>

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <regex>
 
+#include "compile/config_enum.h"
 #include "compile/custom_op_config.h"
 #include "compile/ops/ops.h"
 #include "compile/trace/tracer.h"
@@ -18,6 +19,7 @@
 #include "models/architecture_registry.h"
 #include "models/mixture_of_experts.h"
 #include "models/tensor_parallel.h"
+#include "runtime/backend/backend.h"
 #include "support/error_of.h"
 #include "support/fp8_checkpoints.h"
 #include "support/loader_files.h"
@@ -147,6 +149,45 @@ TEST(MixtureOfExperts, GgufFilesGiveTheLogitsOfTheirCheckpoints) {
                     create_model(load_model(q8, LoadOptions{DType::f32, kCPU}), 128);
                   }),
                   {"blk.0.ffn_up_exps.weight", "Q8_0", "not supported yet", "F16"});
+}
+
+// On the GPU (kernels/cuda/experts/fused_moe.cu): f32 logits equal transformers' eagerly and in
+// compiled mode with full and piecewise CUDA graphs (decode steps replay captured graphs, the
+// routing on the device), with the op kept and decomposed.
+TEST(GpuMixtureOfExperts, LogitsMatchTransformersEagerAndInCapturedGraphs) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU device is available";
+  for (const std::string name : {"mixtral", "qwen3-moe", "qwen3-moe-unnormalized"}) {
+    const std::string folder = kHfTiny + name;
+    const auto [ids, reference] = read_hf_tiny_expected(folder);
+    std::shared_ptr<const CausalLM> model =
+        create_model(load_model(folder, LoadOptions{DType::f32, gpu}), 128);
+    struct Mode {
+      CompilationMode mode;
+      const char* graphs;
+      std::vector<std::string> custom_ops;
+    };
+    for (const Mode& mode : {Mode{CompilationMode::eager, "none", {"all"}},
+                             Mode{CompilationMode::compiled, "full_and_piecewise", {}},
+                             Mode{CompilationMode::compiled, "piecewise", {"none"}}}) {
+      SCOPED_TRACE(fmt::format("{} {} {}", name, mode.graphs, fmt::join(mode.custom_ops, ",")));
+      RunnerConfig options = runner_config(mode.mode);
+      options.scheduler.max_num_batched_tokens = 64;
+      options.compilation.custom_ops = mode.custom_ops;
+      options.compilation.cudagraph_mode = parse_enum<CUDAGraphMode>(mode.graphs, "graphs");
+      options.compilation.cudagraph_capture_sizes = {1, 2, 4, 8};
+      options.compilation.cache_dir = fresh_temp_dir("cache_moe_gpu_" + name);
+      ModelRunner runner(model, with_kv_blocks_for(options, model->max_positions()));
+      const std::vector<int64_t> chunks = {7, 1, 1, 1, 12, 18};
+      const auto chunked = logits_by_chunks(runner, ids, chunks);
+      size_t position = 0;
+      for (size_t i = 0; i < chunked.size(); ++i) {
+        position += static_cast<size_t>(chunks[i]);
+        EXPECT_LT(relative_error(chunked[i], reference[position - 1]), 1e-4)
+            << "position " << position - 1;
+      }
+    }
+  }
 }
 
 // The startup log's count: every tensor's parameters, and without the experts a token skips.

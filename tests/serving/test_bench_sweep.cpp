@@ -257,6 +257,24 @@ TEST(BenchSweepOptions, NoWarmUpStillFitsTheUntimedFirstStep) {
   }
 }
 
+// A mixture of experts: a decode step of one token reads the experts it chooses, not all of them
+// (synthetic:qwen3-moe-tiny: 2 of 8 experts of 3 x 64 x 32 f32 in each of 2 layers; the untied
+// 512 x 64 table is gathered from, not read).
+TEST(BenchSweepOptions, AMixtureOfExpertsReadsTheChosenExpertsPerStep) {
+  const std::string directory = fresh_temp_dir("bench_sweep_moe");
+  std::filesystem::create_directories(directory);
+  CommandResult result = run_sweep(fmt::format(
+      "--device cpu --model synthetic:qwen3-moe-tiny --modes eager --batch-sizes 1 --context 8 "
+      "--steps 2 --warmup 1 --prompt-len 8 --json '{}/sweep.json'",
+      directory));
+  ASSERT_EQ(result.status, 0) << result.error_output;
+  const json report = json::parse(read_text(directory + "/sweep.json"));
+  const double unread = 512.0 * 64 * 4 + 2 * 6 * (3.0 * 64 * 32 * 4);
+  EXPECT_DOUBLE_EQ(
+      report["weight_bytes"].get<double>() - report["weight_bytes_per_step"].get<double>(), unread);
+  std::filesystem::remove_all(directory);
+}
+
 // --linear takes the GPU's skinny variants by name (registered when its module loads) on a
 // device given on the command line.
 TEST(GpuBenchSweepOptions, ASkinnyVariantIsALinearPath) {

@@ -40,6 +40,12 @@ RefTensor reference_causal_attention(const RefTensor& query, const RefTensor& ke
 // of runtime/half.h so that the two can check each other.
 double round_to_dtype(double value, DType dtype);
 
+// fused_moe's worst error in `got` (its output's values) over the bound the op conformance test
+// allows: `rounding` times the float64 result's magnitude (the same op on |inputs|, over the
+// experts the signed router logits choose) plus its |value|. At most 1 passes.
+double fused_moe_error_over_bound(std::span<const RefTensor> inputs, const Attributes& attributes,
+                                  std::span<const double> got, double rounding);
+
 // Multi-index of a row-major flat index, for readable failure messages.
 std::vector<int64_t> unravel_index(int64_t flat_index, std::span<const int64_t> sizes);
 

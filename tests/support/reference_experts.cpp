@@ -1,4 +1,5 @@
 // The float64 references of the mixture-of-experts ops: moe_routing and fused_moe.
+#include <algorithm>
 #include <cmath>
 
 #include "support/reference.h"
@@ -78,3 +79,24 @@ RefTensor reference_fused_moe(std::span<const RefTensor> inputs, int64_t top_k, 
 }
 
 }  // namespace tessera::test::reference_detail
+
+namespace tessera::test {
+
+double fused_moe_error_over_bound(std::span<const RefTensor> inputs, const Attributes& attributes,
+                                  std::span<const double> got, double rounding) {
+  std::vector<RefTensor> absolute(inputs.begin(), inputs.end());
+  for (size_t i = 0; i < absolute.size(); ++i)
+    if (i != 1)  // the router logits keep their signs: they choose the experts
+      for (double& value : absolute[i].values) value = std::fabs(value);
+  const std::vector<double> want = reference_op("fused_moe", inputs, attributes).at(0).values;
+  const std::vector<double> magnitude =
+      reference_op("fused_moe", absolute, attributes).at(0).values;
+  reference_detail::require(got.size() == want.size(), "fused_moe's output has the wrong size");
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(got[i] - want[i]) /
+                                (rounding * (magnitude[i] + std::fabs(want[i])) + 1e-30));
+  return worst;
+}
+
+}  // namespace tessera::test

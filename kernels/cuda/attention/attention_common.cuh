@@ -227,16 +227,4 @@ __device__ __forceinline__ float dot4(float4 a, float4 b, float acc) {
   return fmaf(a.w, b.w, acc);
 }
 
-struct MaxReducer {
-  using Acc = float;
-  __device__ static float combine(float a, float b) { return fmaxf(a, b); }
-  __device__ static float shuffle_xor(float value, int mask) { return GPU_SHFL_XOR(value, mask); }
-};
-
-struct SumReducer {
-  using Acc = float;
-  __device__ static float combine(float a, float b) { return a + b; }
-  __device__ static float shuffle_xor(float value, int mask) { return GPU_SHFL_XOR(value, mask); }
-};
-
 }  // namespace tessera::gpu::attention

@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
       float tile_max = -INFINITY;
       for (int key = lane; key < kDecodeTile; key += GPU_WARP_SIZE)
         tile_max = fmaxf(tile_max, row[key]);
-      tile_max = group_reduce<MaxReducer, GPU_WARP_SIZE>(tile_max);
+      tile_max = group_reduce<FloatMax, GPU_WARP_SIZE>(tile_max);
       const float old_max = running_max[g];
       const float new_max = fmaxf(old_max, tile_max);  // finite: the tile's first key is valid
       float tile_sum = 0.0f;
@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
         row[key] = probability;
         tile_sum += probability;
       }
-      tile_sum = group_reduce<SumReducer, GPU_WARP_SIZE>(tile_sum);
+      tile_sum = group_reduce<FloatSum, GPU_WARP_SIZE>(tile_sum);
       // Every lane has read running_max[g] before lane 0 replaces it (a barrier racecheck sees;
       // the shuffles above order it too, but only by the warp's convergence).
       GPU_SYNCWARP();
@@ -377,7 +377,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   float local_max = -INFINITY;
   for (int p = tid; p < partitions; p += kCombineThreads)
     local_max = fmaxf(local_max, split.partial_max[first_slot + p]);
-  const float global_max = block_reduce<MaxReducer, kCombineThreads>(local_max, scratch);
+  const float global_max = block_reduce<FloatMax, kCombineThreads>(local_max, scratch);
   float local_sum = 0.0f;
   for (int p = tid; p < partitions; p += kCombineThreads) {
     const float sum = split.partial_sum[first_slot + p];
@@ -386,7 +386,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     weights[p] = weight;
     local_sum += weight * sum;
   }
-  const float total = block_reduce<SumReducer, kCombineThreads>(local_sum, scratch);
+  const float total = block_reduce<FloatSum, kCombineThreads>(local_sum, scratch);
   const float inverse = total > 0.0f ? params.value_scale / total : 0.0f;
 
   const int head_size = params.head_size;

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/gemm/fma_tile.cuh"
 #include "kernels/cuda/gpu_runtime.h"
 #include "kernels/kernel_checks.h"
 #include "runtime/check.h"
@@ -81,21 +82,7 @@ __global__ void __launch_bounds__(kTiledThreads)
       }
     }
     __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < kTileK; ++kk) {
-      float a_values[kOutputsPerSide], b_values[kOutputsPerSide];
-#pragma unroll
-      for (int i = 0; i < kOutputsPerSide; ++i) {
-        a_values[i] = a_tile[kk][ty + kThreadsPerSide * i];
-        b_values[i] = b_tile[kk][tx + kThreadsPerSide * i];
-      }
-#pragma unroll
-      for (int i = 0; i < kOutputsPerSide; ++i) {
-#pragma unroll
-        for (int j = 0; j < kOutputsPerSide; ++j)
-          acc[i][j] = fmaf(a_values[i], b_values[j], acc[i][j]);
-      }
-    }
+    accumulate_fma_slice<kTileK, kTileM, kThreadsPerSide>(a_tile, b_tile, tx, ty, acc);
     __syncthreads();  // the tiles are read; the next slice may overwrite them
   }
 

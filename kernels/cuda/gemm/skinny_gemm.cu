@@ -169,12 +169,6 @@ __device__ __forceinline__ void prefetch_next_weight(const SkinnyArgs& args) {
                    static_cast<int>(blockDim.x));
 }
 
-struct SumReducer {
-  using Acc = float;
-  __device__ static float combine(float a, float b) { return a + b; }
-  __device__ static float shuffle_xor(float value, int mask) { return GPU_SHFL_XOR(value, mask); }
-};
-
 // ---- simt: kRows weight rows x kTokens rows of x per warp, f32 FMAs.
 
 // Steps in flight per warp: about 8 weight loads per lane.
@@ -264,7 +258,7 @@ __global__ void __launch_bounds__(kSimtMaxSplits<kRows>* kWarp)
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t) acc[r][t] = group_reduce<SumReducer, kWarp>(acc[r][t]);
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = group_reduce<FloatSum, kWarp>(acc[r][t]);
   if (splits == 1) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r)

@@ -23,12 +23,6 @@ namespace {
 // Packs of one row that each thread keeps in registers between the two passes.
 constexpr int kCachedPacks = 4;
 
-struct SumReducer {
-  using Acc = float;
-  __device__ static float combine(float a, float b) { return a + b; }
-  __device__ static float shuffle_xor(float value, int mask) { return GPU_SHFL_XOR(value, mask); }
-};
-
 // Loads pack `pack` of the row as f32: x, or x + residual for the fused op. The fused op also
 // stores the sum, rounded, to residual_out.
 template <bool kFused, int E, typename T>
@@ -97,7 +91,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < E; ++j) sum_of_squares += values[j] * values[j];
   }
 
-  const float total = block_reduce<SumReducer, kThreads>(sum_of_squares, scratch);
+  const float total = block_reduce<FloatSum, kThreads>(sum_of_squares, scratch);
   // 1 / sqrtf, not rsqrtf (an approximation), to stay close to the CPU kernel.
   const float scale = 1.0f / sqrtf(total / static_cast<float>(hidden) + eps);
 

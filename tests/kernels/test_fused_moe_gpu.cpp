@@ -1,0 +1,166 @@
+// fused_moe's GPU kernels (kernels/cuda/experts/fused_moe.h): the skinny, the tiled and the
+// tensor-core grouped GEMMs, and the automatic choice, each element against the float64 reference,
+// over f32/bf16/f16, sizes on and off the packs and tiles, one token and many, experts without
+// tokens, a slice of the router's experts (expert parallelism), and the limits they refuse.
+// moe_routing's GPU kernel against the CPU kernel. (The models on the GPU, eager and in captured
+// graphs: tests/models/test_mixture_of_experts.cpp.)
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/kernel_registry.h"
+#include "support/error_of.h"
+#include "support/reference.h"
+#include "support/test_tensors.h"
+
+#ifdef TESSERA_CUDA
+#include "kernels/cuda/experts/fused_moe.h"
+#endif
+
+using namespace tessera;
+using namespace tessera::testing;
+
+#ifdef TESSERA_CUDA
+
+namespace {
+
+using gpu::MoeKernel;
+
+struct MoeShape {
+  int64_t tokens, hidden, router_experts, local_experts, first_expert, intermediate, top_k;
+};
+
+// Worst error against float64 over the bound the op conformance test allows (at most 1 passes).
+double worst_over_bound(const std::vector<Tensor>& inputs, const Attributes& attributes,
+                        const Tensor& got) {
+  std::vector<test::RefTensor> values;
+  for (const Tensor& input : inputs) values.push_back({input.sizes(), input.to(kCPU).to_doubles()});
+  return test::fused_moe_error_over_bound(values, attributes, got.to(kCPU).to_doubles(),
+                                          got.dtype() == DType::f32 ? 1e-5 : 1e-2);
+}
+
+}  // namespace
+
+TEST(GpuFusedMoe, BothKernelsMatchTheReference) {
+  Device gpu;
+  if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
+  // Packed and element-wise rows (hidden and intermediate multiples of 8 or not), one token and
+  // many (several tiles per expert for the tiled kernel; every expert chosen or some without a
+  // token), a slice of the router's experts.
+  const MoeShape shapes[] = {{1, 64, 8, 8, 0, 32, 2},      {5, 100, 6, 6, 0, 36, 3},
+                             {37, 128, 16, 16, 0, 96, 4},  {300, 72, 8, 8, 0, 40, 2},
+                             {70, 48, 12, 4, 5, 24, 3},    {3, 33, 4, 2, 2, 7, 1},
+                             {129, 256, 64, 64, 0, 64, 8}, {200, 40, 128, 128, 0, 16, 6}};
+  uint32_t seed = 100;
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const MoeShape& s : shapes) {
+      const double weight_scale = 1.0 / std::sqrt(static_cast<double>(s.hidden));
+      Tensor x = random_tensor({s.tokens, s.hidden}, seed++, dtype, gpu);
+      Tensor logits = random_tensor({s.tokens, s.router_experts}, seed++, dtype, gpu);
+      Tensor gate_up =
+          random_tensor({s.local_experts, 2 * s.intermediate, s.hidden}, seed++, dtype, kCPU);
+      Tensor down = random_tensor({s.local_experts, s.hidden, s.intermediate}, seed++, dtype, kCPU);
+      // Weights of about 1 / sqrt(width), so that the activations stay of order one.
+      gate_up = Tensor::from_floats(
+          [&] {
+            std::vector<float> v = gate_up.to_floats();
+            for (float& value : v) value *= static_cast<float>(weight_scale);
+            return v;
+          }(),
+          gate_up.sizes(), dtype, gpu);
+      down = Tensor::from_floats(
+          [&] {
+            std::vector<float> v = down.to_floats();
+            for (float& value : v) value *= static_cast<float>(weight_scale);
+            return v;
+          }(),
+          down.sizes(), dtype, gpu);
+      const Attributes attributes{
+          {"top_k", s.top_k}, {"renormalize", s.top_k > 1}, {"first_expert", s.first_expert}};
+      // The CPU kernel's output, to bound the norm of the difference too: the bound above is
+      // loose for 16-bit types, where cancellation makes the magnitude large.
+      std::vector<Tensor> host;
+      for (const Tensor* input : {&x, &logits, &gate_up, &down}) host.push_back(input->to(kCPU));
+      Tensor cpu_out = Tensor::empty({s.tokens, s.hidden}, dtype);
+      run_kernel("fused_moe", DeviceType::cpu, KernelArgs{host, attributes, {&cpu_out, 1}});
+      for (MoeKernel kernel :
+           {MoeKernel::automatic, MoeKernel::skinny, MoeKernel::tiled, MoeKernel::tensor_cores}) {
+        if (kernel == MoeKernel::tensor_cores &&
+            !gpu::fused_moe_fits_tensor_cores(x, gate_up, down))
+          continue;
+        SCOPED_TRACE(
+            fmt::format("{} tokens {} hidden {} experts {} ({} from {}) intermediate {} "
+                        "top_k {} kernel {}",
+                        dtype_name(dtype), s.tokens, s.hidden, s.router_experts, s.local_experts,
+                        s.first_expert, s.intermediate, s.top_k, static_cast<int>(kernel)));
+        Tensor out = Tensor::empty({s.tokens, s.hidden}, dtype, gpu);
+        gpu::run_fused_moe(x, logits, gate_up, down, out, s.top_k, s.top_k > 1, s.first_expert,
+                           kernel);
+        EXPECT_LE(worst_over_bound({x, logits, gate_up, down}, attributes, out), 1.0);
+        EXPECT_LT(relative_error(out.to(kCPU), cpu_out), dtype == DType::f32 ? 1e-5 : 1e-2);
+      }
+    }
+  }
+}
+
+// The registered kernels, as the op runs them: fused_moe (the automatic choice) and moe_routing
+// give the CPU kernels' results.
+TEST(GpuFusedMoe, RegisteredKernelsGiveTheCpuResults) {
+  Device gpu;
+  if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
+  const Tensor logits = random_tensor({9, 10}, 7, DType::bf16, gpu);
+  const Attributes attributes{{"top_k", 3}, {"renormalize", true}};
+  Tensor got = Tensor::empty({9, 10}, DType::f32, gpu);
+  Tensor want = Tensor::empty({9, 10}, DType::f32);
+  run_kernel("moe_routing", gpu.type, KernelArgs{{&logits, 1}, attributes, {&got, 1}});
+  const Tensor host_logits = logits.to(kCPU);
+  run_kernel("moe_routing", DeviceType::cpu, KernelArgs{{&host_logits, 1}, attributes, {&want, 1}});
+  EXPECT_LT(max_abs_difference(got.to(kCPU), want), 1e-6);
+
+  const std::vector<Tensor> inputs = {random_tensor({9, 64}, 8, DType::f32, gpu), logits.to(gpu),
+                                      random_tensor({10, 2 * 24, 64}, 9, DType::f32, gpu),
+                                      random_tensor({10, 64, 24}, 10, DType::f32, gpu)};
+  const std::vector<Tensor> logits_f32 = {inputs[0], logits, inputs[2], inputs[3]};
+  Tensor out = Tensor::empty({9, 64}, DType::f32, gpu);
+  run_kernel("fused_moe", gpu.type, KernelArgs{logits_f32, attributes, {&out, 1}});
+  std::vector<Tensor> host;
+  for (const Tensor& input : logits_f32) host.push_back(input.to(kCPU));
+  Tensor host_out = Tensor::empty({9, 64}, DType::f32);
+  run_kernel("fused_moe", DeviceType::cpu, KernelArgs{host, attributes, {&host_out, 1}});
+  EXPECT_LT(relative_error(out.to(kCPU), host_out), 1e-5);
+}
+
+TEST(GpuFusedMoe, RefusesWhatItCannotRunNamingTheInput) {
+  Device gpu;
+  if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
+  // More experts on one device than one block groups.
+  const Tensor x = random_tensor({2, 4}, 1, DType::f32, gpu);
+  const Tensor logits = random_tensor({2, 1025}, 2, DType::f32, gpu);
+  const Tensor gate_up = random_tensor({1025, 2, 4}, 3, DType::f32, gpu);
+  const Tensor down = random_tensor({1025, 4, 1}, 4, DType::f32, gpu);
+  Tensor out = Tensor::empty({2, 4}, DType::f32, gpu);
+  const std::string too_many =
+      error_of([&] { gpu::run_fused_moe(x, logits, gate_up, down, out, 2, true, 0); });
+  EXPECT_THAT(too_many, ::testing::HasSubstr("1025 experts"));
+  EXPECT_THAT(too_many, ::testing::HasSubstr("--enable-expert-parallel"));
+  // top_k past the router's experts.
+  const Tensor small_logits = random_tensor({2, 3}, 5, DType::f32, gpu);
+  const Tensor small_gate_up = random_tensor({3, 2, 4}, 6, DType::f32, gpu);
+  const Tensor small_down = random_tensor({3, 4, 1}, 7, DType::f32, gpu);
+  const std::string past = error_of(
+      [&] { gpu::run_fused_moe(x, small_logits, small_gate_up, small_down, out, 4, true, 0); });
+  EXPECT_THAT(past, ::testing::HasSubstr("top_k 4 must be between 1 and the 3 experts"));
+  // Tensor cores asked for f32.
+  const std::string f32 = error_of([&] {
+    gpu::run_fused_moe(x, small_logits, small_gate_up, small_down, out, 2, true, 0,
+                       MoeKernel::tensor_cores);
+  });
+  EXPECT_THAT(f32, ::testing::HasSubstr("do not fit its tensor-core kernel"));
+}
+
+#endif
