@@ -45,7 +45,7 @@ constexpr int kSkinnyThreads = 256;
 constexpr int kSkinnyPairs = 8;  // pairs per skinny tile
 constexpr int kUnroll = 2;       // steps of a skinny warp's row loaded at once
 // The automatic choice: skinny up to this many pairs per local expert on average.
-constexpr int64_t kSkinnyPairsPerExpertBeforeTensorCores = 2;
+constexpr int64_t kSkinnyPairsPerExpertBeforeTensorCores = 1;
 constexpr int64_t kSkinnyPairsPerExpertBeforeTiled = 8;
 constexpr int kTile = 64;  // pairs and weight rows per tiled tile
 constexpr int kTileK = 16;
