@@ -3,9 +3,11 @@
 // and the llama.cpp headers of the same release. Tests never run it: they read what it wrote.
 //   dequantize OUT_DIR            per type: random blocks with edge scales (.blocks) and
 //                                 llama.cpp's dequantize_row_* of them (.f32)
-//   synthetic OUT TOKENIZER_GGUF VOCAB DIM LAYERS HEADS KV_HEADS HEAD_DIM FF SEED
+//   synthetic OUT TOKENIZER_GGUF VOCAB DIM LAYERS HEADS KV_HEADS HEAD_DIM FF SEED [EXPERTS USED]
 //                                 an F32 llama GGUF of random weights with the first VOCAB tokens
-//                                 of TOKENIZER_GGUF's tokenizer (0: all of them)
+//                                 of TOKENIZER_GGUF's tokenizer (0: all of them); with EXPERTS, a
+//                                 Mixtral-style mixture: each layer's MLP is EXPERTS experts of FF
+//                                 (stacked ffn_*_exps, router ffn_gate_inp), USED per token
 //   quantize IN OUT FTYPE         llama_model_quantize (FTYPE as llama_ftype: 7 Q8_0, 15 Q4_K_M)
 //   generate MODEL THREADS N ID...  greedy: prints the N generated ids; each step's runner-up id;
 //                                 each step's gap between the top two logits; the decode tokens/s;
@@ -122,6 +124,16 @@ static void add_matrix(struct gguf_context* gguf, struct ggml_context* ctx, cons
   gguf_add_tensor(gguf, tensor);
 }
 
+// `experts` random matrices [rows, cols] stacked (ne2 = experts), as llama.cpp's ffn_*_exps.
+static void add_experts(struct gguf_context* gguf, struct ggml_context* ctx, const char* name,
+                        int64_t cols, int64_t rows, int64_t experts, double scale) {
+  struct ggml_tensor* tensor = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, cols, rows, experts);
+  ggml_set_name(tensor, name);
+  float* data = (float*)tensor->data;
+  for (int64_t i = 0; i < cols * rows * experts; ++i) data[i] = (float)(scale * random_normal());
+  gguf_add_tensor(gguf, tensor);
+}
+
 static void add_norm(struct gguf_context* gguf, struct ggml_context* ctx, const char* name,
                      int64_t size) {
   struct ggml_tensor* tensor = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, size);
@@ -142,6 +154,8 @@ static int synthetic_model(char** args) {
   const int64_t dim = atoll(args[3]), layers = atoll(args[4]), heads = atoll(args[5]);
   const int64_t kv_heads = atoll(args[6]), head_dim = atoll(args[7]), ff = atoll(args[8]);
   rng_state ^= (uint64_t)atoll(args[9]) * 0x2545f4914f6cdd1dull;
+  const int64_t experts = args[10] != NULL ? atoll(args[10]) : 0;
+  const int64_t experts_used = experts > 0 && args[11] != NULL ? atoll(args[11]) : 0;
   const int64_t token_key = gguf_find_key(tokenizer, "tokenizer.ggml.tokens");
   const int64_t full_vocab = (int64_t)gguf_get_arr_n(tokenizer, token_key);
   const int64_t vocab = atoll(args[2]) > 0 && atoll(args[2]) < full_vocab ? atoll(args[2]) : full_vocab;
@@ -180,10 +194,16 @@ static int synthetic_model(char** args) {
   gguf_set_val_f32(gguf, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
   gguf_set_val_f32(gguf, "llama.rope.freq_base", 10000.0f);
   gguf_set_val_u32(gguf, "general.file_type", 0);
+  if (experts > 0) {
+    gguf_set_val_u32(gguf, "llama.expert_count", (uint32_t)experts);
+    gguf_set_val_u32(gguf, "llama.expert_used_count", (uint32_t)experts_used);
+  }
 
   const size_t params = (size_t)(vocab * dim + dim +
                                  layers * (2 * dim + 2 * dim * heads * head_dim +
-                                           2 * dim * kv_heads * head_dim + 3 * dim * ff));
+                                           2 * dim * kv_heads * head_dim +
+                                           (experts > 0 ? experts : 1) * 3 * dim * ff +
+                                           experts * dim));
   struct ggml_init_params init = {params * sizeof(float) + (size_t)(16 + 12 * layers) * 1024,
                                   NULL, false};
   struct ggml_context* ctx = ggml_init(init);
@@ -205,6 +225,17 @@ static int synthetic_model(char** args) {
     add_matrix(gguf, ctx, name, heads * head_dim, dim, 0.2 / sqrt((double)(heads * head_dim)));
     snprintf(name, sizeof(name), "blk.%lld.ffn_norm.weight", (long long)l);
     add_norm(gguf, ctx, name, dim);
+    if (experts > 0) {  // a router of strong logits, so that top-k choices have margins
+      snprintf(name, sizeof(name), "blk.%lld.ffn_gate_inp.weight", (long long)l);
+      add_matrix(gguf, ctx, name, dim, experts, 3.0 / sqrt((double)dim));
+      snprintf(name, sizeof(name), "blk.%lld.ffn_gate_exps.weight", (long long)l);
+      add_experts(gguf, ctx, name, dim, ff, experts, 1.0 / sqrt((double)dim));
+      snprintf(name, sizeof(name), "blk.%lld.ffn_up_exps.weight", (long long)l);
+      add_experts(gguf, ctx, name, dim, ff, experts, 1.0 / sqrt((double)dim));
+      snprintf(name, sizeof(name), "blk.%lld.ffn_down_exps.weight", (long long)l);
+      add_experts(gguf, ctx, name, ff, dim, experts, 3.0 / sqrt((double)ff));
+      continue;
+    }
     snprintf(name, sizeof(name), "blk.%lld.ffn_gate.weight", (long long)l);
     add_matrix(gguf, ctx, name, dim, ff, 1.0 / sqrt((double)dim));
     snprintf(name, sizeof(name), "blk.%lld.ffn_up.weight", (long long)l);
@@ -298,7 +329,8 @@ static void quiet_log(enum ggml_log_level level, const char* text, void* data) {
 
 int main(int argc, char** argv) {
   if (argc >= 3 && strcmp(argv[1], "dequantize") == 0) return dequantize_fixtures(argv[2]);
-  if (argc >= 12 && strcmp(argv[1], "synthetic") == 0) return synthetic_model(argv + 2);
+  if ((argc == 12 || argc == 14) && strcmp(argv[1], "synthetic") == 0)
+    return synthetic_model(argv + 2);
   llama_log_set(quiet_log, NULL);
   ggml_backend_load_all_from_path(getenv("LLAMA_LIB_DIR"));
   llama_backend_init();

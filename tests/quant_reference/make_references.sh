@@ -4,7 +4,8 @@
 # the llama.cpp headers of the same release (the git bundle the package ships). Writes per type
 # random blocks with edge scales and llama.cpp's dequantization of them; stories260K quantized to
 # Q8_0 and a small synthetic llama (rows of 256) quantized to each K mixture, with llama.cpp's
-# greedy tokens for a fixed prompt. Tests read these files; they never run llama.cpp.
+# greedy tokens for a fixed prompt; and a small F32 mixture of experts with its greedy tokens.
+# Tests read these files; they never run llama.cpp.
 # Usage: tests/quant_reference/make_references.sh [LLAMA_REF_DIR (default /work/quant-ref)]
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -41,4 +42,8 @@ for mixture in 14:q4_k_s 15:q4_k_m 16:q5_k_s 17:q5_k_m 18:q6_k; do
   "$tool" quantize "$work/synthetic-f32.gguf" "$out/models/$file" "${mixture%%:*}" 2>/dev/null
   reference "$file"
 done
+# A Mixtral-style mixture of experts in F32 (llama with 8 experts of 32 per layer, 2 per token):
+# vocab 260, dim 64, 2 layers, 2 heads and 1 kv head of 32, seed 1.
+"$tool" synthetic "$out/models/synthetic-moe-f32.gguf" "$stories" 260 64 2 2 1 32 32 1 8 2
+reference synthetic-moe-f32.gguf
 cat "$greedy"
