@@ -190,6 +190,40 @@ TEST(GpuMixtureOfExperts, LogitsMatchTransformersEagerAndInCapturedGraphs) {
   }
 }
 
+// bf16 on the GPU, compiled with full and piecewise graphs captured up to 32 tokens: the 12- and
+// 18-token chunks (24 and 36 pairs over 8 experts) take fused_moe's tensor-core kernels inside
+// the 16- and 32-token graphs, the decode steps the skinny one. Against the same bf16 model on
+// the CPU, whose kernel rounds the activation to bf16 as the GPU's do.
+TEST(GpuMixtureOfExperts, Bf16InCapturedGraphsMatchesTheCpu) {
+  Device gpu;
+  if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU device is available";
+  for (const std::string name : {"mixtral", "qwen3-moe"}) {
+    const std::string folder = kHfTiny + name;
+    const std::vector<int32_t> ids = read_hf_tiny_expected(folder).input_ids;
+    const std::vector<int64_t> chunks = {7, 1, 1, 1, 12, 18};
+    std::vector<std::vector<std::vector<float>>> logits;
+    for (const Device device : {gpu, kCPU}) {
+      std::shared_ptr<const CausalLM> model =
+          create_model(load_model(folder, LoadOptions{DType::bf16, device}), 128);
+      RunnerConfig options =
+          runner_config(device == gpu ? CompilationMode::compiled : CompilationMode::eager);
+      options.scheduler.max_num_batched_tokens = 64;
+      if (device == gpu) {
+        options.compilation.cudagraph_mode = CUDAGraphMode::full_and_piecewise;
+        options.compilation.cudagraph_capture_sizes = {1, 2, 4, 8, 16, 32};
+        options.compilation.cache_dir = fresh_temp_dir("cache_moe_bf16_" + name);
+      }
+      ModelRunner runner(model, with_kv_blocks_for(options, model->max_positions()));
+      logits.push_back(logits_by_chunks(runner, ids, chunks));
+    }
+    for (size_t i = 0; i < chunks.size(); ++i)
+      EXPECT_LT(relative_error(logits[0][i],
+                               std::vector<double>(logits[1][i].begin(), logits[1][i].end())),
+                2e-2)
+          << name << " chunk " << i;
+  }
+}
+
 // The startup log's count: every tensor's parameters, and without the experts a token skips.
 TEST(MixtureOfExperts, ParametersAndThoseActivePerToken) {
   const ModelWeights weights = load_model(kHfTiny + "mixtral", LoadOptions{DType::f32, kCPU});
