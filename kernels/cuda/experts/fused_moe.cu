@@ -56,20 +56,10 @@ constexpr int64_t kMaxGridY = 65535;
 
 // ---- 1. Routing.
 
-// A warp per token, as route_token on the CPU: lane l holds experts l, l + W, ... (W the warp
-// width); the softmax's largest logit and sum, and each of the top_k rounds' choice (the largest
-// probability not chosen yet, the lowest index first among equals), by warp reductions.
+// Routes one token (its logits row) on one warp; lane `lane` writes ids and weights [top_k].
 template <typename T>
-__global__ void __launch_bounds__(kRouteThreads)
-    route_kernel(const T* logits, int64_t tokens, int64_t experts, int top_k, bool renormalize,
-                 int32_t* ids, float* weights) {
-  wait_for_prior_grids();
-  allow_next_grid();
-  const int lane = static_cast<int>(threadIdx.x) % GPU_WARP_SIZE;
-  const int64_t token =
-      (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / GPU_WARP_SIZE;
-  if (token >= tokens) return;  // the whole warp
-  const T* row = logits + token * experts;
+__device__ void route_one(const T* row, int64_t experts, int top_k, bool renormalize, int lane,
+                          int32_t* ids, float* weights) {
   float largest = -INFINITY;
   for (int64_t e = lane; e < experts; e += GPU_WARP_SIZE)
     largest = fmaxf(largest, to_compute(row[e]));
@@ -85,7 +75,9 @@ __global__ void __launch_bounds__(kRouteThreads)
     int best = INT32_MAX;
     for (int e = lane, i = 0; e < experts; e += GPU_WARP_SIZE, ++i) {
       const float probability = expf(to_compute(row[e]) - largest) / total;
-      if (!(chosen >> i & 1) && probability > best_probability) {
+      // The first candidate, then a larger one: as on the CPU, also when the probabilities are
+      // NaN (a NaN or infinite logit makes every one NaN; the lowest indices are chosen then).
+      if (!(chosen >> i & 1) && (best == INT32_MAX || probability > best_probability)) {
         best_probability = probability;
         best = e;
       }
@@ -94,21 +86,39 @@ __global__ void __launch_bounds__(kRouteThreads)
     for (int mask = GPU_WARP_SIZE / 2; mask > 0; mask /= 2) {
       const float other_probability = GPU_SHFL_XOR(best_probability, mask);
       const int other = GPU_SHFL_XOR(best, mask);
-      if (other_probability > best_probability ||
-          (other_probability == best_probability && other < best)) {
+      if (other != INT32_MAX && (best == INT32_MAX || other_probability > best_probability ||
+                                 (!(other_probability < best_probability) && other < best))) {
         best_probability = other_probability;
         best = other;
       }
     }
-    if (best % GPU_WARP_SIZE == lane) chosen |= 1u << (best / GPU_WARP_SIZE);
+    if (best < experts && best % GPU_WARP_SIZE == lane) chosen |= 1u << (best / GPU_WARP_SIZE);
     if (lane == 0) {
-      ids[token * top_k + k] = best;
-      weights[token * top_k + k] = best_probability;
+      ids[k] = best;
+      weights[k] = best_probability;
     }
     chosen_total += best_probability;
   }
   if (renormalize && lane == 0)
-    for (int k = 0; k < top_k; ++k) weights[token * top_k + k] /= chosen_total;
+    for (int k = 0; k < top_k; ++k) weights[k] /= chosen_total;
+}
+
+// A warp per token, as route_token on the CPU: lane l holds experts l, l + W, ... (W the warp
+// width); the softmax's largest logit and sum, and each of the top_k rounds' choice (the largest
+// probability not chosen yet, the lowest index first among equals), by warp reductions.
+template <typename T>
+__global__ void __launch_bounds__(kRouteThreads)
+    route_kernel(const T* logits, int64_t tokens, int64_t experts, int top_k, bool renormalize,
+                 int32_t* ids, float* weights) {
+  wait_for_prior_grids();
+  allow_next_grid();
+  const int lane = static_cast<int>(threadIdx.x) % GPU_WARP_SIZE;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / GPU_WARP_SIZE;
+  for (int64_t token =
+           (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / GPU_WARP_SIZE;
+       token < tokens; token += warps)  // the same on the whole warp
+    route_one(logits + token * experts, experts, top_k, renormalize, lane, ids + token * top_k,
+              weights + token * top_k);
 }
 
 // moe_routing's dense [T, E] weights from the routes.
@@ -555,6 +565,7 @@ void launch_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down,
     }
   } else if (kernel == MoeKernel::tensor_cores) {
 #if !defined(TESSERA_GPU_HIP)
+    static_assert(grouped_mma::kTile == kTile, "the grouping's tiles are the kernels' tiles");
     if constexpr (!std::is_same_v<T, float>) {
       launch_programmatic(grouped_mma::gate_up_kernel<T>,
                           dim3(grid_size(intermediate, grouped_mma::kTile / 2), tile_count),
@@ -602,8 +613,9 @@ bool fused_moe_fits_tensor_cores(const Tensor& x, const Tensor& gate_up, const T
     return reinterpret_cast<uintptr_t>(tensor.data_ptr()) % 16 == 0;
   };
   return (x.dtype() == DType::bf16 || x.dtype() == DType::f16) && x.dim() == 2 &&
-         gate_up.dim() == 3 && x.size(1) % 8 == 0 && gate_up.size(1) % 16 == 0 && aligned(x) &&
-         aligned(gate_up) && aligned(down) && device_limits(x.device().index).compute_major >= 8;
+         gate_up.dim() == 3 && x.size(1) > 0 && gate_up.size(1) > 0 && x.size(1) % 8 == 0 &&
+         gate_up.size(1) % 16 == 0 && aligned(x) && aligned(gate_up) && aligned(down) &&
+         device_limits(x.device().index).compute_major >= 8;
 #endif
 }
 
