@@ -122,6 +122,24 @@ TEST(GpuFusedMoe, RegisteredKernelsGiveTheCpuResults) {
   run_kernel("moe_routing", DeviceType::cpu, KernelArgs{{&host_logits, 1}, attributes, {&want, 1}});
   EXPECT_LT(max_abs_difference(got.to(kCPU), want), 1e-6);
 
+  // A NaN logit makes every probability of its token NaN: both choose the lowest experts.
+  std::vector<float> with_nan = random_tensor({3, 10}, 11, DType::f32).to_floats();
+  with_nan[14] = std::nanf("");
+  const Tensor nan_logits = Tensor::from_floats(with_nan, {3, 10}, DType::f32, gpu);
+  Tensor nan_got = Tensor::empty({3, 10}, DType::f32, gpu);
+  Tensor nan_want = Tensor::empty({3, 10}, DType::f32);
+  run_kernel("moe_routing", gpu.type, KernelArgs{{&nan_logits, 1}, attributes, {&nan_got, 1}});
+  const Tensor host_nan_logits = nan_logits.to(kCPU);
+  run_kernel("moe_routing", DeviceType::cpu,
+             KernelArgs{{&host_nan_logits, 1}, attributes, {&nan_want, 1}});
+  const std::vector<float> nan_got_values = nan_got.to(kCPU).to_floats();
+  const std::vector<float> nan_want_values = nan_want.to_floats();
+  for (size_t i = 0; i < nan_want_values.size(); ++i)
+    EXPECT_TRUE(std::isnan(nan_got_values[i]) == std::isnan(nan_want_values[i]) &&
+                (std::isnan(nan_want_values[i]) ||
+                 std::fabs(nan_got_values[i] - nan_want_values[i]) < 1e-6))
+        << "element " << i << ": " << nan_got_values[i] << " against " << nan_want_values[i];
+
   const std::vector<Tensor> inputs = {random_tensor({9, 64}, 8, DType::f32, gpu), logits.to(gpu),
                                       random_tensor({10, 2 * 24, 64}, 9, DType::f32, gpu),
                                       random_tensor({10, 64, 24}, 10, DType::f32, gpu)};
