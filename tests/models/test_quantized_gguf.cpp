@@ -1,7 +1,8 @@
 // Quantized GGUF files (tests/data/quant/models, quantized by llama.cpp's own quantizer:
 // tests/quant_reference/make_references.sh) against llama.cpp's greedy tokens: stories260K in
-// Q8_0, a synthetic llama with rows of 256 in each K mixture (Q4_K_S/M, Q5_K_S/M, Q6_K), and a
-// synthetic Mixtral-style mixture of experts in F32 (llama.cpp's stacked ffn_*_exps). Fed
+// Q8_0, a synthetic llama with rows of 256 in each K mixture (Q4_K_S/M, Q5_K_S/M, Q6_K), and
+// synthetic mixtures of experts in F32, Mixtral-style (llama) and Qwen3-MoE (qwen3moe), with
+// llama.cpp's stacked ffn_*_exps. Fed
 // llama.cpp's tokens, each step's argmax must be llama.cpp's next token; where llama.cpp's top
 // two logits are within kNearTie, either of the two. Also: what the loader keeps quantized, and
 // what it refuses.

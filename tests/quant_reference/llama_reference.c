@@ -3,11 +3,13 @@
 // and the llama.cpp headers of the same release. Tests never run it: they read what it wrote.
 //   dequantize OUT_DIR            per type: random blocks with edge scales (.blocks) and
 //                                 llama.cpp's dequantize_row_* of them (.f32)
-//   synthetic OUT TOKENIZER_GGUF VOCAB DIM LAYERS HEADS KV_HEADS HEAD_DIM FF SEED [EXPERTS USED]
+//   synthetic OUT TOKENIZER_GGUF VOCAB DIM LAYERS HEADS KV_HEADS HEAD_DIM FF SEED
+//             [EXPERTS USED [ARCH]]
 //                                 an F32 llama GGUF of random weights with the first VOCAB tokens
 //                                 of TOKENIZER_GGUF's tokenizer (0: all of them); with EXPERTS, a
 //                                 Mixtral-style mixture: each layer's MLP is EXPERTS experts of FF
-//                                 (stacked ffn_*_exps, router ffn_gate_inp), USED per token
+//                                 (stacked ffn_*_exps, router ffn_gate_inp), USED per token; ARCH
+//                                 qwen3moe writes Qwen3-MoE (per-head q/k norms) instead of llama
 //   quantize IN OUT FTYPE         llama_model_quantize (FTYPE as llama_ftype: 7 Q8_0, 15 Q4_K_M)
 //   generate MODEL THREADS N ID...  greedy: prints the N generated ids; each step's runner-up id;
 //                                 each step's gap between the top two logits; the decode tokens/s;
@@ -156,6 +158,12 @@ static int synthetic_model(char** args) {
   rng_state ^= (uint64_t)atoll(args[9]) * 0x2545f4914f6cdd1dull;
   const int64_t experts = args[10] != NULL ? atoll(args[10]) : 0;
   const int64_t experts_used = experts > 0 && args[11] != NULL ? atoll(args[11]) : 0;
+  const char* arch = experts > 0 && args[11] != NULL && args[12] != NULL ? args[12] : "llama";
+  const int qwen3moe = strcmp(arch, "qwen3moe") == 0;
+  if (!qwen3moe && strcmp(arch, "llama") != 0) {
+    fprintf(stderr, "unknown architecture %s: llama or qwen3moe\n", arch);
+    return 1;
+  }
   const int64_t token_key = gguf_find_key(tokenizer, "tokenizer.ggml.tokens");
   const int64_t full_vocab = (int64_t)gguf_get_arr_n(tokenizer, token_key);
   const int64_t vocab = atoll(args[2]) > 0 && atoll(args[2]) < full_vocab ? atoll(args[2]) : full_vocab;
@@ -180,30 +188,33 @@ static int synthetic_model(char** args) {
       gguf_set_arr_data(gguf, "tokenizer.ggml.token_type", GGUF_TYPE_INT32,
                         gguf_get_arr_data(tokenizer, types), (size_t)vocab);
   }
-  gguf_set_val_str(gguf, "general.architecture", "llama");
+  gguf_set_val_str(gguf, "general.architecture", arch);
+  char key[128];
+#define ARCH_KEY(name) (snprintf(key, sizeof(key), "%s." name, arch), key)
   gguf_set_val_str(gguf, "general.name", "tessera-synthetic");
-  gguf_set_val_u32(gguf, "llama.context_length", 512);
-  gguf_set_val_u32(gguf, "llama.embedding_length", (uint32_t)dim);
-  gguf_set_val_u32(gguf, "llama.block_count", (uint32_t)layers);
-  gguf_set_val_u32(gguf, "llama.feed_forward_length", (uint32_t)ff);
-  gguf_set_val_u32(gguf, "llama.attention.head_count", (uint32_t)heads);
-  gguf_set_val_u32(gguf, "llama.attention.head_count_kv", (uint32_t)kv_heads);
-  gguf_set_val_u32(gguf, "llama.attention.key_length", (uint32_t)head_dim);
-  gguf_set_val_u32(gguf, "llama.attention.value_length", (uint32_t)head_dim);
-  gguf_set_val_u32(gguf, "llama.rope.dimension_count", (uint32_t)head_dim);
-  gguf_set_val_f32(gguf, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  gguf_set_val_f32(gguf, "llama.rope.freq_base", 10000.0f);
+  gguf_set_val_u32(gguf, ARCH_KEY("context_length"), 512);
+  gguf_set_val_u32(gguf, ARCH_KEY("embedding_length"), (uint32_t)dim);
+  gguf_set_val_u32(gguf, ARCH_KEY("block_count"), (uint32_t)layers);
+  gguf_set_val_u32(gguf, ARCH_KEY("feed_forward_length"), (uint32_t)ff);
+  gguf_set_val_u32(gguf, ARCH_KEY("attention.head_count"), (uint32_t)heads);
+  gguf_set_val_u32(gguf, ARCH_KEY("attention.head_count_kv"), (uint32_t)kv_heads);
+  gguf_set_val_u32(gguf, ARCH_KEY("attention.key_length"), (uint32_t)head_dim);
+  gguf_set_val_u32(gguf, ARCH_KEY("attention.value_length"), (uint32_t)head_dim);
+  gguf_set_val_u32(gguf, ARCH_KEY("rope.dimension_count"), (uint32_t)head_dim);
+  gguf_set_val_f32(gguf, ARCH_KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+  gguf_set_val_f32(gguf, ARCH_KEY("rope.freq_base"), 10000.0f);
   gguf_set_val_u32(gguf, "general.file_type", 0);
   if (experts > 0) {
-    gguf_set_val_u32(gguf, "llama.expert_count", (uint32_t)experts);
-    gguf_set_val_u32(gguf, "llama.expert_used_count", (uint32_t)experts_used);
+    gguf_set_val_u32(gguf, ARCH_KEY("expert_count"), (uint32_t)experts);
+    gguf_set_val_u32(gguf, ARCH_KEY("expert_used_count"), (uint32_t)experts_used);
+    if (qwen3moe) gguf_set_val_u32(gguf, ARCH_KEY("expert_feed_forward_length"), (uint32_t)ff);
   }
 
   const size_t params = (size_t)(vocab * dim + dim +
                                  layers * (2 * dim + 2 * dim * heads * head_dim +
                                            2 * dim * kv_heads * head_dim +
                                            (experts > 0 ? experts : 1) * 3 * dim * ff +
-                                           experts * dim));
+                                           experts * dim + 2 * head_dim));
   struct ggml_init_params init = {params * sizeof(float) + (size_t)(16 + 12 * layers) * 1024,
                                   NULL, false};
   struct ggml_context* ctx = ggml_init(init);
@@ -221,6 +232,12 @@ static int synthetic_model(char** args) {
     add_matrix(gguf, ctx, name, dim, kv_heads * head_dim, 1.0 / sqrt((double)dim));
     snprintf(name, sizeof(name), "blk.%lld.attn_v.weight", (long long)l);
     add_matrix(gguf, ctx, name, dim, kv_heads * head_dim, 1.0 / sqrt((double)dim));
+    if (qwen3moe) {
+      snprintf(name, sizeof(name), "blk.%lld.attn_q_norm.weight", (long long)l);
+      add_norm(gguf, ctx, name, head_dim);
+      snprintf(name, sizeof(name), "blk.%lld.attn_k_norm.weight", (long long)l);
+      add_norm(gguf, ctx, name, head_dim);
+    }
     snprintf(name, sizeof(name), "blk.%lld.attn_output.weight", (long long)l);
     add_matrix(gguf, ctx, name, heads * head_dim, dim, 0.2 / sqrt((double)(heads * head_dim)));
     snprintf(name, sizeof(name), "blk.%lld.ffn_norm.weight", (long long)l);
@@ -329,7 +346,7 @@ static void quiet_log(enum ggml_log_level level, const char* text, void* data) {
 
 int main(int argc, char** argv) {
   if (argc >= 3 && strcmp(argv[1], "dequantize") == 0) return dequantize_fixtures(argv[2]);
-  if ((argc == 12 || argc == 14) && strcmp(argv[1], "synthetic") == 0)
+  if ((argc == 12 || argc == 14 || argc == 15) && strcmp(argv[1], "synthetic") == 0)
     return synthetic_model(argv + 2);
   llama_log_set(quiet_log, NULL);
   ggml_backend_load_all_from_path(getenv("LLAMA_LIB_DIR"));

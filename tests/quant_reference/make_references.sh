@@ -46,4 +46,8 @@ done
 # vocab 260, dim 64, 2 layers, 2 heads and 1 kv head of 32, seed 1.
 "$tool" synthetic "$out/models/synthetic-moe-f32.gguf" "$stories" 260 64 2 2 1 32 32 1 8 2
 reference synthetic-moe-f32.gguf
+# The same shape as Qwen3-MoE (qwen3moe: per-head q/k norms, expert_feed_forward_length).
+"$tool" synthetic "$out/models/synthetic-qwen3moe-f32.gguf" "$stories" 260 64 2 2 1 32 32 1 8 2 \
+  qwen3moe
+reference synthetic-qwen3moe-f32.gguf
 cat "$greedy"
