@@ -95,8 +95,7 @@ std::string expert_parameters_str(const ModelWeights& weights) {
   int64_t total = 0;
   for (const auto& [name, tensor] : weights.tensors) total += tensor.numel();
   const int64_t expert_layers = std::count(c.expert_layers.begin(), c.expert_layers.end(), true);
-  const int64_t per_expert = 3 * c.hidden_size * c.moe_intermediate_size;
-  const int64_t unused = expert_layers * (c.num_experts - c.num_experts_per_tok) * per_expert;
+  const int64_t unused = unchosen_expert_parameters(c, c.num_experts, 1);
   auto count_str = [](int64_t count) {
     return count >= 100'000'000 ? fmt::format("{:.1f}B", static_cast<double>(count) / 1e9)
                                 : fmt::format("{:.2f}M", static_cast<double>(count) / 1e6);
@@ -104,6 +103,12 @@ std::string expert_parameters_str(const ModelWeights& weights) {
   return fmt::format("{} parameters, {} active per token ({} of {} experts in {} layers)",
                      count_str(total), count_str(total - unused), c.num_experts_per_tok,
                      c.num_experts, expert_layers);
+}
+
+int64_t unchosen_expert_parameters(const ModelConfig& config, int64_t experts, int64_t shards) {
+  const int64_t layers = std::count(config.expert_layers.begin(), config.expert_layers.end(), true);
+  const int64_t unchosen = experts - std::min(config.num_experts_per_tok, experts);
+  return layers * unchosen * 3 * config.hidden_size * (config.moe_intermediate_size / shards);
 }
 
 void add_expert_weights(std::vector<WeightSpec>& specs, const ModelConfig& config, int64_t layer) {

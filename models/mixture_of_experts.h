@@ -26,6 +26,11 @@ void read_expert_config(const HfConfigFields& fields, ModelConfig& config);
 // checkpoint's parameters, and those a token uses (the other experts' left out).
 std::string expert_parameters_str(const ModelWeights& weights);
 
+// Parameters of the experts one token does not choose, over every layer with experts, of the
+// `experts` held (num_experts, or a rank's local ones) with each expert's intermediate dimension
+// split over `shards` ranks.
+int64_t unchosen_expert_parameters(const ModelConfig& config, int64_t experts, int64_t shards);
+
 // What a Hugging Face name of an expert's projection says (Mixtral's
 // model.layers.L.block_sparse_moe.experts.E.w1/w3/w2.weight, Qwen3-MoE's
 // model.layers.L.mlp.experts.E.gate_proj/up_proj/down_proj.weight).

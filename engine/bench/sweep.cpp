@@ -18,6 +18,7 @@
 #include "engine/runner/model_runner.h"
 #include "engine/runner/run_setup.h"
 #include "kernels/linear_path.h"
+#include "models/mixture_of_experts.h"
 #include "models/model.h"
 #include "models/tensor_parallel.h"
 #include "runtime/backend/backend.h"
@@ -108,14 +109,10 @@ double weight_bytes_read_per_step(const CausalLM& model) {
   // A mixture of experts: one token reads only the num_experts_per_tok experts it chooses (of a
   // rank's own under expert parallelism; under tensor parallelism each expert's shard).
   if (config.num_experts > 0) {
-    const int64_t local = config.local_experts();
-    const int64_t unread = local - std::min(config.num_experts_per_tok, local);
     const bool split = model.parallel().enabled() && config.num_local_experts == 0;
-    const double per_expert = 3.0 * static_cast<double>(config.hidden_size) *
-                              static_cast<double>(config.moe_intermediate_size) * element /
-                              (split ? model.parallel().size : 1);
-    const auto layers = std::count(config.expert_layers.begin(), config.expert_layers.end(), true);
-    bytes -= static_cast<double>(layers * unread) * per_expert;
+    bytes -= static_cast<double>(unchosen_expert_parameters(config, config.local_experts(),
+                                                            split ? model.parallel().size : 1)) *
+             element;
   }
   return bytes;
 }
