@@ -123,30 +123,58 @@ void add_expert_weights(std::vector<WeightSpec>& specs, const ModelConfig& confi
   }
 }
 
+namespace {
+
+// The matrices `parts` (each [rows, columns], one dtype) one after another as [count, rows per
+// group, columns], copied as bytes: whole rows of blocks for a quantized dtype, as stored.
+Tensor stack_matrices(const std::vector<Tensor>& parts, int64_t count, int64_t group_rows) {
+  const Tensor& first = parts.front();
+  const int64_t columns = first.size(1);
+  Tensor stacked = Tensor::empty({count, group_rows, columns}, first.dtype(), first.device());
+  Tensor rows = stacked.view({count * group_rows, columns});
+  int64_t row = 0;
+  for (const Tensor& part : parts) {
+    rows.slice(0, row, row + part.size(0)).copy_from(part);
+    row += part.size(0);
+  }
+  TESSERA_CHECK(row == count * group_rows, "stacked {} rows of {}", row, count * group_rows);
+  return stacked;
+}
+
+}  // namespace
+
 ExpertWeights expert_weights(const ModelWeights& weights, const ModelConfig& config,
                              int64_t layer) {
   const ExpertNames names = expert_names(config);
-  auto dense = [&](const std::string& name) {
-    Tensor tensor = weights.get(name);
-    TESSERA_REQUIRE(is_floating(tensor.dtype()),
-                    "{} is stored as {}: experts in quantized formats are not supported yet (f32, "
-                    "f16 and bf16 are)",
-                    name, dtype_name(tensor.dtype()));
-    return tensor;
-  };
   ExpertWeights experts;
-  experts.router = dense(layer_weight(layer, names.router));
+  experts.router = weights.get(layer_weight(layer, names.router));
   std::vector<Tensor> gate_up, down;
-  for (int64_t e = config.first_local_expert;
-       e < config.first_local_expert + config.local_experts(); ++e) {
-    gate_up.push_back(dense(expert_weight(layer, names, e, names.gate)));
-    gate_up.push_back(dense(expert_weight(layer, names, e, names.up)));
-    down.push_back(dense(expert_weight(layer, names, e, names.down)));
+  // fused_moe takes one format for all gate and up rows and one for all down rows; llama.cpp's
+  // mixtures quantize a layer's stacked gate, up and down tensors each in one type.
+  auto add = [&](std::vector<Tensor>& stack, const std::string& name, const std::string& like) {
+    Tensor tensor = weights.get(name);
+    TESSERA_REQUIRE(is_floating(tensor.dtype()) || is_quantized(tensor.dtype()),
+                    "{} is stored as {}: experts must be f32, f16, bf16 or a GGUF block format",
+                    name, dtype_name(tensor.dtype()));
+    if (!stack.empty())
+      TESSERA_REQUIRE(tensor.dtype() == stack.front().dtype(),
+                      "{} is stored as {} but {} as {}: the experts' gate and up projections must "
+                      "share one format, and their down projections one (requantize the file "
+                      "with one type per tensor kind)",
+                      name, dtype_name(tensor.dtype()), like, dtype_name(stack.front().dtype()));
+    stack.push_back(tensor.contiguous());
+  };
+  const int64_t first = config.first_local_expert;
+  const std::string first_gate = expert_weight(layer, names, first, names.gate);
+  const std::string first_down = expert_weight(layer, names, first, names.down);
+  for (int64_t e = first; e < first + config.local_experts(); ++e) {
+    add(gate_up, expert_weight(layer, names, e, names.gate), first_gate);
+    add(gate_up, expert_weight(layer, names, e, names.up), first_gate);
+    add(down, expert_weight(layer, names, e, names.down), first_down);
   }
-  const int64_t hidden = config.hidden_size, intermediate = config.moe_intermediate_size;
-  const int64_t count = config.local_experts();
-  experts.gate_up = ops::reshape(ops::cat(gate_up, 0), {count, 2 * intermediate, hidden});
-  experts.down = ops::reshape(ops::cat(down, 0), {count, hidden, intermediate});
+  const int64_t hidden = config.hidden_size, count = config.local_experts();
+  experts.gate_up = stack_matrices(gate_up, count, 2 * gate_up.front().size(0));
+  experts.down = stack_matrices(down, count, hidden);
   return experts;
 }
 

@@ -58,8 +58,9 @@ struct ExpertWeights {
   std::vector<const Tensor*> tensors() const { return {&router, &gate_up, &down}; }
 };
 
-// The experts of `layer`, stacked (the per-expert tensors die with `weights`). Experts of a
-// quantized format are refused, naming the tensor.
+// The experts of `layer`, stacked (the per-expert tensors die with `weights`), each projection
+// kind in its stored format (a float dtype or a GGUF block format). Gate and up projections of
+// different formats are refused, naming both tensors.
 ExpertWeights expert_weights(const ModelWeights& weights, const ModelConfig& config, int64_t layer);
 
 }  // namespace tessera

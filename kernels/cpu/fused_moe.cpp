@@ -1,14 +1,17 @@
 // CPU kernels of moe_routing and fused_moe (compile/ops/custom/fused_moe.cpp). fused_moe routes
 // each token, gathers the tokens of each chosen expert, runs that expert's gate/up and down
-// projections as GEMMs over its tokens only (gemm_accumulate, itself threaded), and adds the
-// weighted rows into an f32 sum that is rounded once. Experts with no token are not read.
+// projections as GEMMs over its tokens only (gemm_accumulate, itself threaded; the quantized
+// linear's kernels for weights in a GGUF block format), and adds the weighted rows into an f32
+// sum that is rounded once. Experts with no token are not read.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/quantized_linear.h"
 #include "kernels/pointwise_table.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/kernel_registry.h"
@@ -87,6 +90,27 @@ void moe_routing_kernel(const KernelArgs& args) {
       result[static_cast<int64_t>(t) * experts + routes[t].experts[k]] = routes[t].weights[k];
 }
 
+// Expert e's matrix of a stack [E, rows, columns] (a view, in the stack's dtype).
+Tensor expert_matrix(const Tensor& stack, int64_t e) {
+  return stack.slice(0, e, e + 1).view({stack.size(1), stack.size(2)});
+}
+
+// out [count, N] = rows [count, K] (f32) @ weight [N, K]^T: the GEMM for a float weight; a
+// quantized one through the quantized linear's kernels (dot products from the blocks against the
+// rows quantized to 8 bits for a few rows, dequantized tiles past that).
+void project(const float* rows, int64_t count, const Tensor& weight, float* out) {
+  const int64_t n = weight.size(0), k = weight.size(1);
+  if (is_quantized(weight.dtype())) {
+    quantized_linear(Tensor::from_blob(const_cast<float*>(rows), {count, k}, DType::f32, kCPU),
+                     weight, nullptr, Tensor::from_blob(out, {count, n}, DType::f32, kCPU));
+    return;
+  }
+  std::fill(out, out + count * n, 0.0f);
+  // b(k, n) = W[n, k].
+  gemm_accumulate(count, n, k, {rows, DType::f32, k, 1}, {weight.data_ptr(), weight.dtype(), 1, k},
+                  out, n);
+}
+
 void fused_moe_kernel(const KernelArgs& args) {
   const char* op = "fused_moe";
   const Tensor& x = args.inputs[0];
@@ -114,8 +138,16 @@ void fused_moe_kernel(const KernelArgs& args) {
                   "{}: shapes do not agree: x {}, router_logits {}, gate_up_weights {}, "
                   "down_weights {}, first_expert {}",
                   op, x.str(), logits.str(), gate_up.str(), down.str(), first);
-  require_dtype(op, "gate_up_weights", gate_up, x.dtype());
-  require_dtype(op, "down_weights", down, x.dtype());
+  for (const auto& [name, weights, width] :
+       {std::tuple{"gate_up_weights", &gate_up, hidden}, {"down_weights", &down, intermediate}}) {
+    if (!is_quantized(weights->dtype())) {
+      require_dtype(op, name, *weights, x.dtype());
+      continue;
+    }
+    TESSERA_REQUIRE(width % block_elements(weights->dtype()) == 0,
+                    "{}: {} {} must hold whole blocks of {} along its rows", op, name,
+                    weights->str(), block_elements(weights->dtype()));
+  }
   require_dtype(op, "output", out, x.dtype());
   require_sizes(op, "output", out, x.sizes());
   const std::vector<TokenRoute> routes =
@@ -142,11 +174,9 @@ void fused_moe_kernel(const KernelArgs& args) {
       for (int64_t i = 0; i < count; ++i)
         for (int64_t h = 0; h < hidden; ++h)
           rows[i * hidden + h] = static_cast<float>(x_data[chosen[i].first * hidden + h]);
-      // gate_up [count, 2I] = rows @ gate_up_weights[e]^T; b(k, n) = W[n, k].
-      gate_up_out.assign(static_cast<size_t>(count * 2 * intermediate), 0.0f);
-      gemm_accumulate(count, 2 * intermediate, hidden, {rows.data(), DType::f32, hidden, 1},
-                      {gate_up.data<T>() + e * 2 * intermediate * hidden, x.dtype(), 1, hidden},
-                      gate_up_out.data(), 2 * intermediate);
+      // gate_up [count, 2I] = rows @ gate_up_weights[e]^T.
+      gate_up_out.resize(static_cast<size_t>(count * 2 * intermediate));
+      project(rows.data(), count, expert_matrix(gate_up, e), gate_up_out.data());
       activated.resize(static_cast<size_t>(count * intermediate));
       for (int64_t i = 0; i < count; ++i)
         for (int64_t j = 0; j < intermediate; ++j) {
@@ -155,10 +185,8 @@ void fused_moe_kernel(const KernelArgs& args) {
           activated[i * intermediate + j] =
               static_cast<float>(T(scalar::tsr_silu(row[j]) * row[intermediate + j]));
         }
-      expert_out.assign(static_cast<size_t>(count * hidden), 0.0f);
-      gemm_accumulate(count, hidden, intermediate, {activated.data(), DType::f32, intermediate, 1},
-                      {down.data<T>() + e * hidden * intermediate, x.dtype(), 1, intermediate},
-                      expert_out.data(), hidden);
+      expert_out.resize(static_cast<size_t>(count * hidden));
+      project(activated.data(), count, expert_matrix(down, e), expert_out.data());
       for (int64_t i = 0; i < count; ++i) {
         float* target = sum.data() + chosen[i].first * hidden;
         const float weight = chosen[i].second;

@@ -261,11 +261,6 @@ ModelWeights load_gguf_model(const std::string& path, const LoadOptions& options
                       "{}: tensor '{}' has shape {} but should stack {} experts' matrices", path,
                       name, shape_str(info->shape), weights.config.num_experts);
       found.stored_name = fmt::format("{} (expert {})", name, slice->expert);
-      const std::optional<DType> dtype = ggml_type_dtype(info->ggml_type);
-      TESSERA_REQUIRE(dtype && is_floating(*dtype),
-                      "{}: tensor '{}' is {}: experts in quantized formats are not supported yet; "
-                      "use a GGUF whose expert tensors are F32, F16 or BF16",
-                      path, name, ggml_type_name(info->ggml_type));
     }
     if (ggml_type_dtype(info->ggml_type)) {
       found.stored = file.stored(*info);

@@ -30,6 +30,7 @@ namespace {
 
 const std::string kModels = std::string(TESSERA_SHARED_DIR) + "/models";
 const std::string kHfTiny = std::string(TESSERA_SOURCE_DIR) + "/tests/data/hf_tiny/";
+const std::string kQuantModels = std::string(TESSERA_SOURCE_DIR) + "/tests/data/quant/models/";
 
 // Runs fn(rank, communicator) on a thread per rank of a CPU group and waits for all.
 void on_cpu_ranks(int size, const std::function<void(int, Communicator&)>& fn) {
@@ -255,6 +256,7 @@ struct ModelCase {
   // quantized weights the activations are rounded to 8 bits per block, and a last-bit difference
   // that rounds a quant the other way is a step of 1/127 of its block (5.7e-3 measured).
   double bound = 1e-5;
+  std::vector<int> ranks = {2, 4};
 };
 
 TEST(TensorParallel, CpuRanksGiveTheLogitsAndGreedyTokensOfOneRank) {
@@ -270,13 +272,21 @@ TEST(TensorParallel, CpuRanksGiveTheLogitsAndGreedyTokensOfOneRank) {
       // --enable-expert-parallel: whole experts per rank (8 experts: 4 or 2 on each)
       {kHfTiny + "mixtral", {"engine.enable_expert_parallel=true"}},
       {kHfTiny + "qwen3-moe", {"engine.enable_expert_parallel=true"}},
-      {"synthetic:small:q8_0", {}, 2e-2}};  // quantized: whole blocks of 32 on every rank
+      {"synthetic:small:q8_0", {}, 2e-2},  // quantized: whole blocks of 32 on every rank
+      // Quantized experts (llama.cpp's Q8_0 and Q4_K_M files) placed whole on each rank: each
+      // expert's arithmetic is one rank's, only the sum over ranks is in another order.
+      // (2 attention heads: 2 ranks.)
+      {kQuantModels + "synthetic-moe-q8_0.gguf", {"engine.enable_expert_parallel=true"}, 1e-5, {2}},
+      {kQuantModels + "synthetic-qwen3moe-q4_k_m.gguf",
+       {"engine.enable_expert_parallel=true"},
+       1e-5,
+       {2}}};
   for (const ModelCase& model : cases) {
     for (const std::string mode : {"eager", "compiled"}) {
       SCOPED_TRACE(model.model + " " + mode);
       auto single = make_executor(model.model, 1, mode, model.overrides);
       const Schedule reference = run_schedule(*single, 6);
-      for (int ranks : {2, 4}) {
+      for (int ranks : model.ranks) {
         SCOPED_TRACE(fmt::format("{} ranks", ranks));
         auto parallel = make_executor(model.model, ranks, mode, model.overrides);
         ASSERT_NE(dynamic_cast<TensorParallelRunner*>(parallel.get()), nullptr);

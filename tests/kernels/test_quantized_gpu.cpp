@@ -16,6 +16,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/half.h"
 #include "support/runner_steps.h"
+#include "support/test_tensors.h"
 
 #ifdef TESSERA_CUDA
 #include "kernels/cuda/gemm/quantized_linear.h"
@@ -24,28 +25,8 @@
 namespace tessera {
 namespace {
 
-// Random blocks whose f16 scales are small ordinary values (the rest of each block random).
 Tensor random_quantized(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
-  std::mt19937 random(seed);
-  Tensor weight = Tensor::empty({rows, cols}, dtype);
-  auto* bytes = static_cast<uint8_t*>(weight.data_ptr());
-  for (size_t i = 0; i < weight.nbytes(); ++i) bytes[i] = static_cast<uint8_t>(random());
-  // Every format's f16 fields sit at these offsets of a block (d, dmin or m; see kernels/quant).
-  const std::vector<size_t> offsets = dtype == DType::q2_k   ? std::vector<size_t>{80, 82}
-                                      : dtype == DType::q3_k ? std::vector<size_t>{108}
-                                      : dtype == DType::q6_k ? std::vector<size_t>{208}
-                                      : (dtype == DType::q4_1 || dtype == DType::q5_1 ||
-                                         dtype == DType::q4_k || dtype == DType::q5_k)
-                                          ? std::vector<size_t>{0, 2}
-                                          : std::vector<size_t>{0};
-  std::uniform_real_distribution<float> scale(0.001f, 0.03f);
-  for (int64_t b = 0;
-       b < storage_bytes(dtype, rows * cols) / static_cast<int64_t>(block_bytes(dtype)); ++b)
-    for (size_t offset : offsets) {
-      const uint16_t bits = Half(scale(random)).bits;
-      std::memcpy(bytes + b * block_bytes(dtype) + offset, &bits, 2);
-    }
-  return weight;
+  return testing::random_quantized(dtype, {rows, cols}, seed);
 }
 
 double max_relative_difference(const std::vector<float>& got, const std::vector<float>& want) {

@@ -15,12 +15,15 @@
 #include <iterator>
 #include <random>
 
+#include "compile/ir/op_registry.h"
 #include "compile/ops/ops.h"
 #include "kernels/cpu/quantized_linear.h"
 #include "kernels/quant/block_format.h"
 #include "runtime/check.h"
 #include "runtime/cpu/cpu_features.h"
 #include "runtime/half.h"
+#include "support/reference.h"
+#include "support/test_tensors.h"
 
 namespace tessera {
 namespace {
@@ -33,38 +36,12 @@ std::vector<char> read_file(const std::string& path) {
   return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// Byte offsets of each format's f16 scale fields (d, and dmin or m where it has one).
-std::vector<size_t> scale_offsets(DType dtype) {
-  switch (dtype) {
-    case DType::q4_1:
-    case DType::q5_1:
-    case DType::q4_k:
-    case DType::q5_k:
-      return {0, 2};
-    case DType::q2_k:
-      return {80, 82};
-    case DType::q3_k:
-      return {108};
-    case DType::q6_k:
-      return {208};
-    default:
-      return {0};
-  }
-}
-
 // `count` blocks of random bytes whose scales are random in [0.001, 0.03]: values of ordinary
 // weights, so the dot products are compared where they are meaningful.
 std::vector<std::byte> random_blocks(DType dtype, int64_t count, uint32_t seed) {
-  std::mt19937 random(seed);
-  std::uniform_real_distribution<float> scale(0.001f, 0.03f);
-  std::vector<std::byte> blocks(static_cast<size_t>(count) * block_bytes(dtype));
-  for (std::byte& b : blocks) b = static_cast<std::byte>(random() & 0xFF);
-  for (int64_t b = 0; b < count; ++b)
-    for (size_t offset : scale_offsets(dtype)) {
-      const uint16_t bits = Half(scale(random)).bits;
-      std::memcpy(blocks.data() + b * block_bytes(dtype) + offset, &bits, 2);
-    }
-  return blocks;
+  const Tensor blocks = testing::random_quantized(dtype, {count * block_elements(dtype)}, seed);
+  const auto* bytes = static_cast<const std::byte*>(blocks.data_ptr());
+  return std::vector<std::byte>(bytes, bytes + blocks.nbytes());
 }
 
 std::vector<float> random_floats(int64_t count, uint32_t seed) {
@@ -242,6 +219,62 @@ TEST(QuantizedLinear, RefusesRowsThatAreNotWholeBlocks) {
     EXPECT_NE(std::string(error.what()).find("q4_k"), std::string::npos) << error.what();
   }
 }
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// A format for the down projections other than `dtype`, as llama.cpp's Q4_K_M writes down Q6_K.
+DType other_format(DType dtype) {
+  return dtype == DType::q6_k ? DType::q8_0 : DType::q6_k;
+}
+
+std::vector<test::RefTensor> reference_inputs(const std::vector<Tensor>& inputs) {
+  std::vector<test::RefTensor> values;
+  for (const Tensor& input : inputs)
+    values.push_back({input.sizes(), is_quantized(input.dtype())
+                                         ? testing::dequantized(input).to_doubles()
+                                         : input.to_doubles()});
+  return values;
+}
+
+class QuantizedExperts : public ::testing::TestWithParam<DType> {};
+
+// fused_moe with experts in block formats (as llama.cpp's quantized mixtures store them, gate and
+// up in one format, down in another): each expert's projections through the quantized linear's
+// kernels. Against the op's decomposition (a quantized linear per expert over every token: the
+// same dot products while no expert has more than kQuantizedDotMaxRows tokens, so equal up to the
+// f32 sums' order), and against float64 of the dequantized experts within the 8-bit rounding of
+// x and of the activations (1e-3 of the products' magnitudes, whose random errors mostly cancel;
+// a misread block is off by the whole value).
+TEST_P(QuantizedExperts, FusedMoeMatchesItsDecompositionAndTheDequantizedExperts) {
+  const DType dtype = GetParam();
+  const int64_t hidden = 256, intermediate = 256, experts = 4;  // whole blocks of every format
+  const Tensor gate_up = testing::random_quantized(dtype, {experts, 2 * intermediate, hidden}, 21);
+  const Tensor down =
+      testing::random_quantized(other_format(dtype), {experts, hidden, intermediate}, 22);
+  const OpDef& op = OpRegistry::global().get("fused_moe");
+  const Attributes attributes{{"top_k", int64_t{2}}, {"renormalize", true}};
+  for (int64_t tokens : {int64_t{1}, int64_t{5}, int64_t{40}}) {
+    const std::vector<Tensor> inputs{
+        Tensor::from_floats(random_floats(tokens * hidden, 30), {tokens, hidden}),
+        Tensor::from_floats(random_floats(tokens * experts, 31), {tokens, experts}), gate_up, down};
+    const Tensor fused = ops::fused_moe(inputs[0], inputs[1], gate_up, down, 2, true, 0);
+    if (tokens <= cpu::kQuantizedDotMaxRows) {
+      EXPECT_LT(testing::relative_error(fused, op.decompose(inputs, attributes).at(0)), 1e-6)
+          << dtype_name(dtype) << ", " << tokens << " tokens";
+    }
+    EXPECT_LE(test::fused_moe_error_over_bound(reference_inputs(inputs), attributes,
+                                               fused.to_doubles(), 1e-3),
+              1.0)
+        << dtype_name(dtype) << ", " << tokens << " tokens";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ggml, QuantizedExperts, ::testing::ValuesIn(kQuantizedDTypes),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
 }  // namespace tessera

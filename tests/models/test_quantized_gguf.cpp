@@ -1,8 +1,8 @@
 // Quantized GGUF files (tests/data/quant/models, quantized by llama.cpp's own quantizer:
 // tests/quant_reference/make_references.sh) against llama.cpp's greedy tokens: stories260K in
 // Q8_0, a synthetic llama with rows of 256 in each K mixture (Q4_K_S/M, Q5_K_S/M, Q6_K), and
-// synthetic mixtures of experts in F32, Mixtral-style (llama) and Qwen3-MoE (qwen3moe), with
-// llama.cpp's stacked ffn_*_exps. Fed
+// synthetic mixtures of experts, Mixtral-style (llama) and Qwen3-MoE (qwen3moe), with llama.cpp's
+// stacked ffn_*_exps, in F32, Q8_0 and Q4_K_M. Fed
 // llama.cpp's tokens, each step's argmax must be llama.cpp's next token; where llama.cpp's top
 // two logits are within kNearTie, either of the two. Also: what the loader keeps quantized, and
 // what it refuses.
@@ -122,6 +122,22 @@ TEST(QuantizedGgufLoader, KeepsMatricesInTheirBlocks) {
   EXPECT_EQ(model->dtype(), DType::f32);
   EXPECT_GT(model->weight_bytes_by_dtype().at(DType::q4_k), 0u);
   EXPECT_NE(model->weight_formats_str().find("q4_k"), std::string::npos);
+}
+
+// llama.cpp's Q4_K_M of a Qwen3-MoE: the stacked experts stay in their blocks, gate and up Q4_K,
+// down Q6_K (its placement for the last eighth of the layers), the router as written (F32).
+TEST(QuantizedGgufLoader, KeepsExpertsInTheirBlocks) {
+  ModelWeights weights = load_model(kModels + "synthetic-qwen3moe-q4_k_m.gguf", LoadOptions{});
+  EXPECT_EQ(weights.get("model.layers.0.mlp.experts.3.gate_proj.weight").dtype(), DType::q4_k);
+  EXPECT_EQ(weights.get("model.layers.0.mlp.experts.3.up_proj.weight").dtype(), DType::q4_k);
+  EXPECT_EQ(weights.get("model.layers.0.mlp.experts.3.down_proj.weight").dtype(), DType::q6_k);
+  EXPECT_EQ(weights.get("model.layers.0.mlp.gate.weight").dtype(), DType::f32);
+  auto model = create_model(std::move(weights), 64);
+  const std::map<DType, size_t> bytes = model->weight_bytes_by_dtype();
+  // 4 experts' gate and up rows of 256 (2048 rows of one 144-byte Q4_K block), and their down rows
+  // (1024 rows of one 210-byte Q6_K block), beside the attention's projections.
+  EXPECT_GE(bytes.at(DType::q4_k), size_t{2048 * 144});
+  EXPECT_GE(bytes.at(DType::q6_k), size_t{1024 * 210});
 }
 
 // A synthetic model quantized by Tessera: llama.cpp's Q4_K_M placement (4 layers: v and down Q6_K

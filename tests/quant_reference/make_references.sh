@@ -4,7 +4,8 @@
 # the llama.cpp headers of the same release (the git bundle the package ships). Writes per type
 # random blocks with edge scales and llama.cpp's dequantization of them; stories260K quantized to
 # Q8_0 and a small synthetic llama (rows of 256) quantized to each K mixture, with llama.cpp's
-# greedy tokens for a fixed prompt; and a small F32 mixture of experts with its greedy tokens.
+# greedy tokens for a fixed prompt; and small mixtures of experts (F32, Q8_0, Q4_K_M) with their
+# greedy tokens.
 # Tests read these files; they never run llama.cpp.
 # Usage: tests/quant_reference/make_references.sh [LLAMA_REF_DIR (default /work/quant-ref)]
 set -euo pipefail
@@ -50,4 +51,14 @@ reference synthetic-moe-f32.gguf
 "$tool" synthetic "$out/models/synthetic-qwen3moe-f32.gguf" "$stories" 260 64 2 2 1 32 32 1 8 2 \
   qwen3moe
 reference synthetic-qwen3moe-f32.gguf
+# Quantized experts: the Mixtral-style mixture in Q8_0 (blocks of 32 fit its rows of 64 and 32),
+# and a Qwen3-MoE with rows of 256 (4 experts of 256, 2 per token, 1 layer, seed 3) in Q4_K_M,
+# whose stacked down projections llama.cpp writes as Q6_K and gate and up as Q4_K.
+"$tool" quantize "$out/models/synthetic-moe-f32.gguf" "$out/models/synthetic-moe-q8_0.gguf" 7 \
+  2>/dev/null
+reference synthetic-moe-q8_0.gguf
+"$tool" synthetic "$work/synthetic-qwen3moe-f32.gguf" "$stories" 260 256 1 2 1 32 256 3 4 2 qwen3moe
+"$tool" quantize "$work/synthetic-qwen3moe-f32.gguf" "$out/models/synthetic-qwen3moe-q4_k_m.gguf" \
+  15 2>/dev/null
+reference synthetic-qwen3moe-q4_k_m.gguf
 cat "$greedy"

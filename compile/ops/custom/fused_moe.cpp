@@ -58,16 +58,21 @@ OpDef fused_moe_op() {
   op.doc =
       "x [T, H], router_logits [T, E], gate_up_weights [L, 2I, H], down_weights [L, H, I] for "
       "experts first_expert .. first_expert + L - 1 -> [T, H]: sum over those of the top_k "
-      "experts e of moe_routing's weight times down_e(silu(gate_e x) * up_e x)";
+      "experts e of moe_routing's weight times down_e(silu(gate_e x) * up_e x); each weight "
+      "stack is x's dtype or a quantized block format (q8_0, q4_k, ...)";
   op.meta = [](const MetaArgs& args) {
     require_float(args, 0);
     require_rank(args, 0, 2);
     require_float(args, 1);
     require_rank(args, 1, 2);
     check_top_k(args, 1);
+    // Each stack of weights is x's dtype or one GGUF block format (whole blocks along its rows).
     for (size_t weights : {size_t{2}, size_t{3}}) {
-      require_same_dtype(args, 0, weights);
       require_rank(args, weights, 3);
+      if (is_quantized(args.input(weights).dtype))
+        require_whole_blocks(args, weights);
+      else
+        require_same_dtype(args, 0, weights);
     }
     const TensorMeta& x = args.input(0);
     const SymShape& gate_up = args.input(2).shape;
