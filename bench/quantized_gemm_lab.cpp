@@ -10,14 +10,13 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstring>
 
 #include "bench/lab_harness.h"
 #include "kernels/cuda/gemm/quantized_linear.h"
 #include "kernels/quant/activation_blocks.h"
 #include "kernels/quant/block_format.h"
 #include "runtime/backend/programmatic_launch.h"
-#include "runtime/half.h"
+#include "support/quantized_blocks.h"
 
 namespace tessera::lab {
 namespace {
@@ -39,19 +38,7 @@ constexpr int64_t kRows[] = {1, 8, 32, 64, 256};
 
 // A host weight of random blocks whose f16 scale fields hold small ordinary values.
 Tensor random_weight(DType dtype, int64_t n, int64_t k, std::mt19937_64& random) {
-  Tensor weight = Tensor::empty({n, k}, dtype);
-  auto* bytes = static_cast<uint8_t*>(weight.data_ptr());
-  for (size_t i = 0; i < weight.nbytes(); ++i) bytes[i] = static_cast<uint8_t>(random());
-  const size_t scale_offset = dtype == DType::q6_k ? 208 : 0;
-  std::uniform_real_distribution<float> scale(0.001f, 0.03f);
-  for (size_t b = 0; b < weight.nbytes() / block_bytes(dtype); ++b) {
-    const uint16_t bits = Half(scale(random)).bits;
-    std::memcpy(bytes + b * block_bytes(dtype) + scale_offset, &bits, 2);
-    const bool second_field = dtype == DType::q4_1 || dtype == DType::q5_1 ||
-                              dtype == DType::q4_k || dtype == DType::q5_k;
-    if (second_field) std::memcpy(bytes + b * block_bytes(dtype) + 2, &bits, 2);
-  }
-  return weight;
+  return testing::random_quantized(dtype, {n, k}, static_cast<uint32_t>(random()));
 }
 
 using PathFn = void (*)(const Tensor&, const Tensor&, const Tensor*, const Tensor&);

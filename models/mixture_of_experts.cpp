@@ -95,7 +95,7 @@ std::string expert_parameters_str(const ModelWeights& weights) {
   int64_t total = 0;
   for (const auto& [name, tensor] : weights.tensors) total += tensor.numel();
   const int64_t expert_layers = std::count(c.expert_layers.begin(), c.expert_layers.end(), true);
-  const int64_t unused = unchosen_expert_parameters(c, c.num_experts, 1);
+  const int64_t unused = unchosen_expert_parameters(c);
   auto count_str = [](int64_t count) {
     return count >= 100'000'000 ? fmt::format("{:.1f}B", static_cast<double>(count) / 1e9)
                                 : fmt::format("{:.2f}M", static_cast<double>(count) / 1e6);
@@ -105,10 +105,12 @@ std::string expert_parameters_str(const ModelWeights& weights) {
                      c.num_experts, expert_layers);
 }
 
-int64_t unchosen_expert_parameters(const ModelConfig& config, int64_t experts, int64_t shards) {
+int64_t unchosen_expert_parameters(const ModelConfig& config) {
   const int64_t layers = std::count(config.expert_layers.begin(), config.expert_layers.end(), true);
-  const int64_t unchosen = experts - std::min(config.num_experts_per_tok, experts);
-  return layers * unchosen * 3 * config.hidden_size * (config.moe_intermediate_size / shards);
+  const int64_t held = config.local_experts();
+  const int64_t chosen =
+      std::min(held, config.num_experts_per_tok * held / std::max<int64_t>(config.num_experts, 1));
+  return layers * (held - chosen) * 3 * config.hidden_size * config.moe_intermediate_size;
 }
 
 void add_expert_weights(std::vector<WeightSpec>& specs, const ModelConfig& config, int64_t layer) {

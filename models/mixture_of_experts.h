@@ -26,10 +26,11 @@ void read_expert_config(const HfConfigFields& fields, ModelConfig& config);
 // checkpoint's parameters, and those a token uses (the other experts' left out).
 std::string expert_parameters_str(const ModelWeights& weights);
 
-// Parameters of the experts one token does not choose, over every layer with experts, of the
-// `experts` held (num_experts, or a rank's local ones) with each expert's intermediate dimension
-// split over `shards` ranks.
-int64_t unchosen_expert_parameters(const ModelConfig& config, int64_t experts, int64_t shards);
+// Parameters of the experts held (`config` of the whole model, or of a rank: its local experts
+// under expert parallelism, its share of each expert's intermediate size under tensor
+// parallelism) that one token leaves unread, over every layer with experts. A token chooses
+// num_experts_per_tok of all the experts; a rank holding some of them reads its share of those.
+int64_t unchosen_expert_parameters(const ModelConfig& config);
 
 // What a Hugging Face name of an expert's projection says (Mixtral's
 // model.layers.L.block_sparse_moe.experts.E.w1/w3/w2.weight, Qwen3-MoE's

@@ -2,8 +2,9 @@
 # Run ON THE GPU MACHINE, from the repo root, with .gpu-deps carried (made here by
 # scripts/fetch_gpu_deps.sh), like scripts/gpu_check.sh: builds with CUDA for sm_90 only the
 # targets of mixtures of experts, runs their tests (the gpu ones must run, not skip: no GPU is a
-# failure here: fused_moe's kernels against float64, the tiny Mixtral and Qwen3-MoE checkpoints
-# against transformers eagerly and in captured graphs, op conformance), then the lab
+# failure here: fused_moe's kernels against float64, quantized experts too, the tiny Mixtral and
+# Qwen3-MoE checkpoints against transformers eagerly and in captured graphs, op conformance, the
+# quantized GGUF fixtures against the CPU), then the lab
 # (bench/moe_gpu_lab: the kernels checked and timed at Qwen3-30B-A3B and Mixtral expert shapes,
 # moe_gpu_lab.txt) and the decode sweep of the Qwen3-30B-A3B shape (synthetic:qwen3-30b-a3b, bf16,
 # batch 1, 8, 32 and 128, sweep.txt). TESSERA_MOE_STEPS picks stages ("tests lab sweep"). Logs go
@@ -23,7 +24,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --f
 configure_cuda_build "$build_dir" "$log_dir/configure.log" -DTESSERA_HIP=OFF "$@" >/dev/null ||
   { say "configure failed (see $log_dir/configure.log)"; tail -20 "$log_dir/configure.log"; exit 1; }
 targets=(tessera tessera-cuda test_fused_moe_gpu test_mixture_of_experts test_op_conformance
-  moe_gpu_lab)
+  test_quantized_gpu moe_gpu_lab)
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}" >"$log_dir/build.log" 2>&1 ||
   { say "build failed (see $log_dir/build.log)"; grep -E "error" "$log_dir/build.log" | head -20; exit 1; }
 
@@ -31,9 +32,9 @@ steps=" ${TESSERA_MOE_STEPS:-tests lab sweep} "
 status=0
 if [[ $steps == *" tests "* ]]; then
   run_test_binaries "$build_dir" "$log_dir" gpu_moe test_fused_moe_gpu test_mixture_of_experts \
-    test_op_conformance || status=1
+    test_op_conformance test_quantized_gpu || status=1
   grep -hE "FAILED|Failure|error|op conformance on" \
-    "$log_dir"/test_{fused_moe_gpu,mixture_of_experts,op_conformance}.log | head -30
+    "$log_dir"/test_{fused_moe_gpu,mixture_of_experts,op_conformance,quantized_gpu}.log | head -30
 fi
 
 if [[ $steps == *" lab "* ]]; then

@@ -106,14 +106,11 @@ double weight_bytes_read_per_step(const CausalLM& model) {
   const double element = static_cast<double>(element_size(model.dtype()));
   if (!config.tie_word_embeddings)
     bytes -= static_cast<double>(table_rows * config.hidden_size) * element;
-  // A mixture of experts: one token reads only the num_experts_per_tok experts it chooses (of a
-  // rank's own under expert parallelism; under tensor parallelism each expert's shard).
-  if (config.num_experts > 0) {
-    const bool split = model.parallel().enabled() && config.num_local_experts == 0;
-    bytes -= static_cast<double>(unchosen_expert_parameters(config, config.local_experts(),
-                                                            split ? model.parallel().size : 1)) *
-             element;
-  }
+  // A mixture of experts: one token reads only the num_experts_per_tok experts it chooses (a
+  // rank its share of them: of its own experts under expert parallelism, each expert's shard
+  // under tensor parallelism; the rank's config says which).
+  if (config.num_experts > 0)
+    bytes -= static_cast<double>(unchosen_expert_parameters(config)) * element;
   return bytes;
 }
 

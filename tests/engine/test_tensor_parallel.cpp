@@ -438,6 +438,46 @@ TEST(GpuTensorParallel, TwoGpusGiveTheBf16LogitsOfOneAndReplayCapturedGraphs) {
   }
 }
 
+// Mixtures of experts on two GPUs, f32: tensor parallelism (each expert's intermediate split, the
+// all-reduce after the down projection) and --enable-expert-parallel (whole experts per GPU,
+// fused_moe's first_expert), compiled with full and piecewise CUDA graphs, give one GPU's greedy
+// tokens and its logits up to the order of f32 sums; quantized experts (llama.cpp's Q4_K_M of a
+// Qwen3-MoE) placed whole too (their rows of 256 do not split into whole blocks).
+TEST(GpuTensorParallel, TwoGpusRunMixturesOfExpertsSplitOrPlacedWhole) {
+  Device gpu;
+  if (!two_gpus(&gpu)) {
+    GTEST_SKIP() << "needs two GPUs";
+  }
+  tessera::testing::TempDir cache;
+  const std::vector<std::string> settings = {"engine.device=" + gpu.str(), "engine.dtype=f32",
+                                             "engine.gpu_memory_utilization=0.3",
+                                             "compilation.cache_dir=" + cache.str()};
+  const std::string expert_parallel = "engine.enable_expert_parallel=true";
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {kHfTiny + "mixtral", {"", expert_parallel}},
+      {kHfTiny + "qwen3-moe", {"", expert_parallel}},
+      {kQuantModels + "synthetic-qwen3moe-q4_k_m.gguf", {expert_parallel}}};
+  for (const auto& [model, placements] : cases) {
+    auto single = make_executor(model, 1, "eager", settings);
+    const Schedule reference = run_schedule(*single, 6);
+    single.reset();
+    for (const std::string& placement : placements) {
+      SCOPED_TRACE(model + " " + (placement.empty() ? "tensor parallel" : placement));
+      std::vector<std::string> with = settings;
+      with.push_back("compilation.cudagraph_mode=full_and_piecewise");
+      if (!placement.empty()) with.push_back(placement);
+      auto parallel = make_executor(model, 2, "compiled", with);
+      EXPECT_FALSE(parallel->captured_sizes().empty());
+      const Schedule sharded = run_schedule(*parallel, 6);
+      EXPECT_EQ(sharded.tokens, reference.tokens);
+      const double difference = max_relative_difference(sharded, reference);
+      std::printf("%s %s, 2 GPUs: max logit difference %.2e of the largest logit\n", model.c_str(),
+                  placement.empty() ? "tensor parallel" : placement.c_str(), difference);
+      EXPECT_LE(difference, 1e-5);
+    }
+  }
+}
+
 // One GPU: NCCL (RCCL on HIP) loads and a one-rank group runs every collective, launched and
 // captured into a device graph that replays with new inputs. Two ranks need two GPUs (above).
 TEST(GpuTensorParallel, OneRankGroupRunsEveryCollectiveLaunchedAndCaptured) {

@@ -1,7 +1,8 @@
 // fused_moe's GPU kernels (kernels/cuda/experts/fused_moe.h): the skinny, the tiled and the
 // tensor-core grouped GEMMs, and the automatic choice, each element against the float64 reference,
 // over f32/bf16/f16, sizes on and off the packs and tiles, one token and many, experts without
-// tokens, a slice of the router's experts (expert parallelism), and the limits they refuse.
+// tokens, a slice of the router's experts (expert parallelism), experts in GGUF block formats,
+// and the limits they refuse.
 // moe_routing's GPU kernel against the CPU kernel. (The models on the GPU, eager and in captured
 // graphs: tests/models/test_mixture_of_experts.cpp.)
 #include <fmt/format.h>
@@ -15,8 +16,11 @@
 #include "runtime/backend/backend.h"
 #include "runtime/kernel_registry.h"
 #include "support/error_of.h"
+#include "support/quantized_blocks.h"
 #include "support/reference.h"
 #include "support/test_tensors.h"
+
+#include "kernels/cpu/quantized_linear.h"
 
 #ifdef TESSERA_CUDA
 #include "kernels/cuda/experts/fused_moe.h"
@@ -108,6 +112,59 @@ TEST(GpuFusedMoe, BothKernelsMatchTheReference) {
   }
 }
 
+// Experts in every GGUF block format (gate and up in one, down in another, as llama.cpp's Q4_K_M
+// writes them), x in f32 and bf16: the quantized skinny kernels, the dequantized experts under
+// the tiled and tensor-core kernels, and the automatic choice, against float64 of the dequantized
+// experts (the GPU reads x as it is, so the float bounds hold), and against the CPU kernel where
+// it reads x as it is too (more rows than its 8-bit dot products take). One token, a few, and
+// more than a skinny tile per expert, with experts that receive none.
+TEST(GpuFusedMoe, QuantizedExpertsMatchTheReference) {
+  Device gpu;
+  if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
+  const int64_t hidden = 256, intermediate = 256, experts = 8, top_k = 2;
+  uint32_t seed = 500;
+  for (DType format : kQuantizedDTypes) {
+    const DType down_format = format == DType::q6_k ? DType::q8_0 : DType::q6_k;
+    const Tensor gate_up = random_quantized(format, {experts, 2 * intermediate, hidden}, seed++);
+    const Tensor down = random_quantized(down_format, {experts, hidden, intermediate}, seed++);
+    const Tensor gate_up_gpu = gate_up.to(gpu), down_gpu = down.to(gpu);
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      for (int64_t tokens : {int64_t{1}, int64_t{6}, int64_t{90}}) {
+        const Tensor x = random_tensor({tokens, hidden}, seed++, dtype, gpu);
+        const Tensor logits = random_tensor({tokens, experts}, seed++, dtype, gpu);
+        const Attributes attributes{{"top_k", top_k}, {"renormalize", true}};
+        std::vector<test::RefTensor> reference;
+        for (const Tensor& input :
+             {x.to(kCPU), logits.to(kCPU), dequantized(gate_up), dequantized(down)})
+          reference.push_back({input.sizes(), input.to_doubles()});
+        std::vector<Tensor> host{x.to(kCPU), logits.to(kCPU), gate_up, down};
+        Tensor cpu_out = Tensor::empty({tokens, hidden}, dtype);
+        run_kernel("fused_moe", DeviceType::cpu, KernelArgs{host, attributes, {&cpu_out, 1}});
+        for (MoeKernel kernel :
+             {MoeKernel::automatic, MoeKernel::skinny, MoeKernel::tiled, MoeKernel::tensor_cores}) {
+          if (kernel == MoeKernel::tensor_cores &&
+              !gpu::fused_moe_fits_tensor_cores(x, gate_up_gpu, down_gpu))
+            continue;
+          SCOPED_TRACE(fmt::format("{} and {} experts, x {}, {} tokens, kernel {}",
+                                   dtype_name(format), dtype_name(down_format), dtype_name(dtype),
+                                   tokens, static_cast<int>(kernel)));
+          Tensor out = Tensor::empty({tokens, hidden}, dtype, gpu);
+          gpu::run_fused_moe(x, logits, gate_up_gpu, down_gpu, out, top_k, true, 0, kernel);
+          // The tiles read the experts dequantized to x's dtype: bf16 rounds them too.
+          EXPECT_LE(
+              test::fused_moe_error_over_bound(reference, attributes, out.to(kCPU).to_doubles(),
+                                               dtype == DType::f32 ? 1e-5 : 1e-2),
+              1.0);
+          // Past kQuantizedDotMaxRows the CPU reads the dequantized experts with x as it is too.
+          if (tokens > cpu::kQuantizedDotMaxRows) {
+            EXPECT_LT(relative_error(out.to(kCPU), cpu_out), dtype == DType::f32 ? 1e-5 : 1e-2);
+          }
+        }
+      }
+    }
+  }
+}
+
 // The registered kernels, as the op runs them: fused_moe (the automatic choice) and moe_routing
 // give the CPU kernels' results.
 TEST(GpuFusedMoe, RegisteredKernelsGiveTheCpuResults) {
@@ -179,6 +236,19 @@ TEST(GpuFusedMoe, RefusesWhatItCannotRunNamingTheInput) {
                        MoeKernel::tensor_cores);
   });
   EXPECT_THAT(f32, ::testing::HasSubstr("do not fit its tensor-core kernel"));
+  // Float down rows of another dtype than x beside quantized gate and up rows.
+  const Tensor quantized_x = random_tensor({2, 32}, 8, DType::f32, gpu);
+  const Tensor quantized_gate_up = random_quantized(DType::q8_0, {3, 48, 32}, 9).to(gpu);
+  const Tensor float_down = random_tensor({3, 32, 24}, 10, DType::f32, gpu);
+  Tensor quantized_out = Tensor::empty({2, 32}, DType::f32, gpu);
+  const std::string blocks = error_of([&] {
+    gpu::run_fused_moe(quantized_x, small_logits, quantized_gate_up,
+                       Tensor::empty({3, 32, 24}, DType::bf16, gpu), quantized_out, 2, true, 0);
+  });
+  EXPECT_THAT(blocks, ::testing::HasSubstr("down_weights"));
+  EXPECT_THAT(blocks, ::testing::HasSubstr("x's dtype (f32)"));
+  gpu::run_fused_moe(quantized_x, small_logits, quantized_gate_up, float_down, quantized_out, 2,
+                     true, 0);  // a q8_0 gate_up with f32 down rows runs
 }
 
 #endif

@@ -15,6 +15,7 @@
 #include "models/architecture_registry.h"
 #include "runtime/backend/backend.h"
 #include "runtime/half.h"
+#include "support/quantized_blocks.h"
 #include "support/runner_steps.h"
 #include "support/test_tensors.h"
 
@@ -127,8 +128,15 @@ TEST(GpuQuantizedGguf, GreedyTokensMatchTheCpu) {
   Device gpu;
   if (!first_gpu(&gpu)) GTEST_SKIP() << "no GPU";
   const std::string models = std::string(TESSERA_SOURCE_DIR) + "/tests/data/quant/models/";
-  for (const char* file :
-       {"stories260K-q8_0.gguf", "synthetic-q4_k_m.gguf", "synthetic-q6_k.gguf"}) {
+  // The mixtures' experts read the activations unrounded (the float path) where the CPU rounds
+  // them to 8 bits per block, over rows of 64 and 32 values (a step of 1/127 of a row's largest
+  // value, 6e-2 of the largest logit measured): a wider bound; the picks still agree.
+  const std::pair<const char*, double> files[] = {{"stories260K-q8_0.gguf", 2e-2},
+                                                  {"synthetic-q4_k_m.gguf", 2e-2},
+                                                  {"synthetic-q6_k.gguf", 2e-2},
+                                                  {"synthetic-moe-q8_0.gguf", 1e-1},
+                                                  {"synthetic-qwen3moe-q4_k_m.gguf", 5e-2}};
+  for (const auto& [file, bound] : files) {
     std::shared_ptr<const CausalLM> cpu_model =
         create_model(load_model(models + file, LoadOptions{}), 64);
     std::shared_ptr<const CausalLM> gpu_model =
@@ -144,7 +152,7 @@ TEST(GpuQuantizedGguf, GreedyTokensMatchTheCpu) {
     const auto got = testing::logits_by_chunks(on_gpu, ids, chunks);
     ASSERT_EQ(got.size(), want.size());
     for (size_t step = 0; step < want.size(); ++step) {
-      EXPECT_LT(max_relative_difference(got[step], want[step]), 2e-2) << file << " step " << step;
+      EXPECT_LT(max_relative_difference(got[step], want[step]), bound) << file << " step " << step;
       const auto pick = [](const std::vector<float>& logits) {
         return std::max_element(logits.begin(), logits.end()) - logits.begin();
       };

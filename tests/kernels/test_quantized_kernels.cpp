@@ -22,6 +22,7 @@
 #include "runtime/check.h"
 #include "runtime/cpu/cpu_features.h"
 #include "runtime/half.h"
+#include "support/quantized_blocks.h"
 #include "support/reference.h"
 #include "support/test_tensors.h"
 

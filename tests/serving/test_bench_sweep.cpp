@@ -272,6 +272,23 @@ TEST(BenchSweepOptions, AMixtureOfExpertsReadsTheChosenExpertsPerStep) {
   const double unread = 512.0 * 64 * 4 + 2 * 6 * (3.0 * 64 * 32 * 4);
   EXPECT_DOUBLE_EQ(
       report["weight_bytes"].get<double>() - report["weight_bytes_per_step"].get<double>(), unread);
+  // Two CPU ranks, per rank: its half of the table, and tensor parallel, the halves (intermediate
+  // 16) of the 6 experts a token leaves; expert parallel, 3 of the rank's 4 whole experts (a
+  // token's 2 choices of the 8 fall on each rank's experts once on average).
+  for (const auto& [flags, experts_unread] :
+       {std::pair{"", 2 * 6 * (3.0 * 64 * 16 * 4)},
+        std::pair{"--enable-expert-parallel", 2 * 3 * (3.0 * 64 * 32 * 4)}}) {
+    SCOPED_TRACE(flags);
+    CommandResult ranks = run_sweep(fmt::format(
+        "--device cpu --model synthetic:qwen3-moe-tiny -tp 2 {} --modes eager --batch-sizes 1 "
+        "--context 8 --steps 2 --warmup 1 --prompt-len 8 --json '{}/sweep.json'",
+        flags, directory));
+    ASSERT_EQ(ranks.status, 0) << ranks.error_output;
+    const json sharded = json::parse(read_text(directory + "/sweep.json"));
+    EXPECT_DOUBLE_EQ(
+        sharded["weight_bytes"].get<double>() - sharded["weight_bytes_per_step"].get<double>(),
+        256.0 * 64 * 4 + experts_unread);
+  }
   std::filesystem::remove_all(directory);
 }
 

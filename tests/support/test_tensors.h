@@ -11,11 +11,6 @@ namespace tessera::testing {
 
 // Uniform in [-2, 2), rounded through `dtype`, on `device`.
 Tensor random_tensor(Shape sizes, uint32_t seed, DType dtype = DType::f32, Device device = kCPU);
-// Random bytes in `dtype`'s blocks (a GGUF block format) with f16 scales of ordinary weights,
-// uniform in [0.001, 0.03]; on the CPU.
-Tensor random_quantized(DType dtype, Shape sizes, uint32_t seed);
-// The values of a quantized tensor (on any device) as f32 on the CPU.
-Tensor dequantized(const Tensor& quantized);
 // ||got - want|| / ||want|| over all elements (infinity when `got` holds a NaN or inf).
 double relative_error(const Tensor& got, const Tensor& want);
 double relative_error(const std::vector<float>& got, const std::vector<double>& want);

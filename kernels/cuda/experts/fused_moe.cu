@@ -15,20 +15,23 @@
 //   4. down: per (tile, rows) the activations times the expert's down rows, f32 per pair;
 //   5. combine: each token's pairs weighted and summed in k order (deterministic), rounded once.
 // Each expert's weights are read once per tile of its pairs, and experts without pairs not at
-// all. Two grouped GEMMs share that grouping: `skinny` (a warp per weight row, up to 8 pairs per
-// tile: decode) and `tiled` (64 x 64 tiles through shared memory: prefill). The launch grids are
+// all. Three grouped GEMMs share that grouping: `skinny` (a warp per weight row, up to 8 pairs per
+// tile: decode), `tiled` (64 x 64 tiles through shared memory: prefill) and tensor cores
+// (grouped_mma.cuh, CUDA only). Experts in a GGUF block format take the skinny kernels of
+// quantized_experts.cuh, or are dequantized into x's dtype for the tiles. The launch grids are
 // sized by the most tiles any routing can need, so their sizes never depend on the routing.
-// Only portable code (warp width a macro, no tensor cores), so the HIP module builds it too.
 #include "kernels/cuda/experts/fused_moe.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <type_traits>
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/experts/grouped_mma.cuh"
 #include "kernels/cuda/experts/moe_grouping.cuh"
+#include "kernels/cuda/experts/quantized_experts.cuh"
 #include "kernels/cuda/gemm/fma_tile.cuh"
 #include "kernels/cuda/gemm/kept_scratch.h"
 #include "kernels/cuda/gpu_runtime.h"
@@ -41,9 +44,7 @@ namespace {
 
 constexpr int kRouteThreads = 128;
 constexpr int kGroupThreads = 1024;  // one block; also the most local experts it can group
-constexpr int kSkinnyThreads = 256;
-constexpr int kSkinnyPairs = 8;  // pairs per skinny tile
-constexpr int kUnroll = 2;       // steps of a skinny warp's row loaded at once
+constexpr int kUnroll = 2;           // steps of a skinny warp's row loaded at once
 // The automatic choice: skinny up to this many pairs per local expert on average.
 constexpr int64_t kSkinnyPairsPerExpertBeforeTensorCores = 1;
 constexpr int64_t kSkinnyPairsPerExpertBeforeTiled = 8;
@@ -146,10 +147,12 @@ int64_t most_tiles(int64_t pairs, int64_t local, int tile_rows) {
   return ceil_div(pairs, tile_rows) + std::min(local, pairs);
 }
 
-// One block of kGroupThreads threads; thread e < local owns expert first + e.
+// One block of kGroupThreads threads; thread e < local owns expert first + e, and writes its count
+// of pairs to expert_pairs[e].
 __global__ void __launch_bounds__(kGroupThreads)
     group_kernel(const int32_t* ids, int64_t pairs, int64_t first, int64_t local, int tile_rows,
-                 int64_t tiles, int32_t* sorted_pairs, int32_t* tile_experts) {
+                 int64_t tiles, int32_t* sorted_pairs, int32_t* tile_experts,
+                 int32_t* expert_pairs) {
   __shared__ int counts[kGroupThreads];
   __shared__ int first_tiles[kGroupThreads];
   __shared__ int scan[kGroupThreads];
@@ -166,6 +169,7 @@ __global__ void __launch_bounds__(kGroupThreads)
     if (expert >= 0 && expert < local) atomicAdd(&counts[expert], 1);
   }
   __syncthreads();
+  if (thread < local) expert_pairs[thread] = counts[thread];
   // Each expert's first tile: an exclusive prefix sum of the tiles over the block.
   const int own_tiles = thread < local ? (counts[thread] + tile_rows - 1) / tile_rows : 0;
   scan[thread] = own_tiles;
@@ -198,25 +202,18 @@ __global__ void __launch_bounds__(kGroupThreads)
 template <typename T, int E>
 __global__ void __launch_bounds__(kSkinnyThreads)
     gate_up_skinny_kernel(const T* x, const T* gate_up, Grouping grouping, T* activations) {
-  constexpr int kWarps = kSkinnyThreads / GPU_WARP_SIZE;
-  const int lane = static_cast<int>(threadIdx.x) % GPU_WARP_SIZE;
-  const int64_t column = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / GPU_WARP_SIZE;
-  const int64_t tile = blockIdx.y;
-  const int expert = tile_expert(grouping);
+  SkinnyWarp warp;
+  if (!find_skinny_warp(grouping, grouping.intermediate, warp)) return;
   const int64_t hidden = grouping.hidden, intermediate = grouping.intermediate;
-  if (expert < 0 || column >= intermediate) return;
-  int pairs[kSkinnyPairs];
+  const int(&pairs)[kSkinnyPairs] = warp.pairs;
   const T* inputs[kSkinnyPairs];
-#pragma unroll
-  for (int r = 0; r < kSkinnyPairs; ++r) {
-    pairs[r] = grouping.sorted_pairs[tile * kSkinnyPairs + r];
-    inputs[r] = x + static_cast<int64_t>(pairs[r] / grouping.top_k) * hidden;
-  }
-  const T* gate_row = gate_up + (expert * 2 * intermediate + column) * hidden;
+  pair_token_rows(x, warp, grouping, inputs);
+  const T* gate_row = gate_up + (warp.expert * 2 * intermediate + warp.row) * hidden;
   const T* up_row = gate_row + intermediate * hidden;
   float gate[kSkinnyPairs] = {}, up[kSkinnyPairs] = {};
   constexpr int64_t kStep = static_cast<int64_t>(GPU_WARP_SIZE) * E;
-  for (int64_t start = static_cast<int64_t>(lane) * E; start < hidden; start += kStep * kUnroll) {
+  for (int64_t start = static_cast<int64_t>(warp.lane) * E; start < hidden;
+       start += kStep * kUnroll) {
     // kUnroll steps' weights requested before any is used, to keep more loads in flight.
     Pack<T, E> gate_packs[kUnroll], up_packs[kUnroll];
 #pragma unroll
@@ -241,15 +238,7 @@ __global__ void __launch_bounds__(kSkinnyThreads)
       }
     }
   }
-#pragma unroll
-  for (int r = 0; r < kSkinnyPairs; ++r) {
-    if (pairs[r] < 0) continue;
-    const float gate_sum = group_reduce<FloatSum, GPU_WARP_SIZE>(gate[r]);
-    const float up_sum = group_reduce<FloatSum, GPU_WARP_SIZE>(up[r]);
-    if (lane == 0)
-      activations[pairs[r] * intermediate + column] =
-          from_compute<T>(moe_activation<T>(gate_sum, up_sum));
-  }
+  store_skinny_activations(pairs, gate, up, warp.lane, warp.row, intermediate, activations);
 }
 
 // Warp w of block b takes hidden row h = b * warps + w of tile blockIdx.y's expert's down weights,
@@ -257,20 +246,14 @@ __global__ void __launch_bounds__(kSkinnyThreads)
 template <typename T, int E>
 __global__ void __launch_bounds__(kSkinnyThreads)
     down_skinny_kernel(const T* activations, const T* down, Grouping grouping, float* expert_out) {
-  constexpr int kWarps = kSkinnyThreads / GPU_WARP_SIZE;
-  const int lane = static_cast<int>(threadIdx.x) % GPU_WARP_SIZE;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / GPU_WARP_SIZE;
-  const int64_t tile = blockIdx.y;
-  const int expert = tile_expert(grouping);
+  SkinnyWarp warp;
+  if (!find_skinny_warp(grouping, grouping.hidden, warp)) return;
   const int64_t hidden = grouping.hidden, intermediate = grouping.intermediate;
-  if (expert < 0 || row >= hidden) return;
-  int pairs[kSkinnyPairs];
-#pragma unroll
-  for (int r = 0; r < kSkinnyPairs; ++r) pairs[r] = grouping.sorted_pairs[tile * kSkinnyPairs + r];
-  const T* weight_row = down + (expert * hidden + row) * intermediate;
+  const int(&pairs)[kSkinnyPairs] = warp.pairs;
+  const T* weight_row = down + (warp.expert * hidden + warp.row) * intermediate;
   float sum[kSkinnyPairs] = {};
   constexpr int64_t kStep = static_cast<int64_t>(GPU_WARP_SIZE) * E;
-  for (int64_t start = static_cast<int64_t>(lane) * E; start < intermediate;
+  for (int64_t start = static_cast<int64_t>(warp.lane) * E; start < intermediate;
        start += kStep * kUnroll) {
     Pack<T, E> weights[kUnroll];
 #pragma unroll
@@ -291,12 +274,7 @@ __global__ void __launch_bounds__(kSkinnyThreads)
       }
     }
   }
-#pragma unroll
-  for (int r = 0; r < kSkinnyPairs; ++r) {
-    if (pairs[r] < 0) continue;
-    const float total = group_reduce<FloatSum, GPU_WARP_SIZE>(sum[r]);
-    if (lane == 0) expert_out[pairs[r] * hidden + row] = total;
-  }
+  store_skinny_outputs(pairs, sum, warp.lane, warp.row, hidden, expert_out);
 }
 
 // ---- 3 and 4, tiled: 64 pairs x 64 weight rows per block, 16-wide slices of K in shared memory.
@@ -509,15 +487,112 @@ void moe_routing_gpu(const KernelArgs& args) {
   GPU_CHECK_LAUNCH(op);
 }
 
+// Weights as fused_moe's kernels read them: float rows of T, or a quantized format's bytes.
+struct ExpertStack {
+  const void* data;
+  DType dtype;
+  int64_t values;  // per expert
+};
+
+// The grouped GEMMs over the tiles of `grouping`: gate_up into the activations, then down into
+// the f32 expert outputs.
+template <typename T>
+void launch_grouped_gemms(MoeKernel kernel, const T* x, ExpertStack gate_up, ExpertStack down,
+                          const Grouping& grouping, unsigned int tiles, const int32_t* expert_pairs,
+                          int64_t local, T* dequantized, T* activations, float* expert_out,
+                          gpuStream_t stream, int device) {
+  const int64_t hidden = grouping.hidden, intermediate = grouping.intermediate;
+  if (kernel == MoeKernel::skinny) {
+    constexpr int V = kPackElements<T>;
+    constexpr int kWarps = kSkinnyThreads / GPU_WARP_SIZE;
+    const dim3 gate_up_grid(grid_size(intermediate, kWarps), tiles);
+    const dim3 down_grid(grid_size(hidden, kWarps), tiles);
+    // Packs need every row to start on a pack: x, the weights and the activations.
+    const bool packed = hidden % V == 0 && intermediate % V == 0 && pack_aligned<T, V>(x) &&
+                        (is_quantized(gate_up.dtype) || pack_aligned<T, V>(gate_up.data)) &&
+                        (is_quantized(down.dtype) || pack_aligned<T, V>(down.data));
+    const auto* gate_up_weights = static_cast<const T*>(gate_up.data);
+    const auto* down_weights = static_cast<const T*>(down.data);
+    if (is_quantized(gate_up.dtype)) {
+      visit_quantized_dtype(gate_up.dtype, [&]<DType D>() {
+        launch_programmatic(gate_up_quantized_skinny_kernel<T, D>, gate_up_grid,
+                            dim3(kSkinnyThreads), 0, stream, device, x,
+                            static_cast<const uint8_t*>(gate_up.data), grouping, activations);
+      });
+    } else if (packed) {
+      launch_programmatic(gate_up_skinny_kernel<T, V>, gate_up_grid, dim3(kSkinnyThreads), 0,
+                          stream, device, x, gate_up_weights, grouping, activations);
+    } else {
+      launch_programmatic(gate_up_skinny_kernel<T, 1>, gate_up_grid, dim3(kSkinnyThreads), 0,
+                          stream, device, x, gate_up_weights, grouping, activations);
+    }
+    const auto* activation_rows = static_cast<const T*>(activations);
+    if (is_quantized(down.dtype)) {
+      visit_quantized_dtype(down.dtype, [&]<DType D>() {
+        launch_programmatic(down_quantized_skinny_kernel<T, D>, down_grid, dim3(kSkinnyThreads), 0,
+                            stream, device, activation_rows, static_cast<const uint8_t*>(down.data),
+                            grouping, expert_out);
+      });
+    } else if (packed) {
+      launch_programmatic(down_skinny_kernel<T, V>, down_grid, dim3(kSkinnyThreads), 0, stream,
+                          device, activation_rows, down_weights, grouping, expert_out);
+    } else {
+      launch_programmatic(down_skinny_kernel<T, 1>, down_grid, dim3(kSkinnyThreads), 0, stream,
+                          device, activation_rows, down_weights, grouping, expert_out);
+    }
+    return;
+  }
+  // The tiles read float rows: quantized experts that received pairs are dequantized to T first,
+  // into `dequantized` (gate_up's, then down's).
+  auto float_rows = [&](const ExpertStack& stack, T* target) -> const T* {
+    if (!is_quantized(stack.dtype)) return static_cast<const T*>(stack.data);
+    visit_quantized_dtype(stack.dtype, [&]<DType D>() {
+      // A warp's lanes take a chunk each: a block's threads take as many chunks at once.
+      const int64_t chunks = stack.values / kQuantizedChunk;
+      launch_programmatic(dequantize_experts_kernel<T, D>,
+                          dim3(static_cast<unsigned int>(std::min<int64_t>(
+                                   grid_size(chunks, kDequantizeThreads), kMaxGridY)),
+                               static_cast<unsigned int>(local)),
+                          dim3(kDequantizeThreads), 0, stream, device,
+                          static_cast<const uint8_t*>(stack.data), stack.values, expert_pairs,
+                          target);
+    });
+    return target;
+  };
+  const T* gate_up_rows = float_rows(gate_up, dequantized);
+  const T* down_rows = float_rows(down, dequantized + local * gate_up.values);
+  if (kernel == MoeKernel::tensor_cores) {
+#if !defined(TESSERA_GPU_HIP)
+    static_assert(grouped_mma::kTile == kTile, "the grouping's tiles are the kernels' tiles");
+    if constexpr (!std::is_same_v<T, float>) {
+      launch_programmatic(grouped_mma::gate_up_kernel<T>,
+                          dim3(grid_size(intermediate, grouped_mma::kTile / 2), tiles),
+                          dim3(grouped_mma::kThreads), 0, stream, device, x, gate_up_rows, grouping,
+                          activations);
+      launch_programmatic(grouped_mma::down_kernel<T>,
+                          dim3(grid_size(hidden, grouped_mma::kTile), tiles),
+                          dim3(grouped_mma::kThreads), 0, stream, device,
+                          static_cast<const T*>(activations), down_rows, grouping, expert_out);
+    }
+#endif
+    return;
+  }
+  launch_programmatic(gate_up_tiled_kernel<T>, dim3(grid_size(intermediate, kTile / 2), tiles),
+                      dim3(kTiledThreads), 0, stream, device, x, gate_up_rows, grouping,
+                      activations);
+  launch_programmatic(down_tiled_kernel<T>, dim3(grid_size(hidden, kTile), tiles),
+                      dim3(kTiledThreads), 0, stream, device, static_cast<const T*>(activations),
+                      down_rows, grouping, expert_out);
+}
+
 template <typename T>
 void launch_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down,
                     const Routes& routes, int64_t tokens, int64_t top_k, int64_t first,
                     int64_t local, MoeKernel kernel, T* out, gpuStream_t stream) {
-  const bool skinny = kernel == MoeKernel::skinny;
   const char* op = "fused_moe";
   const int device = x.device().index;
   const int64_t hidden = x.size(1), intermediate = gate_up.size(1) / 2, pairs = tokens * top_k;
-  const int tile_rows = skinny ? kSkinnyPairs : kTile;
+  const int tile_rows = kernel == MoeKernel::skinny ? kSkinnyPairs : kTile;
   const int64_t tiles = most_tiles(pairs, local, tile_rows);
   TESSERA_REQUIRE(tiles <= kMaxGridY,
                   "{}: {} tokens of {} experts each need {} tiles, more than the {} one launch "
@@ -526,65 +601,33 @@ void launch_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down,
   ScratchLayout layout;
   const int64_t sorted_at = layout.add<int32_t>(tiles * tile_rows);
   const int64_t tile_experts_at = layout.add<int32_t>(tiles);
+  const int64_t expert_pairs_at = layout.add<int32_t>(local);
   const int64_t activations_at = layout.add<T>(pairs * intermediate);
   const int64_t expert_out_at = layout.add<float>(pairs * hidden);
   auto* scratch = static_cast<char*>(
       kept_scratch(x.device(), stream, layout.bytes(), "moe grouping and intermediates"));
   auto* sorted_pairs = reinterpret_cast<int32_t*>(scratch + sorted_at);
   auto* tile_experts = reinterpret_cast<int32_t*>(scratch + tile_experts_at);
+  auto* expert_pairs = reinterpret_cast<int32_t*>(scratch + expert_pairs_at);
   auto* activations = reinterpret_cast<T*>(scratch + activations_at);
   auto* expert_out = reinterpret_cast<float*>(scratch + expert_out_at);
   launch_programmatic(group_kernel, dim3(1), dim3(kGroupThreads), 0, stream, device,
                       static_cast<const int32_t*>(routes.ids), pairs, first, local, tile_rows,
-                      tiles, sorted_pairs, tile_experts);
+                      tiles, sorted_pairs, tile_experts, expert_pairs);
   const Grouping grouping{sorted_pairs, tile_experts, static_cast<int>(top_k), hidden,
                           intermediate};
-  const auto* x_data = static_cast<const T*>(x.data_ptr());
-  const auto* gate_up_data = static_cast<const T*>(gate_up.data_ptr());
-  const auto* down_data = static_cast<const T*>(down.data_ptr());
-  const auto tile_count = static_cast<unsigned int>(tiles);
-  if (skinny) {
-    constexpr int V = kPackElements<T>;
-    constexpr int kWarps = kSkinnyThreads / GPU_WARP_SIZE;
-    const dim3 gate_up_grid(grid_size(intermediate, kWarps), tile_count);
-    const dim3 down_grid(grid_size(hidden, kWarps), tile_count);
-    // Packs need every row to start on a pack: x, the weights and the activations.
-    if (hidden % V == 0 && intermediate % V == 0 && pack_aligned<T, V>(x_data) &&
-        pack_aligned<T, V>(gate_up_data) && pack_aligned<T, V>(down_data)) {
-      launch_programmatic(gate_up_skinny_kernel<T, V>, gate_up_grid, dim3(kSkinnyThreads), 0,
-                          stream, device, x_data, gate_up_data, grouping, activations);
-      launch_programmatic(down_skinny_kernel<T, V>, down_grid, dim3(kSkinnyThreads), 0, stream,
-                          device, static_cast<const T*>(activations), down_data, grouping,
-                          expert_out);
-    } else {
-      launch_programmatic(gate_up_skinny_kernel<T, 1>, gate_up_grid, dim3(kSkinnyThreads), 0,
-                          stream, device, x_data, gate_up_data, grouping, activations);
-      launch_programmatic(down_skinny_kernel<T, 1>, down_grid, dim3(kSkinnyThreads), 0, stream,
-                          device, static_cast<const T*>(activations), down_data, grouping,
-                          expert_out);
-    }
-  } else if (kernel == MoeKernel::tensor_cores) {
-#if !defined(TESSERA_GPU_HIP)
-    static_assert(grouped_mma::kTile == kTile, "the grouping's tiles are the kernels' tiles");
-    if constexpr (!std::is_same_v<T, float>) {
-      launch_programmatic(grouped_mma::gate_up_kernel<T>,
-                          dim3(grid_size(intermediate, grouped_mma::kTile / 2), tile_count),
-                          dim3(grouped_mma::kThreads), 0, stream, device, x_data, gate_up_data,
-                          grouping, activations);
-      launch_programmatic(grouped_mma::down_kernel<T>,
-                          dim3(grid_size(hidden, grouped_mma::kTile), tile_count),
-                          dim3(grouped_mma::kThreads), 0, stream, device,
-                          static_cast<const T*>(activations), down_data, grouping, expert_out);
-    }
-#endif
-  } else {
-    launch_programmatic(gate_up_tiled_kernel<T>,
-                        dim3(grid_size(intermediate, kTile / 2), tile_count), dim3(kTiledThreads),
-                        0, stream, device, x_data, gate_up_data, grouping, activations);
-    launch_programmatic(down_tiled_kernel<T>, dim3(grid_size(hidden, kTile), tile_count),
-                        dim3(kTiledThreads), 0, stream, device, static_cast<const T*>(activations),
-                        down_data, grouping, expert_out);
-  }
+  // Quantized experts for the tiles, in x's dtype: scratch kept for the process, sized by the
+  // experts held, not by the step (the startup profile's largest step allocates it).
+  T* dequantized = nullptr;
+  if (kernel != MoeKernel::skinny && (is_quantized(gate_up.dtype()) || is_quantized(down.dtype())))
+    dequantized = static_cast<T*>(kept_scratch(
+        x.device(), stream, local * 3 * intermediate * hidden * static_cast<int64_t>(sizeof(T)),
+        "moe dequantized experts"));
+  launch_grouped_gemms<T>(kernel, static_cast<const T*>(x.data_ptr()),
+                          {gate_up.data_ptr(), gate_up.dtype(), 2 * intermediate * hidden},
+                          {down.data_ptr(), down.dtype(), hidden * intermediate}, grouping,
+                          static_cast<unsigned int>(tiles), expert_pairs, local, dequantized,
+                          activations, expert_out, stream, device);
   launch_programmatic(combine_kernel<T>, dim3(grid_size(tokens * hidden, kRouteThreads)),
                       dim3(kRouteThreads), 0, stream, device, static_cast<const float*>(expert_out),
                       static_cast<const int32_t*>(routes.ids),
@@ -609,8 +652,9 @@ bool fused_moe_fits_tensor_cores(const Tensor& x, const Tensor& gate_up, const T
   (void)x, (void)gate_up, (void)down;
   return false;
 #else
+  // Quantized weights reach the tensor cores dequantized into aligned scratch.
   const auto aligned = [](const Tensor& tensor) {
-    return reinterpret_cast<uintptr_t>(tensor.data_ptr()) % 16 == 0;
+    return is_quantized(tensor.dtype()) || reinterpret_cast<uintptr_t>(tensor.data_ptr()) % 16 == 0;
   };
   return (x.dtype() == DType::bf16 || x.dtype() == DType::f16) && x.dim() == 2 &&
          gate_up.dim() == 3 && x.size(1) > 0 && gate_up.size(1) > 0 && x.size(1) % 8 == 0 &&
@@ -632,15 +676,24 @@ void run_fused_moe(const Tensor& x, const Tensor& router_logits, const Tensor& g
                   op, x.str(), gate_up.str(), down.str());
   const int64_t tokens = x.size(0), hidden = x.size(1), local = gate_up.size(0);
   const int64_t intermediate = gate_up.size(1) / 2;
-  TESSERA_REQUIRE(
-      gate_up.size(2) == hidden && gate_up.size(1) % 2 == 0 &&
-          down.sizes() == Shape({local, hidden, intermediate}) && router_logits.dim() == 2 &&
-          router_logits.size(0) == tokens && local >= 1 && first_expert >= 0 &&
-          first_expert <= router_logits.size(1) - local && gate_up.dtype() == x.dtype() &&
-          down.dtype() == x.dtype() && out.dtype() == x.dtype() && out.sizes() == x.sizes(),
-      "{}: arguments do not agree: x {}, router_logits {}, gate_up_weights {}, "
-      "down_weights {}, first_expert {}, output {}",
-      op, x.str(), router_logits.str(), gate_up.str(), down.str(), first_expert, out.str());
+  TESSERA_REQUIRE(gate_up.size(2) == hidden && gate_up.size(1) % 2 == 0 &&
+                      down.sizes() == Shape({local, hidden, intermediate}) &&
+                      router_logits.dim() == 2 && router_logits.size(0) == tokens && local >= 1 &&
+                      first_expert >= 0 && first_expert <= router_logits.size(1) - local &&
+                      out.dtype() == x.dtype() && out.sizes() == x.sizes(),
+                  "{}: arguments do not agree: x {}, router_logits {}, gate_up_weights {}, "
+                  "down_weights {}, first_expert {}, output {}",
+                  op, x.str(), router_logits.str(), gate_up.str(), down.str(), first_expert,
+                  out.str());
+  // Each stack of weights is x's dtype, or a block format with whole blocks along its rows.
+  for (const auto& [name, weights, width] :
+       {std::tuple{"gate_up_weights", &gate_up, hidden}, {"down_weights", &down, intermediate}})
+    TESSERA_REQUIRE(
+        weights->dtype() == x.dtype() ||
+            (is_quantized(weights->dtype()) && width % block_elements(weights->dtype()) == 0),
+        "{}: {} {} must be x's dtype ({}) or a block format with whole blocks along "
+        "its rows of {}",
+        op, name, weights->str(), dtype_name(x.dtype()), width);
   TESSERA_REQUIRE(local <= kGroupThreads,
                   "{}: {} experts on one device are more than the {} its GPU kernel groups; "
                   "shard them (--enable-expert-parallel)",

@@ -10,8 +10,8 @@
 namespace tessera::gpu {
 
 enum class MoeKernel {
-  automatic,     // skinny while the (token, expert) pairs average at most 8 per local expert, then
-                 // tensor_cores where they fit, else tiled
+  automatic,     // skinny while the (token, expert) pairs average at most 1 per local expert
+                 // (8 without tensor cores), then tensor_cores where they fit, else tiled
   skinny,        // a warp per weight row, up to 8 of an expert's pairs per tile (decode)
   tiled,         // 64 x 64 tiles of an expert's pairs and rows, f32 FMAs through shared memory
   tensor_cores,  // the same tiles on tensor cores (bf16/f16 rows of whole 16-byte chunks, CUDA)
@@ -23,7 +23,8 @@ bool fused_moe_fits_tensor_cores(const Tensor& x, const Tensor& gate_up, const T
 
 // out [T, H] = sum over each token's top_k experts among [first_expert, first_expert + E) of
 // weight * down[e] (silu(gate) * up), gate/up = gate_up[e] x; with x [T, H], router_logits [T, N],
-// gate_up [E, 2I, H], down [E, H, I], as the op's CPU kernel computes it.
+// gate_up [E, 2I, H], down [E, H, I] (each x's dtype or a GGUF block format), as the op's CPU
+// kernel computes it (quantized experts: from x as it is, where the CPU rounds it to 8 bits).
 void run_fused_moe(const Tensor& x, const Tensor& router_logits, const Tensor& gate_up,
                    const Tensor& down, const Tensor& out, int64_t top_k, bool renormalize,
                    int64_t first_expert, MoeKernel kernel = MoeKernel::automatic);
