@@ -104,7 +104,9 @@ GemmaModel::GemmaModel(ModelWeights weights, int64_t max_positions)
     local_rope_ = make_cos_sin_cache(local, max_positions, device());
     count_weight_bytes({&local_rope_});
   }
-  count_weight_bytes({&embed_tokens_, &final_norm_, &global_rope_});
+  count_weight_bytes({&final_norm_, &global_rope_});
+  count_weight_bytes({&embed_tokens_},
+                     c.tie_word_embeddings ? WeightRole::read_whole : WeightRole::gathered_table);
   if (!c.tie_word_embeddings) count_weight_bytes({&lm_head_});
   for (const Layer& layer : layers_) {
     count_weight_bytes({&layer.input_norm, &layer.post_attention_norm, &layer.pre_feedforward_norm,

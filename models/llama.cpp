@@ -94,7 +94,9 @@ LlamaModel::LlamaModel(ModelWeights weights, int64_t max_positions)
   }
   cos_sin_cache_ = make_cos_sin_cache(c, max_positions, device());
   // What stays resident: the fused copies replace their parts, which die with `weights`.
-  count_weight_bytes({&embed_tokens_, &final_norm_, &cos_sin_cache_});
+  count_weight_bytes({&final_norm_, &cos_sin_cache_});
+  count_weight_bytes({&embed_tokens_},
+                     c.tie_word_embeddings ? WeightRole::read_whole : WeightRole::gathered_table);
   if (!c.tie_word_embeddings) count_weight_bytes({&lm_head_});
   for (const Layer& layer : layers_) {
     count_weight_bytes({&layer.input_norm, &layer.post_attention_norm, &layer.qkv_bias,
@@ -103,7 +105,8 @@ LlamaModel::LlamaModel(ModelWeights weights, int64_t max_positions)
       count_weight_bytes(linear->tensors());
     count_weight_bytes(layer.qkv_proj.tensors());
     count_weight_bytes(layer.gate_up_proj.tensors());
-    count_weight_bytes(layer.experts.tensors());
+    count_weight_bytes({&layer.experts.router});
+    count_weight_bytes({&layer.experts.gate_up, &layer.experts.down}, WeightRole::experts);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string_view>
 
 #include "compile/ops/ops.h"
 #include "models/decoder_weights.h"
@@ -55,6 +56,12 @@ std::optional<ExpertWeightName> parse_expert_weight(const std::string& name) {
   return std::nullopt;
 }
 
+bool is_router_weight(const std::string& name) {
+  for (std::string_view suffix : {".block_sparse_moe.gate.weight", ".mlp.gate.weight"})
+    if (name.size() > suffix.size() && name.ends_with(suffix)) return true;
+  return false;
+}
+
 bool has_experts(const std::string& architecture) {
   return architecture == kMixtral || architecture == kQwen3Moe;
 }
@@ -105,12 +112,16 @@ std::string expert_parameters_str(const ModelWeights& weights) {
                      c.num_experts, expert_layers);
 }
 
+int64_t unchosen_experts_per_layer(const ModelConfig& config) {
+  const int64_t held = config.local_experts();
+  return held - std::min(held, config.num_experts_per_tok * held /
+                                   std::max<int64_t>(config.num_experts, 1));
+}
+
 int64_t unchosen_expert_parameters(const ModelConfig& config) {
   const int64_t layers = std::count(config.expert_layers.begin(), config.expert_layers.end(), true);
-  const int64_t held = config.local_experts();
-  const int64_t chosen =
-      std::min(held, config.num_experts_per_tok * held / std::max<int64_t>(config.num_experts, 1));
-  return layers * (held - chosen) * 3 * config.hidden_size * config.moe_intermediate_size;
+  return layers * unchosen_experts_per_layer(config) * 3 * config.hidden_size *
+         config.moe_intermediate_size;
 }
 
 void add_expert_weights(std::vector<WeightSpec>& specs, const ModelConfig& config, int64_t layer) {

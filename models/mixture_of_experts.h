@@ -26,10 +26,14 @@ void read_expert_config(const HfConfigFields& fields, ModelConfig& config);
 // checkpoint's parameters, and those a token uses (the other experts' left out).
 std::string expert_parameters_str(const ModelWeights& weights);
 
+// Of the experts held in each layer with experts (num_experts, or a rank's local ones), how many
+// one token leaves unread on average: a token chooses num_experts_per_tok of all the experts,
+// and a rank holding some of them reads its share of those.
+int64_t unchosen_experts_per_layer(const ModelConfig& config);
+
 // Parameters of the experts held (`config` of the whole model, or of a rank: its local experts
 // under expert parallelism, its share of each expert's intermediate size under tensor
-// parallelism) that one token leaves unread, over every layer with experts. A token chooses
-// num_experts_per_tok of all the experts; a rank holding some of them reads its share of those.
+// parallelism) that one token leaves unread, over every layer with experts.
 int64_t unchosen_expert_parameters(const ModelConfig& config);
 
 // What a Hugging Face name of an expert's projection says (Mixtral's
@@ -44,6 +48,10 @@ struct ExpertWeightName {
 // nullopt for every other name.
 std::optional<ExpertWeightName> parse_expert_weight(const std::string& name);
 
+// Whether `name` is a layer's router (Mixtral's block_sparse_moe.gate, Qwen3-MoE's mlp.gate),
+// which llama.cpp's quantized mixtures keep in float.
+bool is_router_weight(const std::string& name);
+
 // The router and every expert's gate, up and down projections of `layer`.
 void add_expert_weights(std::vector<WeightSpec>& specs, const ModelConfig& config, int64_t layer);
 
@@ -56,7 +64,6 @@ struct ExpertWeights {
 
   // The layer's MLP over hidden [T, hidden]: router logits, then fused_moe.
   Tensor apply(const Tensor& hidden, const ModelConfig& config) const;
-  std::vector<const Tensor*> tensors() const { return {&router, &gate_up, &down}; }
 };
 
 // The experts of `layer`, stacked (the per-expert tensors die with `weights`), each projection

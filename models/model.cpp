@@ -46,15 +46,17 @@ CausalLM::CausalLM(const ModelWeights& weights, const std::vector<WeightSpec>& e
   }
 }
 
-void CausalLM::count_weight_bytes(std::initializer_list<const Tensor*> tensors) {
-  count_weight_bytes(std::vector<const Tensor*>(tensors));
+void CausalLM::count_weight_bytes(std::initializer_list<const Tensor*> tensors, WeightRole role) {
+  count_weight_bytes(std::vector<const Tensor*>(tensors), role);
 }
 
-void CausalLM::count_weight_bytes(const std::vector<const Tensor*>& tensors) {
+void CausalLM::count_weight_bytes(const std::vector<const Tensor*>& tensors, WeightRole role) {
   for (const Tensor* tensor : tensors) {
     if (!tensor->defined()) continue;
     weight_bytes_ += tensor->nbytes();
     weight_bytes_by_dtype_[tensor->dtype()] += tensor->nbytes();
+    if (role == WeightRole::experts) expert_weight_bytes_ += tensor->nbytes();
+    if (role == WeightRole::gathered_table) gathered_table_bytes_ += tensor->nbytes();
   }
 }
 

@@ -53,6 +53,11 @@ class CausalLM {
   int64_t max_positions() const { return max_positions_; }
   // What stays resident: the weights as the model holds them (fused copies included).
   size_t weight_bytes() const { return weight_bytes_; }
+  // Of those, what the experts' projections of a mixture hold (0 for a dense model), and the
+  // embedding table when a separate LM head holds the output (a step gathers rows of it; 0 when
+  // tied): the parts a decode step does not read whole.
+  size_t expert_weight_bytes() const { return expert_weight_bytes_; }
+  size_t gathered_table_bytes() const { return gathered_table_bytes_; }
   // The same by dtype: quantized weights keep their format ("q4_k", ...).
   const std::map<DType, size_t>& weight_bytes_by_dtype() const { return weight_bytes_by_dtype_; }
   // "q4_k 30.1 MiB, q6_k 12.0 MiB, f32 0.1 MiB", largest first, for logs and explain.
@@ -66,9 +71,13 @@ class CausalLM {
   // shape, so the subclass takes them by name only; dtype and device follow the first one.
   CausalLM(const ModelWeights& weights, const std::vector<WeightSpec>& expected,
            int64_t max_positions);
-  // Sums the bytes of the defined tensors given (for weight_bytes()).
-  void count_weight_bytes(std::initializer_list<const Tensor*> tensors);
-  void count_weight_bytes(const std::vector<const Tensor*>& tensors);
+  // Sums the bytes of the defined tensors given (for weight_bytes()), as `role` (for
+  // expert_weight_bytes() and gathered_table_bytes()).
+  enum class WeightRole { read_whole, experts, gathered_table };
+  void count_weight_bytes(std::initializer_list<const Tensor*> tensors,
+                          WeightRole role = WeightRole::read_whole);
+  void count_weight_bytes(const std::vector<const Tensor*>& tensors,
+                          WeightRole role = WeightRole::read_whole);
 
   ModelConfig config_;
   TensorParallel parallel_;
@@ -79,6 +88,8 @@ class CausalLM {
   Device device_ = kCPU;
   int64_t max_positions_ = 0;
   size_t weight_bytes_ = 0;
+  size_t expert_weight_bytes_ = 0;
+  size_t gathered_table_bytes_ = 0;
   std::map<DType, size_t> weight_bytes_by_dtype_;
 };
 

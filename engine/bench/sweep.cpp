@@ -95,22 +95,17 @@ double measure_copy_gb_per_second(Device device) {
 
 // What a decode step of one token reads: CausalLM::weight_bytes() less the embedding table when
 // the LM head is separate (a step only gathers a row per token from it; tied, the table is the LM
-// head and is read whole) and less the experts the token does not choose. Under tensor
-// parallelism, of one rank (its shard of the table).
+// head and is read whole) and less the experts the token does not choose (a rank its share of
+// them: of its own experts under expert parallelism, each expert's shard under tensor
+// parallelism; the rank's config says which), as the model holds them (quantized or not). Under
+// tensor parallelism, of one rank.
 double weight_bytes_read_per_step(const CausalLM& model) {
   const ModelConfig& config = model.config();
-  double bytes = static_cast<double>(model.weight_bytes());
-  const int64_t table_rows = model.parallel().enabled()
-                                 ? vocab_shard_rows(config.vocab_size, model.parallel().size)
-                                 : config.vocab_size;
-  const double element = static_cast<double>(element_size(model.dtype()));
-  if (!config.tie_word_embeddings)
-    bytes -= static_cast<double>(table_rows * config.hidden_size) * element;
-  // A mixture of experts: one token reads only the num_experts_per_tok experts it chooses (a
-  // rank its share of them: of its own experts under expert parallelism, each expert's shard
-  // under tensor parallelism; the rank's config says which).
+  double bytes = static_cast<double>(model.weight_bytes() - model.gathered_table_bytes());
   if (config.num_experts > 0)
-    bytes -= static_cast<double>(unchosen_expert_parameters(config)) * element;
+    bytes -= static_cast<double>(model.expert_weight_bytes()) *
+             static_cast<double>(unchosen_experts_per_layer(config)) /
+             static_cast<double>(config.local_experts());
   return bytes;
 }
 

@@ -16,6 +16,7 @@
 #include "models/loaders/expected_weights.h"
 #include "models/loaders/fp8_weights.h"
 #include "models/loaders/loaders.h"
+#include "models/mixture_of_experts.h"
 #include "runtime/check.h"
 #include "runtime/cpu/parallel.h"
 
@@ -249,11 +250,13 @@ int64_t layer_of(const std::string& weight) {
 
 // Where llama.cpp's mixture puts its formats (llama_tensor_get_type): Q4_K_M gives the output
 // weight (the embedding when tied) and, in the first and last eighth of the layers and every third
-// between, attention's v and the MLP's down projection Q6_K, everything else Q4_K. Norms stay in
-// the run dtype.
+// between, attention's v and the MLP's down projection Q6_K, everything else Q4_K. Norms and
+// the routers of mixtures of experts stay in the run dtype.
 DType weight_format(const std::string& file_type, const WeightSpec& spec, const ModelConfig& config,
                     DType run_dtype) {
-  if (file_type.empty() || file_type == kFp8Block || spec.shape.size() != 2) return run_dtype;
+  if (file_type.empty() || file_type == kFp8Block || spec.shape.size() != 2 ||
+      is_router_weight(spec.name))
+    return run_dtype;
   if (file_type == "q8_0") return DType::q8_0;
   if (file_type == "q6_k") return DType::q6_k;
   const bool output = spec.name == "lm_head.weight" ||

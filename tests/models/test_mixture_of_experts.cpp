@@ -227,6 +227,22 @@ TEST(GpuMixtureOfExperts, Bf16InCapturedGraphsMatchesTheCpu) {
 }
 
 // The startup log's count: every tensor's parameters, and without the experts a token skips.
+// A quantized synthetic mixture keeps its routers in the run dtype as llama.cpp's files do, its
+// experts in the format asked for, and runs.
+TEST(MixtureOfExperts, QuantizedSyntheticMixtureKeepsItsRoutersInFloat) {
+  ModelWeights weights = load_model("synthetic:qwen3-moe-tiny:q8_0", LoadOptions{DType::f32, kCPU});
+  EXPECT_EQ(weights.get("model.layers.1.mlp.gate.weight").dtype(), DType::f32);
+  EXPECT_EQ(weights.get("model.layers.1.mlp.experts.7.down_proj.weight").dtype(), DType::q8_0);
+  EXPECT_TRUE(is_router_weight("model.layers.0.block_sparse_moe.gate.weight"));
+  EXPECT_FALSE(is_router_weight("model.layers.0.mlp.gate_proj.weight"));
+  std::shared_ptr<const CausalLM> model = create_model(std::move(weights), 64);
+  ModelRunner runner(
+      model, with_kv_blocks_for(runner_config(CompilationMode::compiled), model->max_positions()));
+  const auto logits = logits_by_chunks(runner, {1, 5, 9, 200}, {4});
+  ASSERT_EQ(logits.size(), 1u);
+  for (float value : logits[0]) ASSERT_TRUE(std::isfinite(value));
+}
+
 TEST(MixtureOfExperts, ParametersAndThoseActivePerToken) {
   const ModelWeights weights = load_model(kHfTiny + "mixtral", LoadOptions{DType::f32, kCPU});
   int64_t total = 0;

@@ -45,9 +45,11 @@ namespace {
 constexpr int kRouteThreads = 128;
 constexpr int kGroupThreads = 1024;  // one block; also the most local experts it can group
 constexpr int kUnroll = 2;           // steps of a skinny warp's row loaded at once
-// The automatic choice: skinny up to this many pairs per local expert on average.
+// The automatic choice: skinny up to this many pairs per local expert on average (quantized
+// experts: before the tiles, which dequantize every expert with pairs first).
 constexpr int64_t kSkinnyPairsPerExpertBeforeTensorCores = 1;
 constexpr int64_t kSkinnyPairsPerExpertBeforeTiled = 8;
+constexpr int64_t kSkinnyPairsPerQuantizedExpert = 4;
 constexpr int kTile = 64;  // pairs and weight rows per tiled tile
 constexpr int kTileK = 16;
 constexpr int kTiledThreads = 256;  // 16 x 16 threads, each 4 x 4 outputs strided by 16
@@ -711,8 +713,10 @@ void run_fused_moe(const Tensor& x, const Tensor& router_logits, const Tensor& g
   // The skinny kernel reads an expert's weights once per 8 of its pairs, the tiled ones once per
   // 64: skinny while the pairs per expert are few (docs/performance.md has the crossover).
   if (kernel == MoeKernel::automatic) {
-    const int64_t skinny_pairs_per_expert =
-        tensor_cores ? kSkinnyPairsPerExpertBeforeTensorCores : kSkinnyPairsPerExpertBeforeTiled;
+    const bool quantized = is_quantized(gate_up.dtype()) || is_quantized(down.dtype());
+    const int64_t skinny_pairs_per_expert = quantized      ? kSkinnyPairsPerQuantizedExpert
+                                            : tensor_cores ? kSkinnyPairsPerExpertBeforeTensorCores
+                                                           : kSkinnyPairsPerExpertBeforeTiled;
     kernel = tokens * top_k <= skinny_pairs_per_expert * local ? MoeKernel::skinny
              : tensor_cores                                    ? MoeKernel::tensor_cores
                                                                : MoeKernel::tiled;
