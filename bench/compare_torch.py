@@ -5,10 +5,17 @@ bench/README.md) for bench/plot_sweep.py. Run ON THE GPU MACHINE (torch with CUD
 
     python3 bench/compare_torch.py --make-model /tmp/hf_models/llama-1b
     python3 bench/compare_torch.py --model /tmp/hf_models/llama-1b --json torch.json [...]
+    python3 bench/compare_torch.py --shape qwen3-30b-a3b --experts-implementation grouped_mm [...]
 
 --make-model saves the Llama-3.2-1B shape with seeded random weights in bf16 (the
 `llama-3.2-1b-shape` config and make_model of tests/hf_reference/compare_gpu.py), so that Tessera
-loads the very same folder (`tessera bench sweep --model DIR`); --model measures a saved folder.
+loads the very same folder (`tessera bench sweep --model DIR`); --model measures a saved folder;
+--shape builds a shape of SHAPES in memory on the device with transformers' own random
+initialization (no folder: Qwen3-30B-A3B is 61 GB in bf16), beside Tessera's synthetic model of
+that name (other random weights: a decode step's cost does not depend on their values, and each
+token still chooses num_experts_per_tok experts). --experts-implementation picks transformers'
+experts backend of a mixture of experts (eager: a Python loop over the experts with tokens, which
+torch.compile cannot trace whole; batched_mm; grouped_mm).
 Modes:
   eager    transformers as it comes (sdpa attention, a DynamicCache);
   compile  a StaticCache and the decode step under torch.compile(mode="reduce-overhead",
@@ -91,6 +98,20 @@ def source_commit():
     return "unknown"
 
 
+# Configs of shapes built in memory (--shape): transformers' config.json fields, as Tessera's
+# synthetic model of the same name (models/loaders/synthetic.cpp).
+SHAPES = {
+    "qwen3-30b-a3b": {
+        "model_type": "qwen3_moe", "hidden_size": 2048, "num_hidden_layers": 48,
+        "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+        "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,
+        "num_experts_per_tok": 8, "norm_topk_prob": True, "decoder_sparse_step": 1,
+        "mlp_only_layers": [], "vocab_size": 151936, "max_position_embeddings": 40960,
+        "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
+    },
+}
+
+
 def make_model(folder):
     """The Llama-3.2-1B shape with compare_gpu.py's seeded random weights, saved in bf16."""
     sys.path.insert(0, str(REPO / "tests/hf_reference"))
@@ -107,8 +128,19 @@ class Runner:
         self.args, self.torch, self.transformers = args, torch, transformers
         self.device = torch.device("cuda")
         start = time.perf_counter()
-        self.model = transformers.AutoModelForCausalLM.from_pretrained(
-            args.model, dtype=torch.bfloat16, attn_implementation="sdpa").to(self.device).eval()
+        options = {"dtype": torch.bfloat16, "attn_implementation": "sdpa"}
+        if args.experts_implementation:
+            options["experts_implementation"] = args.experts_implementation
+        if args.shape:
+            fields = dict(SHAPES[args.shape])
+            config = transformers.AutoConfig.for_model(fields.pop("model_type"), **fields)
+            torch.manual_seed(0)
+            with self.device:  # initialized where it runs: no host copy of the weights
+                self.model = transformers.AutoModelForCausalLM.from_config(config, **options)
+            self.model = self.model.eval()
+        else:
+            self.model = transformers.AutoModelForCausalLM.from_pretrained(
+                args.model, **options).to(self.device).eval()
         torch.cuda.synchronize()
         self.load_s = time.perf_counter() - start
         self.config = self.model.config
@@ -124,11 +156,21 @@ class Runner:
         return sum(p.numel() * p.element_size() for p in self.model.parameters())  # tied: once
 
     def weight_bytes_per_step(self):
-        """As Tessera counts: all weights, less an untied embedding table (a step gathers rows)."""
+        """As Tessera counts: all weights, less an untied embedding table (a step gathers rows) and
+        the experts one token does not choose (stacked [E, ...] gate_up_proj and down_proj)."""
         total = self.weight_bytes()
         if not self.config.tie_word_embeddings:
             embedding = self.model.get_input_embeddings().weight
             total -= embedding.numel() * embedding.element_size()
+        experts = getattr(self.config, "num_experts", 0) or 0
+        if experts:
+            chosen = self.config.num_experts_per_tok
+            for module in self.model.modules():
+                for name in ("gate_up_proj", "down_proj"):
+                    weight = getattr(module, name, None)
+                    if isinstance(weight, self.torch.nn.Parameter) and weight.dim() == 3:
+                        total -= weight.numel() * weight.element_size() * (experts - chosen) \
+                            // experts
         return total
 
     def kv_bytes(self, batch, length):
@@ -341,6 +383,10 @@ def main():
     source.add_argument("--model", help="a saved Hugging Face folder")
     source.add_argument("--make-model", metavar="DIR",
                         help="save the Llama-3.2-1B shape with random weights here, and exit")
+    source.add_argument("--shape", choices=sorted(SHAPES),
+                        help="build this shape in memory with random weights")
+    parser.add_argument("--experts-implementation", choices=("eager", "batched_mm", "grouped_mm"),
+                        help="transformers' experts backend for a mixture of experts")
     parser.add_argument("--batch-sizes", type=integers,
                         default=integers("1,2,4,8,16,32,64,128,256"))
     parser.add_argument("--modes", default="eager,compile")
@@ -399,7 +445,9 @@ def run(args, modes, torch, transformers):
         "commit": source_commit(), "machine": machine_info(),
         "device": {"device": "cuda:0", "name": properties.name,
                    "memory_gib": properties.total_memory / 2**30},
-        "config": {"model": args.model, "model_description": runner.config.model_type,
+        "config": {"model": args.model or f"shape:{args.shape}",
+                   "model_description": runner.config.model_type,
+                   "experts_implementation": args.experts_implementation,
                    "dtype": "bf16", "batch_sizes": args.batch_sizes, "modes": modes,
                    "cudagraph_modes": ["reduce-overhead" if m == "compile" else "none"
                                        for m in modes],

@@ -9,7 +9,9 @@
 # moe_gpu_lab.txt) and the decode sweep of the Qwen3-30B-A3B shape (synthetic:qwen3-30b-a3b, bf16,
 # batch 1, 8, 32 and 128, sweep.txt). TESSERA_MOE_STEPS picks stages ("tests lab sweep"). Logs go
 # to $OUT when set, else build/gpu-moe/. Arguments go to the configure step. Exits non-zero when
-# the build, a test, the lab's checks or the sweep fail.
+# the build, a test, the lab's checks or the sweep fail. The stage "torch" (not run by default)
+# measures transformers on the same shape (bench/compare_torch.py --shape qwen3-30b-a3b;
+# TESSERA_MOE_EXPERTS_IMPLEMENTATION, TESSERA_MOE_TORCH_TIMEOUT), torch_sweep.{txt,json}.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 jobs=${TESSERA_JOBS:-16}
@@ -48,5 +50,16 @@ if [[ $steps == *" sweep "* ]]; then
     --modes compiled --cudagraph-modes full_and_piecewise --batch-sizes 1,8,32,128 --context 128 \
     --steps 64 >"$log_dir/sweep.txt" 2>&1 || { say "sweep of synthetic:qwen3-30b-a3b failed"; status=1; }
   grep -vE "^\[" "$log_dir/sweep.txt" | tail -30
+fi
+if [[ $steps == *" torch "* ]]; then
+  # transformers on the same shape, built in memory (bench/compare_torch.py --shape): eager and
+  # torch.compile(mode="reduce-overhead") with the experts backend named (grouped_mm by default:
+  # the eager loop over experts cannot be compiled whole).
+  timeout "${TESSERA_MOE_TORCH_TIMEOUT:-500}" python3 bench/compare_torch.py --shape qwen3-30b-a3b \
+    --experts-implementation "${TESSERA_MOE_EXPERTS_IMPLEMENTATION:-grouped_mm}" \
+    --modes eager,compile --batch-sizes 1,8,32,128 --context 128 --steps 32 \
+    --json "$log_dir/torch_sweep.json" >"$log_dir/torch_sweep.txt" 2>&1 ||
+    { say "transformers on qwen3-30b-a3b failed or ran out of time"; status=1; }
+  tail -30 "$log_dir/torch_sweep.txt"
 fi
 exit $status

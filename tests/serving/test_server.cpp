@@ -2,7 +2,8 @@
 // stories260K model, driven by curl and by the official OpenAI client for Node (tests/node, its
 // packages installed by scripts/setup.sh with npm ci). Covers the responses' shapes, streaming as
 // OpenAI sends it, errors for bad input (each naming its field, none disturbing the server),
-// the API key, metrics, 64 concurrent clients with exact greedy answers, and a clean SIGTERM.
+// the API key, metrics, 64 concurrent clients with exact greedy answers, a clean SIGTERM, and a
+// quantized mixture of experts served on one rank and two.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -290,6 +291,36 @@ TEST(ServerLifecycle, SigtermFinishesTheRunningRequestAndExitsZero) {
   EXPECT_EQ(answer["usage"]["completion_tokens"], 400) << answer.dump();
   std::filesystem::remove(out);
   EXPECT_THAT(server.stderr_text(), HasSubstr("SIGTERM"));
+}
+
+// A mixture of experts as users download it (llama.cpp's Q4_K_M of a Qwen3-MoE, its experts
+// stacked in Q4_K and Q6_K blocks) serves the greedy text `tessera generate` prints, on one rank
+// and with its experts placed whole on two CPU ranks.
+TEST(ServerLifecycle, AMixtureOfExpertsServesWhatGenerateGives) {
+  const std::string model =
+      std::string(TESSERA_SOURCE_DIR) + "/tests/data/quant/models/synthetic-qwen3moe-q4_k_m.gguf";
+  const CommandResult generated =
+      run_shell(std::string(TESSERA_BINARY) + " generate --model " + shell_quote(model) +
+                " --prompt 'Once upon a time' -n 16 --temperature 0 -q 2>/dev/null");
+  ASSERT_EQ(generated.status, 0);
+  for (const std::vector<std::string>& placement :
+       {std::vector<std::string>{}, {"-tp", "2", "--enable-expert-parallel"}}) {
+    std::vector<std::string> arguments = {"--model", model};
+    arguments.insert(arguments.end(), placement.begin(), placement.end());
+    ServerProcess server(TESSERA_BINARY, arguments);
+    const json request = {
+        {"model", model}, {"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
+    const CommandResult response = run_shell(
+        "curl -s -H 'Content-Type: application/json' --data-binary " + shell_quote(request.dump()) +
+        " " + shell_quote(server.url() + "/v1/completions"));
+    const json body = json::parse(response.output, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << response.output;
+    ASSERT_TRUE(body.contains("choices")) << response.output;
+    EXPECT_EQ(body["choices"][0]["text"].get<std::string>() + "\n", generated.output)
+        << placement.size() << " placement arguments";
+    EXPECT_GT(body["usage"]["completion_tokens"].get<int>(), 0);
+    EXPECT_EQ(server.terminate(), 0) << server.stderr_text();
+  }
 }
 
 TEST(ServerLifecycle, ABusyPortIsAClearError) {
