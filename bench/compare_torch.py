@@ -162,15 +162,22 @@ class Runner:
         if not self.config.tie_word_embeddings:
             embedding = self.model.get_input_embeddings().weight
             total -= embedding.numel() * embedding.element_size()
-        experts = getattr(self.config, "num_experts", 0) or 0
+        # Qwen3-MoE names the count num_experts, Mixtral num_local_experts.
+        experts = (getattr(self.config, "num_experts", None) or
+                   getattr(self.config, "num_local_experts", None) or 0)
         if experts:
-            chosen = self.config.num_experts_per_tok
+            chosen, stacks = self.config.num_experts_per_tok, 0
             for module in self.model.modules():
                 for name in ("gate_up_proj", "down_proj"):
                     weight = getattr(module, name, None)
                     if isinstance(weight, self.torch.nn.Parameter) and weight.dim() == 3:
+                        stacks += 1
                         total -= weight.numel() * weight.element_size() * (experts - chosen) \
                             // experts
+            if not stacks:
+                raise SystemExit("compare_torch.py: a mixture of experts without stacked [E, ...] "
+                                 "gate_up_proj / down_proj parameters; this transformers lays "
+                                 "its experts out otherwise")
         return total
 
     def kv_bytes(self, batch, length):

@@ -1,6 +1,7 @@
 #include "models/mixture_of_experts.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string_view>
 
@@ -112,16 +113,18 @@ std::string expert_parameters_str(const ModelWeights& weights) {
                      c.num_experts, expert_layers);
 }
 
-int64_t unchosen_experts_per_layer(const ModelConfig& config) {
-  const int64_t held = config.local_experts();
-  return held - std::min(held, config.num_experts_per_tok * held /
-                                   std::max<int64_t>(config.num_experts, 1));
+double unchosen_experts_per_layer(const ModelConfig& config) {
+  const auto held = static_cast<double>(config.local_experts());
+  const double chosen = static_cast<double>(config.num_experts_per_tok) * held /
+                        static_cast<double>(std::max<int64_t>(config.num_experts, 1));
+  return held - std::min(held, chosen);
 }
 
 int64_t unchosen_expert_parameters(const ModelConfig& config) {
   const int64_t layers = std::count(config.expert_layers.begin(), config.expert_layers.end(), true);
-  return layers * unchosen_experts_per_layer(config) * 3 * config.hidden_size *
-         config.moe_intermediate_size;
+  return std::llround(
+      static_cast<double>(layers * 3 * config.hidden_size * config.moe_intermediate_size) *
+      unchosen_experts_per_layer(config));
 }
 
 void add_expert_weights(std::vector<WeightSpec>& specs, const ModelConfig& config, int64_t layer) {

@@ -28,8 +28,9 @@ std::string expert_parameters_str(const ModelWeights& weights);
 
 // Of the experts held in each layer with experts (num_experts, or a rank's local ones), how many
 // one token leaves unread on average: a token chooses num_experts_per_tok of all the experts,
-// and a rank holding some of them reads its share of those.
-int64_t unchosen_experts_per_layer(const ModelConfig& config);
+// and a rank holding some of them reads its share of those (a fraction: 0.25 of an expert for
+// each of 8 ranks of Mixtral's 8 experts, 2 per token).
+double unchosen_experts_per_layer(const ModelConfig& config);
 
 // Parameters of the experts held (`config` of the whole model, or of a rank: its local experts
 // under expert parallelism, its share of each expert's intermediate size under tensor

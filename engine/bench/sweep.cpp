@@ -103,8 +103,7 @@ double weight_bytes_read_per_step(const CausalLM& model) {
   const ModelConfig& config = model.config();
   double bytes = static_cast<double>(model.weight_bytes() - model.gathered_table_bytes());
   if (config.num_experts > 0)
-    bytes -= static_cast<double>(model.expert_weight_bytes()) *
-             static_cast<double>(unchosen_experts_per_layer(config)) /
+    bytes -= static_cast<double>(model.expert_weight_bytes()) * unchosen_experts_per_layer(config) /
              static_cast<double>(config.local_experts());
   return bytes;
 }

@@ -20,6 +20,7 @@
 #include "support/reference.h"
 #include "support/test_tensors.h"
 
+#include "compile/ops/ops.h"
 #include "kernels/cpu/quantized_linear.h"
 
 #ifdef TESSERA_CUDA
@@ -116,8 +117,8 @@ TEST(GpuFusedMoe, BothKernelsMatchTheReference) {
 // writes them), x in f32 and bf16: the quantized skinny kernels, the dequantized experts under
 // the tiled and tensor-core kernels, and the automatic choice, against float64 of the dequantized
 // experts (the GPU reads x as it is, so the float bounds hold), and against the CPU kernel where
-// it reads x as it is too (more rows than its 8-bit dot products take). One token, a few, and
-// more than a skinny tile per expert, with experts that receive none.
+// it reads x as it is too (more rows per expert than its 8-bit dot products take). One token, a
+// few, and more than a skinny tile per expert, with experts that receive none.
 TEST(GpuFusedMoe, QuantizedExpertsMatchTheReference) {
   Device gpu;
   if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
@@ -140,6 +141,15 @@ TEST(GpuFusedMoe, QuantizedExpertsMatchTheReference) {
         std::vector<Tensor> host{x.to(kCPU), logits.to(kCPU), gate_up, down};
         Tensor cpu_out = Tensor::empty({tokens, hidden}, dtype);
         run_kernel("fused_moe", DeviceType::cpu, KernelArgs{host, attributes, {&cpu_out, 1}});
+        // The CPU reads the dequantized experts with x as it is too where every expert with
+        // tokens has more than kQuantizedDotMaxRows of them (fewer take its 8-bit dot products).
+        const std::vector<float> routing = ops::moe_routing(host[1], top_k, true).to_floats();
+        bool cpu_reads_x_as_it_is = true;
+        for (int64_t e = 0; e < experts; ++e) {
+          int64_t count = 0;
+          for (int64_t t = 0; t < tokens; ++t) count += routing[t * experts + e] != 0.0f;
+          cpu_reads_x_as_it_is &= count == 0 || count > cpu::kQuantizedDotMaxRows;
+        }
         for (MoeKernel kernel :
              {MoeKernel::automatic, MoeKernel::skinny, MoeKernel::tiled, MoeKernel::tensor_cores}) {
           if (kernel == MoeKernel::tensor_cores &&
@@ -155,8 +165,7 @@ TEST(GpuFusedMoe, QuantizedExpertsMatchTheReference) {
               test::fused_moe_error_over_bound(reference, attributes, out.to(kCPU).to_doubles(),
                                                dtype == DType::f32 ? 1e-5 : 1e-2),
               1.0);
-          // Past kQuantizedDotMaxRows the CPU reads the dequantized experts with x as it is too.
-          if (tokens > cpu::kQuantizedDotMaxRows) {
+          if (cpu_reads_x_as_it_is) {
             EXPECT_LT(relative_error(out.to(kCPU), cpu_out), dtype == DType::f32 ? 1e-5 : 1e-2);
           }
         }
@@ -247,8 +256,20 @@ TEST(GpuFusedMoe, RefusesWhatItCannotRunNamingTheInput) {
   });
   EXPECT_THAT(blocks, ::testing::HasSubstr("down_weights"));
   EXPECT_THAT(blocks, ::testing::HasSubstr("x's dtype (f32)"));
-  gpu::run_fused_moe(quantized_x, small_logits, quantized_gate_up, float_down, quantized_out, 2,
-                     true, 0);  // a q8_0 gate_up with f32 down rows runs
+  // A q8_0 gate_up with f32 down rows, on the skinny kernels and on the tiles (only gate_up
+  // dequantized), against float64.
+  std::vector<test::RefTensor> mixed;
+  for (const Tensor& input : {quantized_x.to(kCPU), small_logits.to(kCPU),
+                              dequantized(quantized_gate_up), float_down.to(kCPU)})
+    mixed.push_back({input.sizes(), input.to_doubles()});
+  for (MoeKernel kernel : {MoeKernel::skinny, MoeKernel::tiled}) {
+    gpu::run_fused_moe(quantized_x, small_logits, quantized_gate_up, float_down, quantized_out, 2,
+                       true, 0, kernel);
+    EXPECT_LE(test::fused_moe_error_over_bound(mixed, {{"top_k", 2}, {"renormalize", true}},
+                                               quantized_out.to(kCPU).to_doubles(), 1e-5),
+              1.0)
+        << "kernel " << static_cast<int>(kernel);
+  }
 }
 
 #endif

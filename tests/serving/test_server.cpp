@@ -295,7 +295,9 @@ TEST(ServerLifecycle, SigtermFinishesTheRunningRequestAndExitsZero) {
 
 // A mixture of experts as users download it (llama.cpp's Q4_K_M of a Qwen3-MoE, its experts
 // stacked in Q4_K and Q6_K blocks) serves the greedy text `tessera generate` prints, on one rank
-// and with its experts placed whole on two CPU ranks.
+// and with its experts placed whole on two CPU ranks. Many of its tokens decode to the same
+// replacement character, so the two placements' answers are also held to each other's log
+// probabilities: a token chosen differently would show there.
 TEST(ServerLifecycle, AMixtureOfExpertsServesWhatGenerateGives) {
   const std::string model =
       std::string(TESSERA_SOURCE_DIR) + "/tests/data/quant/models/synthetic-qwen3moe-q4_k_m.gguf";
@@ -303,13 +305,17 @@ TEST(ServerLifecycle, AMixtureOfExpertsServesWhatGenerateGives) {
       run_shell(std::string(TESSERA_BINARY) + " generate --model " + shell_quote(model) +
                 " --prompt 'Once upon a time' -n 16 --temperature 0 -q 2>/dev/null");
   ASSERT_EQ(generated.status, 0);
+  std::vector<double> one_rank_logprobs;
   for (const std::vector<std::string>& placement :
        {std::vector<std::string>{}, {"-tp", "2", "--enable-expert-parallel"}}) {
     std::vector<std::string> arguments = {"--model", model};
     arguments.insert(arguments.end(), placement.begin(), placement.end());
     ServerProcess server(TESSERA_BINARY, arguments);
-    const json request = {
-        {"model", model}, {"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
+    const json request = {{"model", model},
+                          {"prompt", "Once upon a time"},
+                          {"max_tokens", 16},
+                          {"temperature", 0},
+                          {"logprobs", 0}};
     const CommandResult response = run_shell(
         "curl -s -H 'Content-Type: application/json' --data-binary " + shell_quote(request.dump()) +
         " " + shell_quote(server.url() + "/v1/completions"));
@@ -319,6 +325,15 @@ TEST(ServerLifecycle, AMixtureOfExpertsServesWhatGenerateGives) {
     EXPECT_EQ(body["choices"][0]["text"].get<std::string>() + "\n", generated.output)
         << placement.size() << " placement arguments";
     EXPECT_GT(body["usage"]["completion_tokens"].get<int>(), 0);
+    const std::vector<double> logprobs =
+        body["choices"][0]["logprobs"]["token_logprobs"].get<std::vector<double>>();
+    if (one_rank_logprobs.empty()) {
+      one_rank_logprobs = logprobs;
+    } else {
+      ASSERT_EQ(logprobs.size(), one_rank_logprobs.size());
+      for (size_t i = 0; i < logprobs.size(); ++i)
+        EXPECT_NEAR(logprobs[i], one_rank_logprobs[i], 1e-4) << "token " << i;
+    }
     EXPECT_EQ(server.terminate(), 0) << server.stderr_text();
   }
 }

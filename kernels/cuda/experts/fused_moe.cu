@@ -545,7 +545,7 @@ void launch_grouped_gemms(MoeKernel kernel, const T* x, ExpertStack gate_up, Exp
     return;
   }
   // The tiles read float rows: quantized experts that received pairs are dequantized to T first,
-  // into `dequantized` (gate_up's, then down's).
+  // into `dequantized` (gate_up's when quantized, then down's when quantized).
   auto float_rows = [&](const ExpertStack& stack, T* target) -> const T* {
     if (!is_quantized(stack.dtype)) return static_cast<const T*>(stack.data);
     visit_quantized_dtype(stack.dtype, [&]<DType D>() {
@@ -562,7 +562,8 @@ void launch_grouped_gemms(MoeKernel kernel, const T* x, ExpertStack gate_up, Exp
     return target;
   };
   const T* gate_up_rows = float_rows(gate_up, dequantized);
-  const T* down_rows = float_rows(down, dequantized + local * gate_up.values);
+  const T* down_rows =
+      float_rows(down, dequantized + (is_quantized(gate_up.dtype) ? local * gate_up.values : 0));
   if (kernel == MoeKernel::tensor_cores) {
 #if !defined(TESSERA_GPU_HIP)
     static_assert(grouped_mma::kTile == kTile, "the grouping's tiles are the kernels' tiles");
@@ -621,10 +622,13 @@ void launch_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down,
   // Quantized experts for the tiles, in x's dtype: scratch kept for the process, sized by the
   // experts held, not by the step (the startup profile's largest step allocates it).
   T* dequantized = nullptr;
-  if (kernel != MoeKernel::skinny && (is_quantized(gate_up.dtype()) || is_quantized(down.dtype())))
-    dequantized = static_cast<T*>(kept_scratch(
-        x.device(), stream, local * 3 * intermediate * hidden * static_cast<int64_t>(sizeof(T)),
-        "moe dequantized experts"));
+  const int64_t dequantized_values =
+      local * intermediate * hidden *
+      ((is_quantized(gate_up.dtype()) ? 2 : 0) + (is_quantized(down.dtype()) ? 1 : 0));
+  if (kernel != MoeKernel::skinny && dequantized_values > 0)
+    dequantized = static_cast<T*>(kept_scratch(x.device(), stream,
+                                               dequantized_values * static_cast<int64_t>(sizeof(T)),
+                                               "moe dequantized experts"));
   launch_grouped_gemms<T>(kernel, static_cast<const T*>(x.data_ptr()),
                           {gate_up.data_ptr(), gate_up.dtype(), 2 * intermediate * hidden},
                           {down.data_ptr(), down.dtype(), hidden * intermediate}, grouping,
