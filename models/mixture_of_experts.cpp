@@ -159,8 +159,7 @@ Tensor stack_matrices(const std::vector<Tensor>& parts, int64_t count, int64_t g
 
 }  // namespace
 
-ExpertWeights expert_weights(const ModelWeights& weights, const ModelConfig& config,
-                             int64_t layer) {
+ExpertWeights expert_weights(ModelWeights& weights, const ModelConfig& config, int64_t layer) {
   const ExpertNames names = expert_names(config);
   ExpertWeights experts;
   experts.router = weights.get(layer_weight(layer, names.router));
@@ -188,10 +187,13 @@ ExpertWeights expert_weights(const ModelWeights& weights, const ModelConfig& con
     add(gate_up, expert_weight(layer, names, e, names.up), first_gate);
     add(down, expert_weight(layer, names, e, names.down), first_down);
   }
+  for (int64_t e = first; e < first + config.local_experts(); ++e)
+    for (const char* projection : {names.gate, names.up, names.down})
+      weights.tensors.erase(expert_weight(layer, names, e, projection));
   const int64_t hidden = config.hidden_size, count = config.local_experts();
   experts.gate_up = stack_matrices(gate_up, count, 2 * gate_up.front().size(0));
   experts.down = stack_matrices(down, count, hidden);
-  return experts;
+  return experts;  // the parts die with `gate_up` and `down`
 }
 
 Tensor ExpertWeights::apply(const Tensor& hidden, const ModelConfig& config) const {

@@ -67,9 +67,10 @@ struct ExpertWeights {
   Tensor apply(const Tensor& hidden, const ModelConfig& config) const;
 };
 
-// The experts of `layer`, stacked (the per-expert tensors die with `weights`), each projection
-// kind in its stored format (a float dtype or a GGUF block format). Gate and up projections of
+// The experts of `layer`, stacked, each projection kind in its stored format (a float dtype or a
+// GGUF block format). The per-expert tensors are taken out of `weights`, so that a model's
+// loading holds at most one layer's experts twice, not every expert. Gate and up projections of
 // different formats are refused, naming both tensors.
-ExpertWeights expert_weights(const ModelWeights& weights, const ModelConfig& config, int64_t layer);
+ExpertWeights expert_weights(ModelWeights& weights, const ModelConfig& config, int64_t layer);
 
 }  // namespace tessera

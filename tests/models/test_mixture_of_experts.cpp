@@ -243,6 +243,25 @@ TEST(MixtureOfExperts, QuantizedSyntheticMixtureKeepsItsRoutersInFloat) {
   for (float value : logits[0]) ASSERT_TRUE(std::isfinite(value));
 }
 
+// Stacking takes each layer's per-expert tensors out of the weights: loading never holds a
+// second copy of every expert (it did, until the whole model was built), only of one layer's.
+TEST(MixtureOfExperts, StackingHoldsOneLayersExpertsTwiceAtMost) {
+  ModelWeights weights = load_model("synthetic:qwen3-moe-tiny", LoadOptions{DType::f32, kCPU});
+  size_t expert_bytes = 0;
+  for (const auto& [name, tensor] : weights.tensors)
+    if (parse_expert_weight(name)) expert_bytes += tensor.nbytes();
+  ASSERT_GT(expert_bytes, 0u);
+  Allocator& allocator = backend(kCPU).allocator(0);
+  const size_t before = allocator.stats().current_bytes;
+  allocator.reset_peak();
+  std::shared_ptr<const CausalLM> model = create_model(std::move(weights), 64);
+  const MemoryStats after = allocator.stats();
+  // 2 layers: one layer's experts stacked beside its parts is half of them, plus the other fused
+  // copies (q/k/v) and the rotary table.
+  EXPECT_LT(after.peak_bytes - before, expert_bytes);
+  EXPECT_EQ(model->expert_weight_bytes(), expert_bytes);
+}
+
 TEST(MixtureOfExperts, ParametersAndThoseActivePerToken) {
   const ModelWeights weights = load_model(kHfTiny + "mixtral", LoadOptions{DType::f32, kCPU});
   int64_t total = 0;
