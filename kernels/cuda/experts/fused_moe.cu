@@ -6,7 +6,7 @@
 //
 // Everything stays on the device (no host round trip, so a decode step stays inside its CUDA
 // graph), in five launches:
-//   1. route: a thread per token writes its top_k expert ids and weights;
+//   1. route (moe_routing.cu): a warp per token writes its top_k expert ids and weights;
 //   2. group: one block counts the (token, expert) pairs per local expert, gives each expert
 //      ceil(count / tile rows) tiles, and writes the pairs sorted by expert into those tiles
 //      (padding slots -1) and each tile's expert (-1 past the last tile);
@@ -31,6 +31,7 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/experts/grouped_mma.cuh"
 #include "kernels/cuda/experts/moe_grouping.cuh"
+#include "kernels/cuda/experts/moe_routing.h"
 #include "kernels/cuda/experts/quantized_experts.cuh"
 #include "kernels/cuda/gemm/fma_tile.cuh"
 #include "kernels/cuda/gemm/kept_scratch.h"
@@ -42,7 +43,7 @@
 namespace tessera::gpu {
 namespace {
 
-constexpr int kRouteThreads = 128;
+constexpr int kCombineThreads = 128;
 constexpr int kGroupThreads = 1024;  // one block; also the most local experts it can group
 constexpr int kUnroll = 2;           // steps of a skinny warp's row loaded at once
 // The automatic choice: skinny up to this many pairs per local expert on average (quantized
@@ -56,90 +57,6 @@ constexpr int kTiledThreads = 256;  // 16 x 16 threads, each 4 x 4 outputs strid
 constexpr int kThreadsPerSide = 16;
 constexpr int kOutputsPerSide = kTile / kThreadsPerSide;
 constexpr int64_t kMaxGridY = 65535;
-
-// ---- 1. Routing.
-
-// Routes one token (its logits row) on one warp; lane `lane` writes ids and weights [top_k].
-template <typename T>
-__device__ void route_one(const T* row, int64_t experts, int top_k, bool renormalize, int lane,
-                          int32_t* ids, float* weights) {
-  float largest = -INFINITY;
-  for (int64_t e = lane; e < experts; e += GPU_WARP_SIZE)
-    largest = fmaxf(largest, to_compute(row[e]));
-  largest = group_reduce<FloatMax, GPU_WARP_SIZE>(largest);
-  float total = 0.0f;
-  for (int64_t e = lane; e < experts; e += GPU_WARP_SIZE)
-    total += expf(to_compute(row[e]) - largest);
-  total = group_reduce<FloatSum, GPU_WARP_SIZE>(total);
-  uint32_t chosen = 0;  // bit i: expert lane + W i is chosen
-  float chosen_total = 0.0f;
-  for (int k = 0; k < top_k; ++k) {
-    float best_probability = -1.0f;
-    int best = INT32_MAX;
-    for (int e = lane, i = 0; e < experts; e += GPU_WARP_SIZE, ++i) {
-      const float probability = expf(to_compute(row[e]) - largest) / total;
-      // The first candidate, then a larger one: as on the CPU, also when the probabilities are
-      // NaN (a NaN or infinite logit makes every one NaN; the lowest indices are chosen then).
-      if (!(chosen >> i & 1) && (best == INT32_MAX || probability > best_probability)) {
-        best_probability = probability;
-        best = e;
-      }
-    }
-#pragma unroll
-    for (int mask = GPU_WARP_SIZE / 2; mask > 0; mask /= 2) {
-      const float other_probability = GPU_SHFL_XOR(best_probability, mask);
-      const int other = GPU_SHFL_XOR(best, mask);
-      if (other != INT32_MAX && (best == INT32_MAX || other_probability > best_probability ||
-                                 (!(other_probability < best_probability) && other < best))) {
-        best_probability = other_probability;
-        best = other;
-      }
-    }
-    if (best < experts && best % GPU_WARP_SIZE == lane) chosen |= 1u << (best / GPU_WARP_SIZE);
-    if (lane == 0) {
-      ids[k] = best;
-      weights[k] = best_probability;
-    }
-    chosen_total += best_probability;
-  }
-  if (renormalize && lane == 0)
-    for (int k = 0; k < top_k; ++k) weights[k] /= chosen_total;
-}
-
-// A warp per token, as route_token on the CPU: lane l holds experts l, l + W, ... (W the warp
-// width); the softmax's largest logit and sum, and each of the top_k rounds' choice (the largest
-// probability not chosen yet, the lowest index first among equals), by warp reductions.
-template <typename T>
-__global__ void __launch_bounds__(kRouteThreads)
-    route_kernel(const T* logits, int64_t tokens, int64_t experts, int top_k, bool renormalize,
-                 int32_t* ids, float* weights) {
-  wait_for_prior_grids();
-  allow_next_grid();
-  const int lane = static_cast<int>(threadIdx.x) % GPU_WARP_SIZE;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / GPU_WARP_SIZE;
-  for (int64_t token =
-           (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / GPU_WARP_SIZE;
-       token < tokens; token += warps)  // the same on the whole warp
-    route_one(logits + token * experts, experts, top_k, renormalize, lane, ids + token * top_k,
-              weights + token * top_k);
-}
-
-// moe_routing's dense [T, E] weights from the routes.
-__global__ void __launch_bounds__(kRouteThreads)
-    scatter_routes_kernel(const int32_t* ids, const float* weights, int64_t tokens, int64_t experts,
-                          int top_k, float* out) {
-  wait_for_prior_grids();
-  allow_next_grid();
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       index < tokens * experts; index += step) {
-    const int64_t token = index / experts, expert = index % experts;
-    float value = 0.0f;
-    for (int k = 0; k < top_k; ++k)
-      if (ids[token * top_k + k] == expert) value = weights[token * top_k + k];
-    out[index] = value;
-  }
-}
 
 // ---- 2. Grouping the pairs by expert.
 
@@ -397,7 +314,7 @@ __global__ void __launch_bounds__(kTiledThreads)
 
 // ---- 5. Combine: out[token, h] = sum over the token's local experts of weight * expert_out.
 template <typename T>
-__global__ void __launch_bounds__(kRouteThreads)
+__global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(const float* expert_out, const int32_t* ids, const float* weights, int top_k,
                    int64_t first, int64_t local, int64_t tokens, int64_t hidden, T* out) {
   wait_for_prior_grids();
@@ -417,77 +334,6 @@ __global__ void __launch_bounds__(kRouteThreads)
 }
 
 // ---- Host side.
-
-// Carves consecutive arrays out of one kept scratch buffer, each 256-byte aligned.
-class ScratchLayout {
- public:
-  template <typename V>
-  int64_t add(int64_t count) {
-    const int64_t offset = bytes_;
-    bytes_ += (count * static_cast<int64_t>(sizeof(V)) + 255) / 256 * 256;
-    return offset;
-  }
-  int64_t bytes() const { return bytes_; }
-
- private:
-  int64_t bytes_ = 0;
-};
-
-struct Routes {
-  int32_t* ids;  // [T, top_k]
-  float* weights;
-};
-
-Routes route(const char* op, const Tensor& logits, int64_t top_k, bool renormalize,
-             gpuStream_t stream) {
-  TESSERA_REQUIRE(logits.dim() == 2 && logits.is_contiguous(),
-                  "{}: router_logits {} must be contiguous [tokens, experts]", op, logits.str());
-  const int64_t tokens = logits.size(0), experts = logits.size(1);
-  TESSERA_REQUIRE(top_k >= 1 && top_k <= experts,
-                  "{}: top_k {} must be between 1 and the {} experts", op, top_k, experts);
-  // A lane's chosen experts are the bits of one word.
-  TESSERA_REQUIRE(experts <= 32 * GPU_WARP_SIZE,
-                  "{}: router_logits {} route over more than the {} experts its GPU kernel takes",
-                  op, logits.str(), 32 * GPU_WARP_SIZE);
-  const int64_t pairs = tokens * top_k;
-  TESSERA_REQUIRE(pairs <= INT32_MAX / 2, "{}: {} tokens of {} experts each are too many pairs", op,
-                  tokens, top_k);
-  ScratchLayout layout;
-  const int64_t ids_at = layout.add<int32_t>(pairs), weights_at = layout.add<float>(pairs);
-  auto* scratch =
-      static_cast<char*>(kept_scratch(logits.device(), stream, layout.bytes(), "moe routes"));
-  const Routes routes{reinterpret_cast<int32_t*>(scratch + ids_at),
-                      reinterpret_cast<float*>(scratch + weights_at)};
-  visit_device_float_dtype(op, logits.dtype(), [&]<typename T>() {
-    launch_programmatic(route_kernel<T>, dim3(grid_size(tokens, kRouteThreads / GPU_WARP_SIZE)),
-                        dim3(kRouteThreads), 0, stream, logits.device().index,
-                        static_cast<const T*>(logits.data_ptr()), tokens, experts,
-                        static_cast<int>(top_k), renormalize, routes.ids, routes.weights);
-  });
-  GPU_CHECK_LAUNCH(op);
-  return routes;
-}
-
-void moe_routing_gpu(const KernelArgs& args) {
-  const char* op = "moe_routing";
-  const Tensor& logits = args.inputs[0];
-  const Tensor& out = args.outputs[0];
-  TESSERA_REQUIRE(out.dtype() == DType::f32 && out.sizes() == logits.sizes() &&
-                      out.is_contiguous() && out.device() == logits.device(),
-                  "{}: output {} must be f32 of router_logits' shape {}", op, out.str(),
-                  logits.str());
-  if (logits.numel() == 0) return;
-  LaunchScope scope(logits.device());
-  const int64_t top_k = args.attributes.get_int("top_k");
-  const Routes routes =
-      route(op, logits, top_k, args.attributes.get_bool("renormalize", false), scope.stream());
-  launch_programmatic(scatter_routes_kernel, dim3(grid_size(logits.numel(), kRouteThreads)),
-                      dim3(kRouteThreads), 0, scope.stream(), logits.device().index,
-                      static_cast<const int32_t*>(routes.ids),
-                      static_cast<const float*>(routes.weights), logits.size(0), logits.size(1),
-                      static_cast<int>(top_k), out.data<float>());
-  GPU_CHECK_LAUNCH(op);
-}
 
 // Weights as fused_moe's kernels read them: float rows of T, or a quantized format's bytes.
 struct ExpertStack {
@@ -634,11 +480,11 @@ void launch_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down,
                           {down.data_ptr(), down.dtype(), hidden * intermediate}, grouping,
                           static_cast<unsigned int>(tiles), expert_pairs, local, dequantized,
                           activations, expert_out, stream, device);
-  launch_programmatic(combine_kernel<T>, dim3(grid_size(tokens * hidden, kRouteThreads)),
-                      dim3(kRouteThreads), 0, stream, device, static_cast<const float*>(expert_out),
-                      static_cast<const int32_t*>(routes.ids),
-                      static_cast<const float*>(routes.weights), static_cast<int>(top_k), first,
-                      local, tokens, hidden, out);
+  launch_programmatic(
+      combine_kernel<T>, dim3(grid_size(tokens * hidden, kCombineThreads)), dim3(kCombineThreads),
+      0, stream, device, static_cast<const float*>(expert_out),
+      static_cast<const int32_t*>(routes.ids), static_cast<const float*>(routes.weights),
+      static_cast<int>(top_k), first, local, tokens, hidden, out);
   GPU_CHECK_LAUNCH(op);
 }
 
@@ -648,7 +494,6 @@ void fused_moe_gpu(const KernelArgs& args) {
                 args.attributes.get_int("first_expert", 0));
 }
 
-TESSERA_REGISTER_KERNEL("moe_routing", kGpuDeviceType, moe_routing_gpu);
 TESSERA_REGISTER_KERNEL("fused_moe", kGpuDeviceType, fused_moe_gpu);
 
 }  // namespace

@@ -16,4 +16,19 @@ namespace tessera::gpu {
 // per stream, as two streams may run at once.
 void* kept_scratch(Device device, gpuStream_t stream, int64_t bytes, const char* use);
 
+// Carves consecutive arrays out of one kept scratch buffer, each 256-byte aligned.
+class ScratchLayout {
+ public:
+  template <typename V>
+  int64_t add(int64_t count) {
+    const int64_t offset = bytes_;
+    bytes_ += (count * static_cast<int64_t>(sizeof(V)) + 255) / 256 * 256;
+    return offset;
+  }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  int64_t bytes_ = 0;
+};
+
 }  // namespace tessera::gpu
