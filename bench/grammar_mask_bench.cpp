@@ -139,8 +139,11 @@ int main(int argc, char** argv) {
              tokenizer_path, tokenizer->vocab_size(), documents, tokens);
   fmt::print("first compile (vocabulary trie + grammar): {:.1f} ms; grammar alone: {:.2f} ms\n",
              first_compile_ms, compile_ms);
-  fmt::print("automaton states {}, masks computed {}, reused {}\n", stats.automaton_states,
-             stats.masks_computed, stats.masks_reused);
+  fmt::print("automaton states {}, masks computed {} ({} from decided positions), reused {}\n",
+             stats.automaton_states, stats.masks_computed, stats.masks_from_positions,
+             stats.masks_reused);
+  fmt::print("positions decided {} ({:.1f} KiB)\n", stats.positions_decided,
+             static_cast<double>(stats.position_bytes) / 1024);
   fmt::print("{:<34} {:>8} {:>10} {:>10} {:>10}\n", "mask per token per sequence (us)", "steps",
              "median", "p99", "max");
   for (const auto& [name, samples] :

@@ -73,6 +73,22 @@ GrammarElement Grammar::choice(std::string_view name, std::vector<GrammarSequenc
   return reference(rule);
 }
 
+std::vector<GrammarSequence> Grammar::repeated_alternatives(GrammarElement item,
+                                                            int64_t copies) const {
+  if (item.kind != GrammarElement::Kind::rule) return {{item}};
+  const GrammarRule& rule = rules_.at(static_cast<size_t>(item.index));
+  size_t elements = 0;
+  for (const GrammarSequence& alternative : rule.alternatives) {
+    if (alternative.empty() || alternative.front().kind != GrammarElement::Kind::byte_set)
+      return {{item}};
+    elements += alternative.size() + 1;
+  }
+  if (!rule.defined || rule.alternatives.empty() ||
+      static_cast<int64_t>(elements) * copies > kMaxInlinedElements)
+    return {{item}};
+  return rule.alternatives;
+}
+
 GrammarElement Grammar::repeat(GrammarElement item, int64_t min, std::optional<int64_t> max,
                                std::string_view what) {
   TESSERA_REQUIRE(
@@ -80,23 +96,32 @@ GrammarElement Grammar::repeat(GrammarElement item, int64_t min, std::optional<i
       "{}: the repetition {{{},{}}} is out of range (bounds 0..{}, min <= max)", what, min,
       max ? std::to_string(*max) : std::string(), kMaxRepetition);
   // The optional tail: x{0,k} is tail_k ::= x tail_{k-1} | (empty), x* is star ::= x star | ().
+  // A small item rule whose alternatives each start with a byte (a JSON string's character) is
+  // written out in the tail, one alternative each: a stack's top then stays in the repetition
+  // from character to character, so what may follow is decided per position ahead of time
+  // (position_tokens.h) rather than per stack below.
+  const std::vector<GrammarSequence> items = repeated_alternatives(item, max ? *max - min : 1);
+  auto add_items = [&](int32_t rule, std::optional<int32_t> next) {
+    for (const GrammarSequence& alternative : items) {
+      GrammarSequence more = alternative;
+      if (next) more.push_back(reference(*next));
+      add_alternative(rule, std::move(more));
+    }
+    add_alternative(rule, {});
+  };
   GrammarSequence tail;
   if (!max) {
     const int32_t star = add_rule("repeat");
-    add_alternative(star, {item, reference(star)});
-    add_alternative(star, {});
+    add_items(star, star);
     tail.push_back(reference(star));
   } else if (*max > min) {
-    int32_t previous = -1;
+    std::optional<int32_t> previous;
     for (int64_t k = 1; k <= *max - min; ++k) {
       const int32_t optional = add_rule("repeat");
-      GrammarSequence more{item};
-      if (previous >= 0) more.push_back(reference(previous));
-      add_alternative(optional, std::move(more));
-      add_alternative(optional, {});
+      add_items(optional, previous);
       previous = optional;
     }
-    tail.push_back(reference(previous));
+    tail.push_back(reference(*previous));
   }
   const int32_t rule = add_rule("repeat");
   GrammarSequence sequence(static_cast<size_t>(min), item);

@@ -40,6 +40,8 @@ class Grammar {
   static constexpr size_t kMaxRules = 1 << 16;
   static constexpr size_t kMaxElements = 1 << 20;
   static constexpr int64_t kMaxRepetition = 1 << 12;  // the largest bound of x{m,n}
+  // The elements a repetition may add by writing its item's alternatives out (repeat()).
+  static constexpr int64_t kMaxInlinedElements = 1 << 12;
 
   // A new rule named after `name` (made unique with a suffix), with no alternatives yet.
   int32_t add_rule(std::string_view name);
@@ -76,6 +78,9 @@ class Grammar {
   std::string to_text() const;
 
  private:
+  // `item`'s alternatives to repeat in its place, or `item` alone (see repeat()).
+  std::vector<GrammarSequence> repeated_alternatives(GrammarElement item, int64_t copies) const;
+
   std::vector<GrammarRule> rules_;
   std::unordered_map<std::string, int32_t> rule_ids_;       // by name
   std::unordered_map<std::string, int64_t> name_suffixes_;  // the next suffix to try per name

@@ -19,24 +19,30 @@ GrammarAutomaton::GrammarAutomaton(const Grammar& grammar, GrammarMemory* memory
     : byte_sets_(grammar.byte_sets()), memory_(memory) {
   for (const GrammarRule& rule : grammar.rules()) {
     std::vector<int32_t> starts;
+    const auto rule_index = static_cast<int32_t>(rule_starts_.size());
     for (const GrammarSequence& alternative : rule.alternatives) {
       starts.push_back(static_cast<int32_t>(elements_.size()));
+      if (!alternative.empty() && alternative.front().kind == GrammarElement::Kind::byte_set)
+        alternative_starts_.push_back(static_cast<int32_t>(elements_.size()));
       for (const GrammarElement& element : alternative)
         elements_.push_back(
             {element.kind == GrammarElement::Kind::rule ? Kind::rule : Kind::byte_set,
              element.index});
       elements_.push_back({Kind::end, 0});
     }
+    position_rules_.resize(elements_.size(), rule_index);
     rule_starts_.push_back(std::move(starts));
   }
   try {
-    charge(elements_.size() * sizeof(Element) + byte_sets_.size() * sizeof(ByteSet));
+    charge(elements_.size() * (sizeof(Element) + sizeof(int32_t)) +
+           alternative_starts_.size() * sizeof(int32_t) + byte_sets_.size() * sizeof(ByteSet));
     states_.emplace_back();  // kDead
     state_ids_.emplace(std::string(1, '\0'), kDead);
     // The root rule as if referenced by a one-element alternative of its own.
     const int32_t root_reference = static_cast<int32_t>(elements_.size());
     elements_.push_back({Kind::rule, grammar.root()});
     elements_.push_back({Kind::end, 0});
+    position_rules_.resize(elements_.size(), -1);
     std::vector<int32_t> stacks;
     bool accepts = false;
     close(root_reference, -1, stacks, accepts);

@@ -67,6 +67,22 @@ class GrammarAutomaton {
   bool can_continue(GrammarStateId state) const {
     return !states_[static_cast<size_t>(state)].stacks.empty();
   }
+  // The positions of byte elements that start an alternative: where the top of a stack stands
+  // between one match of a rule and the next (the others are inside a literal or a character).
+  const std::vector<int32_t>& alternative_starts() const { return alternative_starts_; }
+  // The rule whose alternative holds the element at `position`.
+  int32_t rule_at(int32_t position) const { return position_rules_[static_cast<size_t>(position)]; }
+  // The state of one stack at `position` below which nothing lies: it accepts where the
+  // alternative holding `position` may end. What it takes is what any stack with that top takes
+  // without leaving the alternative (position_tokens.h).
+  GrammarStateId position_state(int32_t position) {
+    return intern_state({intern_frame(position, -1)}, false);
+  }
+  // Adds the positions of the tops of `state`'s stacks to `positions` (repeats included).
+  void add_top_positions(GrammarStateId state, std::vector<int32_t>& positions) const {
+    for (int32_t frame : states_[static_cast<size_t>(state)].stacks)
+      positions.push_back(frames_[static_cast<size_t>(frame)].position);
+  }
   size_t num_states() const { return states_.size(); }
   size_t num_frames() const { return frames_.size(); }
   // The heap bytes charged to the memory so far (an estimate of what the automaton holds).
@@ -98,6 +114,8 @@ class GrammarAutomaton {
 
   std::vector<Element> elements_;                  // every alternative, each closed by an end
   std::vector<std::vector<int32_t>> rule_starts_;  // per rule: its alternatives' positions
+  std::vector<int32_t> position_rules_;  // per element: its rule; -1: the root's reference
+  std::vector<int32_t> alternative_starts_;
   std::vector<ByteSet> byte_sets_;
   std::vector<Frame> frames_;
   std::unordered_map<uint64_t, int32_t> frame_ids_;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <future>
 #include <nlohmann/json.hpp>
 
 #include "engine/structured_output/grammar_text.h"
@@ -83,6 +84,8 @@ std::shared_ptr<CompiledGrammar> GrammarCompiler::compile(const OutputConstraint
   std::string key = std::to_string(static_cast<int>(constraint.kind)) + '\n' + constraint.text;
   for (const std::string& choice : constraint.choices)
     key += '\n' + std::to_string(choice.size()) + ':' + choice;
+  std::promise<std::shared_ptr<CompiledGrammar>> promise;
+  std::shared_future<std::shared_ptr<CompiledGrammar>> pending;
   {
     std::lock_guard lock(mutex_);
     for (auto it = cache_.begin(); it != cache_.end(); ++it)
@@ -91,25 +94,56 @@ std::shared_ptr<CompiledGrammar> GrammarCompiler::compile(const OutputConstraint
         ++statistics_.reused;
         return it->second;
       }
+    if (auto found = in_flight_.find(key); found != in_flight_.end()) {
+      pending = found->second;
+    } else {
+      in_flight_.emplace(key, promise.get_future().share());
+    }
   }
-  std::shared_ptr<const TokenVocabulary> tokens = vocabulary();
-  {
-    // Room for the new grammar: a quarter of the memory, as far as unused grammars can give it.
+  if (pending.valid()) {
+    // Another request compiles the same constraint: wait for it rather than compile it twice.
+    // When that compile fails, this one compiles for itself, so its error names its own field.
+    std::shared_ptr<CompiledGrammar> compiled;
+    try {
+      compiled = pending.get();
+    } catch (...) {
+      return compile(constraint, compile_seconds);
+    }
     std::lock_guard lock(mutex_);
-    evict_unused_above(memory_->limit() - memory_->limit() / 4);
+    ++statistics_.reused;
+    return compiled;
   }
-  const auto start = std::chrono::steady_clock::now();
-  auto compiled =
-      std::make_shared<CompiledGrammar>(constraint_grammar(constraint), tokens, memory_);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (compile_seconds) *compile_seconds = seconds;
-  std::lock_guard lock(mutex_);
-  ++statistics_.compiled;
-  statistics_.compile_seconds += seconds;
-  cache_.emplace_front(std::move(key), compiled);
-  if (cache_.size() > capacity_) cache_.pop_back();
-  return compiled;
+  try {
+    std::shared_ptr<const TokenVocabulary> tokens = vocabulary();
+    {
+      // Room for the new grammar: a quarter of the memory, as far as unused grammars can give it.
+      std::lock_guard lock(mutex_);
+      evict_unused_above(memory_->limit() - memory_->limit() / 4);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto compiled =
+        std::make_shared<CompiledGrammar>(constraint_grammar(constraint), tokens, memory_);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (compile_seconds) *compile_seconds = seconds;
+    {
+      std::lock_guard lock(mutex_);
+      ++statistics_.compiled;
+      statistics_.compile_seconds += seconds;
+      cache_.emplace_front(key, compiled);
+      if (cache_.size() > capacity_) cache_.pop_back();
+      in_flight_.erase(key);
+    }
+    promise.set_value(compiled);
+    return compiled;
+  } catch (...) {
+    {
+      std::lock_guard lock(mutex_);
+      in_flight_.erase(key);
+    }
+    promise.set_exception(std::current_exception());
+    throw;
+  }
 }
 
 GrammarCompilerStatistics GrammarCompiler::statistics() const {

@@ -1,17 +1,20 @@
 // What a request's output must match (a JSON schema, any JSON object, a regex, one of some
 // strings, a GBNF grammar) compiled into a CompiledGrammar for the served model's vocabulary.
 // Compiled grammars are kept by their text, up to a count, so clients that send the same schema
-// again share one automaton and its cached masks; all of them together stay within one memory
-// limit (grammar_memory.h), the least recently used that no request holds dropped first.
+// again share one automaton and its cached masks, and clients that send it at once wait for one
+// compile; all of them together stay within one memory limit (grammar_memory.h), the least
+// recently used that no request holds dropped first.
 // Thread-safe: the server's handler threads compile, the engine thread then uses what they made.
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/structured_output/compiled_grammar.h"
@@ -62,6 +65,8 @@ class GrammarCompiler {
   std::shared_ptr<const TokenVocabulary> vocabulary_;
   // Most recently used first.
   std::list<std::pair<std::string, std::shared_ptr<CompiledGrammar>>> cache_;
+  // Compiles under way, by key: a request with the same constraint waits for the one running.
+  std::unordered_map<std::string, std::shared_future<std::shared_ptr<CompiledGrammar>>> in_flight_;
   GrammarCompilerStatistics statistics_;
 };
 

@@ -47,6 +47,7 @@ TokenVocabulary::TokenVocabulary(const Tokenizer& tokenizer, int64_t logits_widt
       bytes_.push_back(static_cast<uint8_t>(bytes[depth]));
       depths_.push_back(static_cast<uint16_t>(depth + 1));
       subtree_ends_.push_back(-1);
+      first_tokens_.push_back(id);
     }
     max_depth_ = std::max(max_depth_, bytes.size());
     node_tokens.emplace_back(path.back(), id);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "models/tokenizer.h"
@@ -39,6 +40,11 @@ class TokenVocabulary {
     return token_bytes_.at(static_cast<size_t>(id));
   }
   size_t max_depth() const { return max_depth_; }
+  // The bytes from the trie's root to `node`, its own byte last.
+  std::string_view path(size_t node) const {
+    return std::string_view(token_bytes_[static_cast<size_t>(first_tokens_[node])])
+        .substr(0, depths_[node]);
+  }
 
  private:
   int64_t logits_width_ = 0;
@@ -46,6 +52,7 @@ class TokenVocabulary {
   std::vector<uint8_t> bytes_;
   std::vector<uint16_t> depths_;
   std::vector<int32_t> subtree_ends_;
+  std::vector<int32_t> first_tokens_;  // per node: a token whose bytes pass through it
   std::vector<int32_t> token_starts_;  // CSR over nodes into token_ids_
   std::vector<int32_t> token_ids_;
   size_t max_depth_ = 0;

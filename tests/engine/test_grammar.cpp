@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/structured_output/code_point_set.h"
+#include "engine/structured_output/follow_sets.h"
 #include "engine/structured_output/grammar_automaton.h"
 #include "engine/structured_output/grammar_compiler.h"
 #include "engine/structured_output/grammar_text.h"
@@ -203,6 +204,58 @@ TEST(Choices, OneOfTheStrings) {
               constraint_grammar(constraint);
             }).find("guided_choice: the list of choices is empty"),
             std::string::npos);
+}
+
+ByteSet bytes_of(std::string_view text) {
+  ByteSet bytes;
+  for (char c : text) bytes.set(static_cast<unsigned char>(c));
+  return bytes;
+}
+
+// What may follow each rule: the next element's first bytes, through rules that may be empty,
+// and the enclosing rule's own where a reference ends its alternative (the end of the text is no
+// byte).
+TEST(FollowSets, BytesAfterEachRule) {
+  const Grammar grammar = parse_grammar_text(R"(
+    root  ::= "[" list "]" | item
+    list  ::= item ("," item)*
+    item  ::= space word space
+    space ::= " "?
+    word  ::= [a-c]+
+  )",
+                                             "guided_grammar");
+  const std::vector<ByteSet> follow = bytes_after_rules(grammar);
+  auto after = [&](std::string_view rule) {
+    return follow[static_cast<size_t>(*grammar.find_rule(rule))];
+  };
+  EXPECT_EQ(after("root"), ByteSet());
+  EXPECT_EQ(after("list"), bytes_of("]"));
+  EXPECT_EQ(after("item"), bytes_of("],"));
+  EXPECT_EQ(after("space"), bytes_of("abc],"));  // before a word, or where an item ends
+  EXPECT_EQ(after("word"), bytes_of(" ],"));
+}
+
+// A repetition of a small rule of alternatives writes them out in its own rule, so that a stack
+// stays in the repetition between characters; what it matches is unchanged.
+TEST(FollowSets, RepeatedAlternativesAreWrittenOut) {
+  Grammar grammar;
+  const GrammarElement letter =
+      grammar.choice("letter", {grammar.literal("a"), grammar.literal("bc")});
+  const int32_t root = grammar.add_rule("root");
+  grammar.add_alternative(root, {grammar.repeat(letter, 0, std::nullopt, "test")});
+  grammar.set_root(root);
+  EXPECT_THAT(grammar.to_text(), testing::HasSubstr(R"(::= [a] repeat | [b] [c] repeat | "")"));
+  EXPECT_TRUE(matches(grammar, "abcbca"));
+  EXPECT_TRUE(matches(grammar, ""));
+  EXPECT_FALSE(matches(grammar, "ab"));
+  // Too many copies for a bounded repetition: the rule is referenced, not written out.
+  Grammar many;
+  const GrammarElement item = many.choice("letter", {many.literal("a"), many.literal("bc")});
+  const int32_t top = many.add_rule("root");
+  many.add_alternative(top, {many.repeat(item, 0, Grammar::kMaxInlinedElements, "test")});
+  many.set_root(top);
+  EXPECT_THAT(many.to_text(), testing::HasSubstr("::= letter repeat"));
+  EXPECT_TRUE(matches(many, "abca"));
 }
 
 TEST(CodePoints, Utf8SequencesCoverExactlyTheSet) {

@@ -4,7 +4,9 @@
 // only where the grammar may end; and the walk's text is a prefix of a valid JSON text.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "engine/structured_output/compiled_grammar.h"
 #include "engine/structured_output/grammar_compiler.h"
@@ -82,6 +84,71 @@ TEST(TokenMask, MatchesTheGrammarTokenByTokenOnQwen3) {
   EXPECT_EQ(text.rfind("{", 0), 0u) << text;
 }
 
+// Masks made from decided positions (position_tokens.h) on Qwen3's vocabulary, where tokens cross
+// the ends of rules often: a document of each constraint, walked as a model would write it, gets at
+// every step exactly the tokens the automaton takes (checked token by token), and no state needs a
+// walk of the whole vocabulary.
+TEST(TokenMask, DecidedPositionsGiveTheWholeMaskOnQwen3) {
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(kModels + "/tokenizers/qwen3");
+  struct Case {
+    OutputConstraint constraint;
+    std::string document;
+  };
+  auto make = [](OutputConstraint::Kind kind, std::string text, std::string document) {
+    OutputConstraint constraint;
+    constraint.kind = kind;
+    constraint.field = "test";
+    constraint.text = std::move(text);
+    return Case{constraint, std::move(document)};
+  };
+  const std::vector<Case> cases = {
+      make(OutputConstraint::Kind::json_schema, R"({"type":"object","properties":{
+          "name":{"type":"string","maxLength":12},
+          "email":{"type":"string","format":"email"},
+          "code":{"type":"string","pattern":"^[A-Z]{2}-[0-9]{3}$"},
+          "count":{"type":"integer","minimum":1,"maximum":99},
+          "price":{"type":"number"},
+          "tags":{"type":"array","items":{"type":"string"}}},
+        "required":["name","email","code","count","price","tags"],
+        "additionalProperties":false})",
+           R"({"name": "Zoë Ng", "email": "zoe.ng@mail.example.org", "code": "AB-042", )"
+           R"("count": 17, "price": 3.25e2, "tags": ["a \"quoted\" tag", "naïve", "x"]})"),
+      make(OutputConstraint::Kind::regex, "[a-z ]{0,40}(\\.|!)", "the cat sat on the mat."),
+      make(OutputConstraint::Kind::grammar, R"gbnf(
+          root ::= expr
+          expr ::= term (("+" | "-") term)*
+          term ::= [0-9]+ | "(" expr ")"
+        )gbnf",
+           "(12+(3-45))-678+(9)"),
+      make(OutputConstraint::Kind::json_object, "",
+           R"({"a": [1, 2.5, {"b": null}], "c": "text with spaces", "d": true})"),
+  };
+  GrammarCompiler compiler(*tokenizer, tokenizer->vocab_size());
+  const std::vector<int32_t> end_ids = tokenizer->eos_ids();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.document);
+    std::shared_ptr<CompiledGrammar> grammar = compiler.compile(c.constraint);
+    const TokenVocabulary& vocabulary = grammar->vocabulary();
+    std::vector<uint32_t> words(static_cast<size_t>(vocabulary.mask_words()));
+    GrammarMatcher matcher(grammar);
+    for (int32_t next : tokenizer->encode(c.document, false)) {
+      matcher.fill_mask(words, end_ids);
+      for (int32_t token = 0; token < static_cast<int32_t>(vocabulary.num_token_ids()); ++token) {
+        if (std::find(end_ids.begin(), end_ids.end(), token) != end_ids.end()) continue;
+        GrammarMatcher probe = matcher;
+        ASSERT_EQ(allowed(words, token), probe.accept(token))
+            << "token " << token << " '" << vocabulary.token_bytes(token) << "'";
+      }
+      ASSERT_TRUE(matcher.accept(next)) << "'" << vocabulary.token_bytes(next) << "'";
+    }
+    EXPECT_TRUE(matcher.accepts());
+    const GrammarStatistics statistics = grammar->statistics();
+    EXPECT_GT(statistics.positions_decided, 0);
+    EXPECT_GT(statistics.masks_computed, 5);
+    EXPECT_EQ(statistics.masks_from_positions, statistics.masks_computed);
+  }
+}
+
 TEST(TokenMask, EndTokensOnlyWhereTheGrammarMayEnd) {
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(kStoriesGguf);
   OutputConstraint constraint;
@@ -131,6 +198,48 @@ TEST(TokenMask, ACompleteChoiceTerminates) {
   EXPECT_EQ(compiler.statistics().reused, 1);
 }
 
+// Requests that bring the same new schema at once wait for one compile (deciding positions ahead
+// takes tens of milliseconds on Qwen3's vocabulary) and share what it made.
+TEST(TokenMask, TheSameConstraintSentAtOnceCompilesOnce) {
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(kModels + "/tokenizers/qwen3");
+  GrammarCompiler compiler(*tokenizer, tokenizer->vocab_size());
+  OutputConstraint constraint = person_schema();
+  constexpr int kThreads = 4;
+  std::vector<std::shared_ptr<CompiledGrammar>> compiled(kThreads);
+  std::atomic<int> ready = 0;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      ++ready;
+      while (ready.load() < kThreads) std::this_thread::yield();
+      compiled[static_cast<size_t>(i)] = compiler.compile(constraint);
+    });
+  for (std::thread& thread : threads) thread.join();
+  for (const auto& grammar : compiled) EXPECT_EQ(grammar, compiled[0]);
+  EXPECT_EQ(compiler.statistics().compiled, 1);
+  EXPECT_EQ(compiler.statistics().reused, kThreads - 1);
+  // A constraint that fails fails for each request that sent it, with its own field named.
+  OutputConstraint broken;
+  broken.kind = OutputConstraint::Kind::regex;
+  broken.text = "[a-";
+  std::vector<std::string> errors(kThreads);
+  threads.clear();
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      OutputConstraint mine = broken;
+      mine.field = "field_" + std::to_string(i);
+      try {
+        compiler.compile(mine);
+      } catch (const Error& error) {
+        errors[static_cast<size_t>(i)] = error.what();
+      }
+    });
+  for (std::thread& thread : threads) thread.join();
+  for (int i = 0; i < kThreads; ++i)
+    EXPECT_NE(errors[static_cast<size_t>(i)].find("field_" + std::to_string(i)), std::string::npos)
+        << errors[static_cast<size_t>(i)];
+}
+
 // The memory all compiled grammars share (grammar_memory.h). A walk whose masks do not all fit
 // drops them as it goes: the same masks (checked token by token), the same text, never more memory
 // than the limit.
@@ -141,8 +250,8 @@ TEST(GrammarMemory, MasksThatDoNotFitAreDropped) {
   const GrammarStatistics before = roomy.compile(person_schema())->statistics();
   const size_t mask_bytes = static_cast<size_t>((tokenizer->vocab_size() + 31) / 32) * 4;
   ASSERT_GT(before.masks_computed, 8);
-  // The automaton the walk made, and room for four masks.
-  const size_t limit = before.automaton_bytes + 4 * mask_bytes;
+  // The automaton the walk made, its decided positions, and room for four masks.
+  const size_t limit = before.automaton_bytes + before.position_bytes + 4 * mask_bytes;
   GrammarCompiler tight(*tokenizer, tokenizer->vocab_size(), GrammarCompiler::kDefaultCapacity,
                         limit);
   EXPECT_EQ(checked_walk(*tokenizer, tight, person_schema(), 40, 5), text);

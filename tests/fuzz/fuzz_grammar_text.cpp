@@ -1,18 +1,22 @@
 // Fuzz target: GBNF grammar text (guided_grammar) and, after a NUL byte in the input, a regular
 // expression (guided_regex, and the same as a JSON Schema pattern inside a string); what compiles
-// walks the rest of the input through its automaton. Errors must name the field; the automaton's
-// limits name structured output.
+// walks the rest of the input through its automaton, and its token masks are checked against the
+// automaton (grammar_masks.h). Errors must name the field; the automaton's limits name structured
+// output.
 #include "engine/structured_output/grammar_automaton.h"
 #include "engine/structured_output/grammar_text.h"
 #include "engine/structured_output/regex_grammar.h"
 #include "fuzz/fuzz_support.h"
+#include "fuzz/grammar_masks.h"
 
 using namespace tessera;
+using tessera::fuzz::check_masks;
 
 namespace {
 
 void walk(const Grammar& grammar, std::string_view text) {
   GrammarAutomaton(grammar).matches(text);
+  check_masks(grammar, text);
 }
 
 }  // namespace
