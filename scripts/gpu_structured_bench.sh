@@ -3,12 +3,14 @@
 # has none, serves synthetic:llama-1b with Qwen3's tokenizer (151k tokens, as masks of a 128k-class
 # vocabulary cost) on the GPU, and measures structured output's serving cost: output tokens/s at
 # 1, 16 and 64 streaming clients (random 256-token prompts, 128 generated, ignore_eos) without a
-# constraint, with guided_regex "[a-z ]+" (one grammar state: the steady cost of masks) and with
-# a JSON schema (an object with one string of lowercase letters and spaces). The random-weight
-# model closes that string before 128 tokens in about a fifth of the requests, which ends them:
-# compare the decode step (TPOT) as well as tokens/s. (A fixed length, "[a-z ]{400}", ends them
-# sooner still: 400 characters are about 73 of its tokens.) Outputs under $OUT (else
-# build/gpu-structured): serve.err, bench_*.txt/.json, structured_summary.txt.
+# constraint, with guided_regex "[a-z ]+" (one grammar state: the steady cost of masks), with a
+# JSON schema (an object with one string of lowercase letters and spaces), and with the same schema
+# whose string may only end in six digits (json_long). The random-weight model closes the free
+# string before 128 tokens in about a fifth of the requests, which ends them; it rarely picks a
+# digit among the letters, so json_long's requests are as long as the free ones and its tokens/s
+# compare like for like. (A fixed length, "[a-z ]{400}", ends them sooner still: 400 characters
+# are about 73 of its tokens.) Outputs under $OUT (else build/gpu-structured): serve.err,
+# bench_*.txt/.json, structured_summary.txt.
 # Settings: TESSERA_STRUCTURED_PROMPTS (64 per level), TESSERA_SERVE_ARGS.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
@@ -42,11 +44,12 @@ run() {  # NAME [--extra-body JSON]
 run unconstrained
 run regex --extra-body '{"guided_regex": "[a-z ]+"}'
 run json_schema --extra-body '{"response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object", "properties": {"story": {"type": "string", "pattern": "[a-z ]*"}}, "required": ["story"], "additionalProperties": false}}}}'
+run json_long --extra-body '{"response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object", "properties": {"story": {"type": "string", "pattern": "^[a-z ]*[0-9]{6}$"}}, "required": ["story"], "additionalProperties": false}}}}'
 curl -s "$url/metrics" | grep -E "^tessera:grammar_(mask|compile)_seconds_(sum|count)" | tee -a "$summary"
 python3 - "$out" <<'PY' | tee -a "$summary"
 import json, sys
 out = sys.argv[1]
-runs = {name: json.load(open(f"{out}/bench_{name}.json")) for name in ("unconstrained", "regex", "json_schema")}
+runs = {name: json.load(open(f"{out}/bench_{name}.json")) for name in ("unconstrained", "regex", "json_schema", "json_long")}
 base = {level["concurrency"]: level for level in runs["unconstrained"]["levels"]}
 print(f"{'run':<14} {'clients':>7} {'out tok/s':>10} {'vs free':>8} {'tokens/req':>10} {'TPOT ms':>8} {'vs free':>8}")
 for name, report in runs.items():
