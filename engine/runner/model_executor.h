@@ -22,13 +22,14 @@ struct SequenceInput;
 class ModelExecutor {
  public:
   virtual ~ModelExecutor() = default;
-  // Logits [num_seqs, vocab] as f32 on the (first) device, one row per sequence (its last new
-  // token), valid until the next call. `sampled_ids` is the previous step's draws on the
+  // Logits [rows, vocab] as f32 on the (first) device: for each sequence in order, its
+  // logits_rows rows (of its last new tokens; 1 unless proposals are verified), valid until the
+  // next call. `sampled_ids` is the previous step's draws on the
   // (first) device (SampledBatch::device_ids), which a sequence's one new token may name by row
   // (SequenceInput::sampled_row) before the host has it; undefined when no sequence does.
   virtual Tensor execute(std::span<const SequenceInput> batch, const Tensor& sampled_ids) = 0;
   Tensor execute(std::span<const SequenceInput> batch) { return execute(batch, Tensor()); }
-  // The argmax of each sequence's logits row, [num_seqs] i64 on the (first) device: the tokens a
+  // The argmax of each logits row, [rows] i64 on the (first) device: the tokens a
   // plain-greedy sampler draws from execute's logits (the first maximum of a row), valid until
   // the next call. By default argmax(execute(...)); a runner may pick them without the f32
   // logits (ModelRunner: in its compiled LM head and decode graphs).

@@ -96,10 +96,9 @@ void ModelRunner::build_forward() {
 }
 
 void ModelRunner::build_lm_heads() {
-  // The LM head of up to max_num_seqs rows, in `dtype` (none: the model's), compiled; its
+  // The LM head of up to max_logits_rows() rows, in `dtype` (none: the model's), compiled; its
   // backend goes to `backend`. What a decode graph captures after the forward.
-  const int64_t rows =
-      std::min(config_.scheduler.max_num_seqs, config_.scheduler.max_num_batched_tokens);
+  const int64_t rows = config_.max_logits_rows();
   auto compiled_head = [&](std::optional<DType> dtype, std::shared_ptr<PiecewiseBackend>& backend) {
     CompileOptions head = compiled_mode_options(
         CompilerOptions{config_.compilation, rows, dtype ? "logits_head" : "greedy_head"}, {{0, 0}},
@@ -228,7 +227,7 @@ size_t ModelRunner::profile_forward() {
     std::vector<Tensor> inputs{int_tensor(zeros, device), int_tensor(zeros, device)};
     ForwardContextScope scope(ForwardContext{&meta, &kv_caches_});
     Tensor hidden = (*compiled_)(inputs).at(0);
-    const int64_t rows = std::min(config_.scheduler.max_num_seqs, tokens);
+    const int64_t rows = std::min(config_.max_logits_rows(), tokens);
     Tensor last_rows = hidden.slice(0, 0, rows).contiguous();
     Tensor logits = compute_logits(last_rows);
     if (head_compiled_) (void)compute_greedy_ids(last_rows);
@@ -345,6 +344,11 @@ std::string ModelRunner::memory_report() const {
       mib(stats.current_bytes), mib(stats.peak_bytes), mib(stats.reserved_bytes));
 }
 
+int64_t RunnerConfig::max_logits_rows() const {
+  return std::min(scheduler.max_num_seqs * std::max<int64_t>(logits_rows_per_sequence, 1),
+                  scheduler.max_num_batched_tokens);
+}
+
 AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> batch,
                                               std::vector<int32_t>& token_ids,
                                               std::vector<int32_t>& positions,
@@ -375,7 +379,8 @@ AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> bat
           position % config_.cache.block_size));
     }
     meta.query_start_loc.push_back(static_cast<int32_t>(token_ids.size()));
-    last_token_rows.push_back(static_cast<int32_t>(token_ids.size() - 1));
+    for (int32_t row = sequence.logits_rows; row >= 1; --row)
+      last_token_rows.push_back(static_cast<int32_t>(token_ids.size()) - row);
   }
   meta.num_tokens = static_cast<int64_t>(token_ids.size());
   meta.block_tables.assign(static_cast<size_t>(meta.num_seqs * meta.max_blocks_per_seq), -1);
@@ -392,9 +397,10 @@ AttentionMetadata ModelRunner::build_metadata(std::span<const SequenceInput> bat
   return meta;
 }
 
-void check_batch(std::span<const SequenceInput> batch, const CausalLM& model, int64_t max_num_seqs,
-                 const Tensor& sampled_ids) {
+void check_batch(std::span<const SequenceInput> batch, const CausalLM& model,
+                 const RunnerConfig& config, const Tensor& sampled_ids) {
   TESSERA_REQUIRE(!batch.empty(), "execute: the batch is empty");
+  const int64_t max_num_seqs = config.scheduler.max_num_seqs;
   TESSERA_REQUIRE(static_cast<int64_t>(batch.size()) <= max_num_seqs,
                   "a step of {} sequences exceeds engine.max_num_seqs ({})", batch.size(),
                   max_num_seqs);
@@ -402,6 +408,12 @@ void check_batch(std::span<const SequenceInput> batch, const CausalLM& model, in
   for (const SequenceInput& sequence : batch) {
     const auto count = static_cast<int64_t>(sequence.token_ids.size());
     TESSERA_REQUIRE(count > 0, "a sequence in the batch has no new tokens");
+    TESSERA_REQUIRE(sequence.logits_rows >= 1 && sequence.logits_rows <= count &&
+                        sequence.logits_rows <= config.logits_rows_per_sequence,
+                    "a sequence of {} new tokens asks for {} logits rows; between 1 and {} (its "
+                    "tokens, and the runner's logits_rows_per_sequence {}) can be given",
+                    count, sequence.logits_rows, std::min(count, config.logits_rows_per_sequence),
+                    config.logits_rows_per_sequence);
     TESSERA_REQUIRE(
         sequence.start_position >= 0 && sequence.start_position <= model.max_positions() - count,
         "sequence of {} tokens exceeds the maximum model length {}",
@@ -435,7 +447,7 @@ Tensor ModelRunner::execute_greedy(std::span<const SequenceInput> batch,
 
 Tensor ModelRunner::run_step(std::span<const SequenceInput> batch, const Tensor& sampled_ids,
                              bool greedy) {
-  check_batch(batch, *model_, config_.scheduler.max_num_seqs, sampled_ids);
+  check_batch(batch, *model_, config_, sampled_ids);
   CommunicatorScope communicator(communicator_);
   ProgrammaticLaunchScope programmatic(config_.compilation.programmatic_dependent_launch);
   std::vector<int32_t> token_ids, positions, last_token_rows;

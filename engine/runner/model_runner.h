@@ -32,6 +32,11 @@ struct RunnerConfig {
   // num_kv_blocks 0 on a GPU: sized from gpu_memory_utilization after a profile forward at
   // max_num_batched_tokens (make_runner_config fills it on the CPU).
   CacheConfig cache;
+  // The most logits rows one sequence asks for in a step (SequenceInput::logits_rows): 1, or
+  // 1 + num_speculative_tokens when proposals are verified. The LM head is compiled and profiled
+  // for max_num_seqs times this many rows (at most max_num_batched_tokens).
+  int64_t logits_rows_per_sequence = 1;
+  int64_t max_logits_rows() const;
 };
 
 struct SequenceInput {
@@ -41,6 +46,9 @@ struct SequenceInput {
   // >= 0: the one new token is row `sampled_row` of the previous step's draws, still on the
   // device (execute's sampled_ids); token_ids then holds one placeholder, which is not read.
   int32_t sampled_row = -1;
+  // How many of its last tokens get a logits row (1 <= logits_rows <= its tokens, at most
+  // RunnerConfig::logits_rows_per_sequence): more than one to verify proposed tokens.
+  int32_t logits_rows = 1;
 };
 
 class ModelRunner final : public ModelExecutor {
@@ -53,9 +61,10 @@ class ModelRunner final : public ModelExecutor {
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
 
-  // Logits [num_seqs, vocab] as f32 on the model's device, one row per sequence (its last new
-  // token), valid until the next call. Nothing is copied to the host: the sampler asks for ids
-  // or rows. A step of more than max_num_seqs sequences is an error.
+  // Logits [rows, vocab] as f32 on the model's device, a sequence's logits_rows rows (of its last
+  // new tokens, in order) after the rows of the sequences before it, valid until the next call.
+  // Nothing is copied to the host: the sampler asks for ids or rows. A step of more than
+  // max_num_seqs sequences is an error.
   using ModelExecutor::execute;
   Tensor execute(std::span<const SequenceInput> batch, const Tensor& sampled_ids) override;
   // In compiled mode with compilation.fuse_greedy_sampling, the argmax reads the compiled LM
@@ -144,10 +153,11 @@ class ModelRunner final : public ModelExecutor {
 };
 
 // Throws, naming what is wrong, unless `batch` holds 1..max_num_seqs sequences and each has new
-// tokens inside the model's vocabulary and fits its maximum length, and every sampled_row names
-// a row of `sampled_ids` for a sequence of one new token (ModelRunner::execute checks this first).
-void check_batch(std::span<const SequenceInput> batch, const CausalLM& model, int64_t max_num_seqs,
-                 const Tensor& sampled_ids);
+// tokens inside the model's vocabulary, fits its maximum length and asks for 1 to
+// min(its tokens, logits_rows_per_sequence) logits rows, and every sampled_row names a row of
+// `sampled_ids` for a sequence of one new token (ModelRunner::execute checks this first).
+void check_batch(std::span<const SequenceInput> batch, const CausalLM& model,
+                 const RunnerConfig& config, const Tensor& sampled_ids);
 
 // The rows of host-readable logits as vectors: for tests and dumps, not for the decode loop.
 std::vector<std::vector<float>> logits_to_host(const Tensor& logits);

@@ -147,7 +147,7 @@ Tensor TensorParallelRunner::execute_greedy(std::span<const SequenceInput> batch
 Tensor TensorParallelRunner::run_step(std::span<const SequenceInput> batch,
                                       const Tensor& sampled_ids, bool greedy) {
   // A bad batch is refused here, before any rank starts a collective, so the group stays usable.
-  check_batch(batch, model(), config().scheduler.max_num_seqs, sampled_ids);
+  check_batch(batch, model(), config(), sampled_ids);
   // Draws named by row are read to the host here, the ranks then run on host ids: every rank
   // needs them, and they live on the first device only. (So the ranks wait for the step before.)
   std::vector<SequenceInput> resolved(batch.begin(), batch.end());
