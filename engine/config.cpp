@@ -118,6 +118,28 @@ Check<int64_t> in_range(int64_t low, int64_t high) {
   };
 }
 
+void set_key(EngineConfig& config, const std::string& key, const YAML::Node& value,
+             const std::string& origin);
+
+// A key whose value is a map of the keys under it (engine.speculative_config, as vLLM's
+// --speculative-config JSON): each entry is set as `key.name`.
+Field group(const std::string& key) {
+  return Field{"a map of " + key + ".* keys",
+               [key](EngineConfig& config, const YAML::Node& node, const std::string& where) {
+                 if (!node.IsMap())
+                   throw Error(
+                       fmt::format("{}: expected a map such as {{\"method\": \"ngram\", "
+                                   "\"num_speculative_tokens\": 3}}",
+                                   where));
+                 const std::string origin = where.substr(0, where.rfind(": "));
+                 for (const auto& item : node) {
+                   if (!item.first.IsScalar())
+                     throw Error(fmt::format("{}: a key is not a name", where));
+                   set_key(config, key + "." + item.first.Scalar(), item.second, origin);
+                 }
+               }};
+}
+
 // Upper bounds far above any real run (vLLM's defaults: 8192 tokens, 256 sequences, blocks of 16).
 constexpr int64_t kMaxTokens = int64_t{1} << 24;
 constexpr int64_t kMaxPositions = int64_t{1} << 28;  // as models' max_position_embeddings
@@ -167,6 +189,19 @@ const Fields& fields() {
         "an integer from 1 to 64 (devices from engine.device on)", in_range(1, 64));
     f["engine.enable_expert_parallel"] =
         scalar<&E::parallel, &ParallelConfig::enable_expert_parallel>(kBool);
+    using D = SpeculativeConfig;
+    f["engine.speculative_config"] = group("engine.speculative_config");
+    f["engine.speculative_config.method"] = string_choice<&E::speculative, &D::method>({"ngram"});
+    f["engine.speculative_config.num_speculative_tokens"] =
+        scalar<&E::speculative, &D::num_speculative_tokens>("an integer from 1 to 16",
+                                                            in_range(1, 16));
+    f["engine.speculative_config.prompt_lookup_min"] =
+        scalar<&E::speculative, &D::prompt_lookup_min>("an integer from 1 to 64", in_range(1, 64));
+    f["engine.speculative_config.prompt_lookup_max"] =
+        scalar<&E::speculative, &D::prompt_lookup_max>("an integer from 1 to 64", in_range(1, 64));
+    f["engine.speculative_config.disable_by_batch_size"] =
+        scalar<&E::speculative, &D::disable_by_batch_size>("an integer >= 0 (0: never)",
+                                                           in_range(0, kMaxSequences));
     f["engine.seed"] = scalar<&E::seed>("an integer");
     f["engine.host"] = scalar<&E::server, &ServerConfig::host>("an address");
     f["engine.port"] = scalar<&E::server, &ServerConfig::port>(
@@ -271,6 +306,20 @@ void check_across_keys(const EngineConfig& config) {
                   "engine.num_kv_blocks {} x engine.block_size {} is more than the {} KV-cache "
                   "slots the attention metadata can address; lower one of them",
                   cache.num_kv_blocks, cache.block_size, kMaxSlots);
+  const SpeculativeConfig& speculative = config.speculative;
+  TESSERA_REQUIRE(
+      speculative.enabled() ||
+          (speculative.num_speculative_tokens == 0 && speculative.prompt_lookup_min == 0 &&
+           speculative.prompt_lookup_max == 0 && speculative.disable_by_batch_size == 0),
+      "engine.speculative_config: its keys need a method (method: ngram)");
+  TESSERA_REQUIRE(!speculative.enabled() || speculative.num_speculative_tokens > 0,
+                  "engine.speculative_config.num_speculative_tokens: required with method {} "
+                  "(how many tokens to propose per step, e.g. 3)",
+                  speculative.method);
+  TESSERA_REQUIRE(speculative.prompt_lookup_min <= speculative.prompt_lookup_max ||
+                      speculative.prompt_lookup_max == 0,
+                  "engine.speculative_config: prompt_lookup_min {} is above prompt_lookup_max {}",
+                  speculative.prompt_lookup_min, speculative.prompt_lookup_max);
   const CompilationConfig defaults;
   const CompilationConfig& compilation = config.compilation;
   const std::optional<CUDAGraphMode> graphs = compilation.cudagraph_mode;

@@ -75,6 +75,22 @@ struct ParallelConfig {
   bool enable_expert_parallel = false;
 };
 
+// Speculative decoding (vLLM's speculative_config; engine/speculative/): a proposer guesses a
+// decoding request's next tokens and one forward of the model checks them all. Off when method is
+// empty. Steps that verify proposals are collected before the next is scheduled.
+struct SpeculativeConfig {
+  std::string method;                  // "" (off) or ngram (prompt lookup)
+  int64_t num_speculative_tokens = 0;  // proposed per step (k); the forward scores k + 1
+  // ngram: the suffix lengths looked up, longest first (vLLM's defaults: 5 and 5; one given
+  // sets the other when it is not).
+  int64_t prompt_lookup_min = 0;
+  int64_t prompt_lookup_max = 0;
+  // No proposals while more requests than this are running (0: always propose): in a large batch
+  // a step reads the weights for many tokens anyway, and verifying costs compute.
+  int64_t disable_by_batch_size = 0;
+  bool enabled() const { return !method.empty(); }
+};
+
 // tessera serve's address (engine.host, engine.port).
 struct ServerConfig {
   std::string host = "127.0.0.1";
@@ -86,6 +102,7 @@ struct EngineConfig {
   CacheConfig cache;
   SchedulerConfig scheduler;
   ParallelConfig parallel;
+  SpeculativeConfig speculative;
   CompilationConfig compilation;
   ServerConfig server;
   int64_t seed = 0;  // requests without a seed derive theirs from it

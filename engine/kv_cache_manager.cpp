@@ -84,6 +84,18 @@ void KVCacheManager::allocate(SequenceId sequence, int64_t num_tokens) {
   for (int64_t i = 0; i < needed; ++i) table.push_back(take_free_block());
 }
 
+void KVCacheManager::trim(SequenceId sequence, int64_t num_tokens) {
+  auto it = tables_.find(sequence);
+  if (it == tables_.end()) return;
+  Table& table = it->second;
+  const auto keep = static_cast<size_t>(blocks_for(num_tokens, block_size_));
+  while (table.blocks.size() > keep) {
+    release(table.blocks.back());
+    table.blocks.pop_back();
+  }
+  if (table.hashes.size() > keep) table.hashes.resize(keep);
+}
+
 uint64_t KVCacheManager::block_hash(uint64_t parent_hash, std::span<const int32_t> tokens) const {
   uint64_t hash = mix64(parent_hash ^ 0x5851F42D4C957F2Dull);
   for (int32_t token : tokens) hash = mix64(hash ^ static_cast<uint32_t>(token));

@@ -39,6 +39,9 @@ class KVCacheManager {
   // Grows the sequence's block table (creating it on first use) to cover num_tokens tokens.
   // Throws, changing nothing, when too few blocks are free.
   void allocate(SequenceId sequence, int64_t num_tokens);
+  // Shrinks the sequence's table to the blocks num_tokens tokens need, giving the rest back (the
+  // slots of proposed tokens that speculative decoding rejected).
+  void trim(SequenceId sequence, int64_t num_tokens);
 
   // For a new sequence whose tokens are `tokens`: the leading tokens held by cached blocks (whole
   // blocks, and never all of `tokens`: the last one must be computed to give logits). 0 without

@@ -24,6 +24,7 @@ LLMEngine::LLMEngine(ModelExecutor& runner, const Tokenizer& tokenizer, const En
     : runner_(runner),
       tokenizer_(tokenizer),
       seed_(static_cast<uint64_t>(config.seed)),
+      speculative_(config.speculative),
       max_model_len_(runner.model().max_positions()),
       blocks_(runner.num_kv_blocks(), runner.config().cache.block_size,
               config.cache.enable_prefix_caching),
@@ -37,6 +38,21 @@ LLMEngine::LLMEngine(ModelExecutor& runner, const Tokenizer& tokenizer, const En
                   "one config",
                   config.scheduler.max_num_batched_tokens, config.scheduler.max_num_seqs,
                   limits.max_num_batched_tokens, limits.max_num_seqs);
+  if (speculative_.enabled()) {
+    // vLLM's defaults: 5 and 5, or the one given for both.
+    const int64_t lookup_max = speculative_.prompt_lookup_max > 0   ? speculative_.prompt_lookup_max
+                               : speculative_.prompt_lookup_min > 0 ? speculative_.prompt_lookup_min
+                                                                    : 5;
+    ngram_ = NgramSettings{speculative_.prompt_lookup_min > 0 ? speculative_.prompt_lookup_min
+                                                              : std::min<int64_t>(5, lookup_max),
+                           lookup_max, speculative_.num_speculative_tokens};
+    validate_ngram_settings(ngram_);
+    TESSERA_REQUIRE(runner.config().logits_rows_per_sequence >= 1 + ngram_.proposed,
+                    "engine.speculative_config.num_speculative_tokens {} needs the model runner "
+                    "to score {} logits rows per sequence, it scores {}; build both from one "
+                    "config",
+                    ngram_.proposed, 1 + ngram_.proposed, runner.config().logits_rows_per_sequence);
+  }
   const int64_t capacity = blocks_.num_blocks() * blocks_.block_size();
   TESSERA_REQUIRE(capacity >= max_model_len_,
                   "the KV cache holds {} tokens ({} blocks of {}), less than one sequence of "
@@ -229,10 +245,12 @@ void LLMEngine::append_token(Request& request, const SampledToken& token, Reques
 std::vector<RequestOutput> LLMEngine::step() {
   std::vector<RequestOutput> outputs;
   // Penalties count the output so far: its tokens must be on the host before the next draw.
-  if (in_flight_ && in_flight_->needs_host_tokens) {
+  // So does a proposal: it is made from every token so far.
+  if (in_flight_ && (in_flight_->needs_host_tokens || speculative_.enabled())) {
     collect(*in_flight_, outputs);
     in_flight_.reset();
   }
+  if (speculative_.enabled()) propose();
   SchedulerOutput scheduled = scheduler_.schedule();
   if (!scheduled.preempted.empty())
     metrics_.update([&](EngineMetrics& m) {
@@ -250,15 +268,51 @@ std::vector<RequestOutput> LLMEngine::step() {
   return outputs;
 }
 
+void LLMEngine::propose() {
+  const bool large_batch =
+      speculative_.disable_by_batch_size > 0 &&
+      static_cast<int64_t>(scheduler_.num_running()) > speculative_.disable_by_batch_size;
+  for (auto& [id, request] : requests_) {
+    Request& r = *request;
+    r.proposal.clear();
+    // Only a request whose next step is one decode token, with every token on the host.
+    if (large_batch || r.status != RequestStatus::running || r.matcher ||
+        r.num_pending_tokens > 0 || r.num_computed_tokens + 1 != r.num_tokens())
+      continue;
+    // Room for the proposal and the token drawn after it.
+    const int64_t room = std::min(r.max_total_tokens, max_model_len_) - r.num_tokens() - 1;
+    if (room <= 0) continue;
+    r.proposal = propose_ngram(r.all_ids, ngram_);
+    if (static_cast<int64_t>(r.proposal.size()) > room)
+      r.proposal.resize(static_cast<size_t>(room));
+  }
+}
+
 void LLMEngine::launch(const SchedulerOutput& scheduled, std::optional<InFlightStep>& previous,
                        std::vector<RequestOutput>& outputs) {
   static const int32_t placeholder = 0;  // a token the runner takes from the draws instead
   std::vector<Request*> requests;
   std::vector<SequenceInput> batch;
   batch.reserve(scheduled.scheduled.size());
+  // A verifying request's new token and its proposal, contiguous (kept until the step launched).
+  std::vector<std::vector<int32_t>> verified_inputs;
+  verified_inputs.reserve(scheduled.scheduled.size());
   for (const ScheduledRequest& item : scheduled.scheduled) {
     Request& r = *item.request;
     requests.push_back(&r);
+    if (!r.proposal.empty()) {
+      TESSERA_CHECK(r.num_pending_tokens == 0 && r.num_computed_tokens + 1 == r.num_tokens() &&
+                        item.num_new_tokens == 1 + static_cast<int64_t>(r.proposal.size()),
+                    "request {}: a proposal of {} scheduled with {} new token(s)", r.id,
+                    r.proposal.size(), item.num_new_tokens);
+      std::vector<int32_t>& tokens = verified_inputs.emplace_back();
+      tokens.push_back(r.all_ids.back());
+      tokens.insert(tokens.end(), r.proposal.begin(), r.proposal.end());
+      SequenceInput input{tokens, r.num_computed_tokens, blocks_.block_table(r.sequence)};
+      input.logits_rows = static_cast<int32_t>(tokens.size());
+      batch.push_back(input);
+      continue;
+    }
     if (r.num_pending_tokens > 0) {
       // Its one new token is the draw of the step in flight.
       TESSERA_CHECK(previous && item.num_new_tokens == 1 && r.num_pending_tokens == 1 &&
@@ -277,13 +331,21 @@ void LLMEngine::launch(const SchedulerOutput& scheduled, std::optional<InFlightS
   }
   // Who draws a token this step: a request whose scheduled tokens reach its end.
   std::vector<bool> draws;
+  std::vector<int32_t> last_rows;  // each request's last logits row
   bool constrained = false;
+  int32_t logits_rows = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = *requests[i];
     draws.push_back(r.num_computed_tokens + scheduled.scheduled[i].num_new_tokens ==
-                    r.num_tokens_with_pending());
+                    r.num_tokens_with_pending() + static_cast<int64_t>(r.proposal.size()));
     constrained |= draws.back() && r.matcher.has_value();
+    logits_rows += batch[i].logits_rows;
+    last_rows.push_back(logits_rows - 1);
   }
+  // Row j of a verification draws output token output_index + j, the proposal's first j tokens
+  // counted as output before it (penalties).
+  std::vector<std::vector<int32_t>> proposed_outputs;
+  proposed_outputs.reserve(verified_inputs.size());
   // Rows of prefill chunks that do not end their prompt: drawn greedily on the device, ignored.
   static const SamplingParams plain_greedy = [] {
     SamplingParams p;
@@ -301,6 +363,14 @@ void LLMEngine::launch(const SchedulerOutput& scheduled, std::optional<InFlightS
       const int64_t output_index =
           r->num_tokens_with_pending() - static_cast<int64_t>(r->prompt_ids.size());
       rows.push_back(SamplingRow{&r->params, r->seed, output_index, r->prompt_ids, r->output_ids});
+      if (r->proposal.empty()) continue;
+      std::vector<int32_t>& output = proposed_outputs.emplace_back(r->output_ids);
+      output.reserve(output.size() + r->proposal.size());
+      for (size_t j = 0; j < r->proposal.size(); ++j) {
+        output.push_back(r->proposal[j]);
+        rows.push_back(SamplingRow{&r->params, r->seed, output_index + 1 + static_cast<int64_t>(j),
+                                   r->prompt_ids, std::span<const int32_t>(output)});
+      }
     }
     return rows;
   };
@@ -324,7 +394,7 @@ void LLMEngine::launch(const SchedulerOutput& scheduled, std::optional<InFlightS
           if (!requests[i]) draws[i] = false;
         }
       }
-      const TokenMasks masks = grammar_masks(requests, draws, outputs);
+      const TokenMasks masks = grammar_masks(requests, draws, last_rows, outputs);
       step.draws = launch_sampling(logits, sampling_rows(), &masks);
     }
   } catch (const std::exception& error) {
@@ -342,7 +412,7 @@ void LLMEngine::launch(const SchedulerOutput& scheduled, std::optional<InFlightS
   int64_t prompt_tokens = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     if (!requests[i]) {
-      step.rows.emplace_back(std::nullopt);
+      step.rows.resize(step.rows.size() + static_cast<size_t>(batch[i].logits_rows));
       continue;
     }
     const ScheduledRequest& item = scheduled.scheduled[i];
@@ -352,6 +422,15 @@ void LLMEngine::launch(const SchedulerOutput& scheduled, std::optional<InFlightS
         std::max<int64_t>(0, std::min(prompt_length, r.num_computed_tokens + item.num_new_tokens) -
                                  std::max(r.num_computed_tokens, r.num_cached_tokens));
     r.num_computed_tokens += item.num_new_tokens;
+    if (!r.proposal.empty()) {
+      // Its rows are drawn and checked together when collected; its blocks are cached then.
+      step.verifications.push_back({r.sequence, step.rows.size(), std::move(r.proposal)});
+      r.proposal.clear();
+      step.rows.resize(step.rows.size() + step.verifications.back().proposal.size() + 1);
+      ++r.num_pending_tokens;
+      step.needs_host_tokens = true;
+      continue;
+    }
     blocks_.cache_blocks(r.sequence, r.all_ids, r.num_computed_tokens);
     if (draws[i]) {
       r.pending_row = static_cast<int32_t>(step.rows.size());
@@ -367,6 +446,7 @@ void LLMEngine::launch(const SchedulerOutput& scheduled, std::optional<InFlightS
 }
 
 TokenMasks LLMEngine::grammar_masks(std::vector<Request*>& requests, const std::vector<bool>& draws,
+                                    std::span<const int32_t> last_rows,
                                     std::vector<RequestOutput>& outputs) {
   TokenMasks masks;
   // The requests whose mask was made, one per distinct mask: another in the same grammar state
@@ -381,7 +461,7 @@ TokenMasks LLMEngine::grammar_masks(std::vector<Request*>& requests, const std::
              other->matcher->state() == matcher.state() && other->stop_ids == r->stop_ids;
     });
     if (same != made.end()) {
-      masks.rows.push_back(static_cast<int32_t>(i));
+      masks.rows.push_back(last_rows[i]);
       masks.mask_of_row.push_back(static_cast<int32_t>(same - made.begin()));
       continue;
     }
@@ -406,7 +486,7 @@ TokenMasks LLMEngine::grammar_masks(std::vector<Request*>& requests, const std::
       requests[i] = nullptr;
       continue;
     }
-    masks.rows.push_back(static_cast<int32_t>(i));
+    masks.rows.push_back(last_rows[i]);
     masks.mask_of_row.push_back(static_cast<int32_t>(made.size()));
     made.push_back(r);
   }
@@ -428,21 +508,55 @@ void LLMEngine::collect(InFlightStep& step, std::vector<RequestOutput>& outputs)
     RequestOutput output;
     output.request_id = r.id;
     append_token(r, tokens[i], output);
-    if (r.status == RequestStatus::running)
-      blocks_.cache_blocks(r.sequence, r.all_ids, r.num_computed_tokens);
-    output.prompt_tokens = static_cast<int64_t>(r.prompt_ids.size());
-    output.completion_tokens = static_cast<int64_t>(r.output_ids.size());
-    output.cached_tokens = r.num_cached_tokens;
-    if (output.finished()) {
-      FinishReason reason = output.finish_reason;
-      output.finish_reason = FinishReason::none;  // finish() sets it and pushes
-      RequestOutput final_output = output;
-      finish(r, final_output, reason);
-      outputs.push_back(std::move(final_output));
-    } else {
-      r.stream->push(output);
-      outputs.push_back(std::move(output));
-    }
+    deliver(r, output, outputs);
+  }
+  for (const Verification& verification : step.verifications)
+    accept_verified(verification, tokens, outputs);
+}
+
+void LLMEngine::accept_verified(const Verification& verification,
+                                std::span<const SampledToken> tokens,
+                                std::vector<RequestOutput>& outputs) {
+  auto found = by_sequence_.find(verification.sequence);
+  if (found == by_sequence_.end()) return;
+  Request& r = *found->second;
+  --r.num_pending_tokens;
+  const std::span<const SampledToken> drawn =
+      tokens.subspan(verification.first_row, verification.proposal.size() + 1);
+  size_t accepted = 0;
+  while (accepted < verification.proposal.size() &&
+         drawn[accepted].id == verification.proposal[accepted])
+    ++accepted;
+  // The KV of rejected proposals is stale: the computed tokens end after the last accepted one,
+  // the next step overwrites the slots after it, and blocks past the tokens go back.
+  r.num_computed_tokens -= static_cast<int64_t>(verification.proposal.size() - accepted);
+  blocks_.trim(r.sequence, r.num_tokens() + static_cast<int64_t>(accepted) + 1);
+  metrics_.update([&](EngineMetrics& m) {
+    ++m.spec_decode_drafts;
+    m.spec_decode_draft_tokens += static_cast<int64_t>(verification.proposal.size());
+    m.spec_decode_accepted_tokens += static_cast<int64_t>(accepted);
+  });
+  RequestOutput output;
+  output.request_id = r.id;
+  for (size_t j = 0; j <= accepted && !output.finished(); ++j) append_token(r, drawn[j], output);
+  deliver(r, output, outputs);
+}
+
+void LLMEngine::deliver(Request& r, RequestOutput& output, std::vector<RequestOutput>& outputs) {
+  if (r.status == RequestStatus::running)
+    blocks_.cache_blocks(r.sequence, r.all_ids, r.num_computed_tokens);
+  output.prompt_tokens = static_cast<int64_t>(r.prompt_ids.size());
+  output.completion_tokens = static_cast<int64_t>(r.output_ids.size());
+  output.cached_tokens = r.num_cached_tokens;
+  if (output.finished()) {
+    FinishReason reason = output.finish_reason;
+    output.finish_reason = FinishReason::none;  // finish() sets it and pushes
+    RequestOutput final_output = output;
+    finish(r, final_output, reason);
+    outputs.push_back(std::move(final_output));
+  } else {
+    r.stream->push(output);
+    outputs.push_back(std::move(output));
   }
 }
 

@@ -15,6 +15,16 @@
 // for its token mask: a step holding one launches its forward first, then collects the step
 // before, advances the grammars and computes the masks on the host while the device computes,
 // then launches the draws.
+//
+// Speculative decoding (EngineConfig::speculative): before each step, a decoding request's own
+// tokens propose its next ones (prompt lookup), and the step scores the request's new token and
+// the proposal in one forward, a logits row each. Every row is drawn as a decode step would draw
+// it (the same sampler, seed and output index, the proposal before it counted as output), and
+// the proposal is accepted while the draws agree with it; the first draw that does not, or the
+// one after the last proposal, comes too. For a proposal of fixed tokens this is the rejection
+// sampling of speculative decoding (accept x with probability p(x), else draw from p without x),
+// so the output is the output without speculation, token for token when seeded. Requests under a
+// grammar do not speculate; steps are collected before the next one is scheduled.
 #pragma once
 
 #include <memory>
@@ -29,6 +39,7 @@
 #include "engine/runner/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/speculative/ngram_proposer.h"
 #include "models/tokenizer.h"
 
 namespace tessera {
@@ -70,9 +81,16 @@ class LLMEngine {
  private:
   // A launched step: its draws and, per row, the sequence of the request it drew for (none: a
   // prefill chunk that ends inside its prompt).
+  // A request's proposal verified by a step: its 1 + proposal.size() rows from first_row on.
+  struct Verification {
+    SequenceId sequence = 0;
+    size_t first_row = 0;
+    std::vector<int32_t> proposal;
+  };
   struct InFlightStep {
     SampledBatch draws;
-    std::vector<std::optional<SequenceId>> rows;
+    std::vector<std::optional<SequenceId>> rows;  // none for a verification's rows too
+    std::vector<Verification> verifications;
     bool needs_host_tokens = false;  // a row samples with penalties
     bool collected = false;          // its tokens went to their requests
   };
@@ -83,10 +101,19 @@ class LLMEngine {
               std::vector<RequestOutput>& outputs);
   // The token masks of the rows that draw under a grammar; a request whose grammar fails (it
   // passed a limit) is finished with the error and its row dropped.
+  // `last_rows`: each request's last logits row (a request verifying a proposal has several).
   TokenMasks grammar_masks(std::vector<Request*>& requests, const std::vector<bool>& draws,
-                           std::vector<RequestOutput>& outputs);
+                           std::span<const int32_t> last_rows, std::vector<RequestOutput>& outputs);
   // Waits for the step's tokens and hands them to their requests (those still unfinished).
   void collect(InFlightStep& step, std::vector<RequestOutput>& outputs);
+  // A verification's tokens: the proposed ones while the draws agree with them, then the first
+  // draw that does not (or the one after the last proposal); the rejected slots are given back.
+  void accept_verified(const Verification& verification, std::span<const SampledToken> tokens,
+                       std::vector<RequestOutput>& outputs);
+  // Pushes a collected output to its request's stream (finishing the request when it is done).
+  void deliver(Request& request, RequestOutput& output, std::vector<RequestOutput>& outputs);
+  // Speculative decoding: the proposal of every running request that decodes next step.
+  void propose();
   void finish(Request& request, RequestOutput& output, FinishReason reason);
   // Appends the sampled token, turns it into text, checks every stop condition.
   void append_token(Request& request, const SampledToken& token, RequestOutput& output);
@@ -95,6 +122,8 @@ class LLMEngine {
   ModelExecutor& runner_;
   const Tokenizer& tokenizer_;
   uint64_t seed_ = 0;  // seeds of requests that give none derive from it
+  SpeculativeConfig speculative_;
+  NgramSettings ngram_;
   int64_t max_model_len_ = 0;
   KVCacheManager blocks_;
   Scheduler scheduler_;

@@ -73,6 +73,14 @@ std::string EngineMetrics::render_prometheus(const std::string& model_name) cons
   metric("tessera:num_preemptions_total", "counter",
          "Requests preempted for KV-cache room or for a request of a higher priority.",
          preemptions);
+  metric("tessera:spec_decode_num_drafts_total", "counter",
+         "Speculative proposals verified (one per request and step).", spec_decode_drafts);
+  metric("tessera:spec_decode_num_draft_tokens_total", "counter", "Speculative tokens proposed.",
+         spec_decode_draft_tokens);
+  metric("tessera:spec_decode_num_accepted_tokens_total", "counter",
+         "Speculative tokens accepted (acceptance rate: over the proposed; mean accepted length: "
+         "1 + these over the drafts).",
+         spec_decode_accepted_tokens);
   metric("tessera:prefix_cache_queries_total", "counter",
          "Prompt tokens looked up in the prefix cache.", prefix_cache_queries);
   metric("tessera:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",

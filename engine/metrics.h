@@ -36,6 +36,10 @@ struct EngineMetrics {
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
   int64_t preemptions = 0;
+  // Speculative decoding: proposals verified, the tokens they held, and those accepted.
+  int64_t spec_decode_drafts = 0;
+  int64_t spec_decode_draft_tokens = 0;
+  int64_t spec_decode_accepted_tokens = 0;
   std::map<std::string, int64_t> finished_requests;  // by finish reason
   // Gauges, set every step.
   int64_t requests_running = 0;

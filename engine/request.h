@@ -85,6 +85,9 @@ struct Request {
   int32_t pending_row = -1;
   std::unique_ptr<TextStream> text;
   std::optional<GrammarMatcher> matcher;  // where the output is in params.grammar
+  // Speculative decoding: tokens proposed to follow all_ids, scored by this step's forward after
+  // the request's own new token (the scheduler trims them to its budget).
+  std::vector<int32_t> proposal;
   // Logprobs of tokens pushed into `text` whose text is not shown yet, by push number.
   std::deque<std::pair<int64_t, SampledToken>> unshown_logprobs;
   std::shared_ptr<OutputStream> stream;

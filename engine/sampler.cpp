@@ -1,5 +1,7 @@
 #include "engine/sampler.h"
 
+#include "engine/runner/model_runner.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -184,8 +186,11 @@ SampledBatch greedy_draws(const Tensor& ids) {
 
 SampledBatch execute_and_sample(ModelExecutor& runner, std::span<const SequenceInput> batch,
                                 const Tensor& sampled_ids, std::span<const SamplingRow> rows) {
-  TESSERA_CHECK(rows.size() == batch.size(), "{} sampling rows for {} sequences", rows.size(),
-                batch.size());
+  size_t logits_rows = 0;
+  for (const SequenceInput& sequence : batch)
+    logits_rows += static_cast<size_t>(sequence.logits_rows);
+  TESSERA_CHECK(rows.size() == logits_rows, "{} sampling rows for {} logits rows", rows.size(),
+                logits_rows);
   if (all_plain_greedy(rows)) return greedy_draws(runner.execute_greedy(batch, sampled_ids));
   return launch_sampling(runner.execute(batch, sampled_ids), rows);
 }

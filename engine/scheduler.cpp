@@ -36,6 +36,7 @@ void Scheduler::add(Request* request) {
 void Scheduler::preempt(Request* request, SchedulerOutput& output) {
   blocks_.free(request->sequence);
   request->num_computed_tokens = 0;
+  request->proposal.clear();
   request->status = RequestStatus::waiting;
   ++request->num_preemptions;
   running_.erase(std::find(running_.begin(), running_.end(), request));
@@ -74,9 +75,11 @@ SchedulerOutput Scheduler::schedule() {
       ++i;  // its last token is in flight: it finishes (length) when the host gets it
       continue;
     }
-    int64_t count =
-        std::min(request->num_tokens_with_pending() - request->num_computed_tokens, budget);
+    const int64_t own = request->num_tokens_with_pending() - request->num_computed_tokens;
+    int64_t count = std::min(own + static_cast<int64_t>(request->proposal.size()), budget);
     TESSERA_CHECK(count > 0, "running request {} has nothing to compute", request->id);
+    // A short budget trims the proposal first (a prefill never carries one).
+    request->proposal.resize(static_cast<size_t>(std::max<int64_t>(count - own, 0)));
     const int64_t total = request->num_computed_tokens + count;
     bool preempted_self = false;
     while (!blocks_.can_allocate(request->sequence, total)) {

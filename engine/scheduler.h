@@ -5,7 +5,9 @@
 // recently admitted one is preempted: its blocks are freed and it goes back to the front of the
 // queue, to be recomputed (prompt and output so far) when blocks are free again. A request's token
 // drawn by a step still in flight (asynchronous scheduling, engine/llm_engine.h) counts as a
-// token to compute: the next step takes it on the device.
+// token to compute: the next step takes it on the device. A decoding request's proposed tokens
+// (speculative decoding, Request::proposal) are computed after its own, within the budget: a
+// short budget trims them.
 //
 // With the priority policy (vLLM's --scheduling-policy priority) both queues are kept in order of
 // (priority, arrival), lower priority values first: the waiting request that runs next is the

@@ -40,6 +40,10 @@ void declare_model_flags(FlagSet& flag_set, ModelFlags& flags) {
       .config_switch({"--enable-expert-parallel", "", "",
                       "mixtures of experts: whole experts on each rank, not every expert split"},
                      "engine.enable_expert_parallel", overrides)
+      .config_key({"--speculative-config", "", "JSON",
+                   "speculative decoding, e.g. '{\"method\": \"ngram\", "
+                   "\"num_speculative_tokens\": 3, \"prompt_lookup_max\": 4}'"},
+                  "engine.speculative_config", overrides)
       .text({"--config", "-c", "FILE", "a YAML config (configs/*.yaml)"}, &flags.config_path)
       .add({"-O", "", "section.key=value",
             "override any config key, e.g. -O compilation.custom_ops=[none]"},

@@ -219,6 +219,9 @@ RunnerConfig with_kv_blocks_for(RunnerConfig config, int64_t max_positions) {
 
 RunnerConfig make_runner_config(const EngineConfig& config, const CausalLM& model) {
   RunnerConfig runner{config.compilation, config.scheduler, config.cache};
+  // Verifying k proposed tokens scores k + 1 rows of a sequence in one step.
+  if (config.speculative.enabled())
+    runner.logits_rows_per_sequence = 1 + config.speculative.num_speculative_tokens;
   const CacheConfig& cache = runner.cache;
   if (cache.num_kv_blocks > 0) {
     spdlog::info("KV cache: {} blocks of {} tokens of {} (engine.num_kv_blocks; {} tokens)",

@@ -253,6 +253,12 @@ TEST(Config, TheKeysAreTheFileFormat) {
                       "engine.quantization",
                       "engine.scheduling_policy",
                       "engine.seed",
+                      "engine.speculative_config",
+                      "engine.speculative_config.disable_by_batch_size",
+                      "engine.speculative_config.method",
+                      "engine.speculative_config.num_speculative_tokens",
+                      "engine.speculative_config.prompt_lookup_max",
+                      "engine.speculative_config.prompt_lookup_min",
                       "engine.tensor_parallel_size",
                       "engine.tokenizer",
                   }));

@@ -1,0 +1,238 @@
+// Speculative decoding with prompt lookup (engine.speculative_config, method ngram) on the real
+// stories260K model on the CPU: greedy and seeded sampled outputs are token for token the outputs
+// without speculation, in eager and compiled mode, for 1, 3 and 5 proposed tokens, with penalties,
+// under chunked prefill and under preemption; proposals are really accepted (the metrics count
+// them); the config keys and the --speculative-config JSON are checked by name. On a GPU: the same
+// with compiled pieces and CUDA graphs.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/config.h"
+#include "engine/llm_engine.h"
+#include "engine/runner/run_setup.h"
+#include "models/architecture_registry.h"
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
+#include "support/error_of.h"
+#include "support/runner_steps.h"
+
+using namespace tessera;
+using tessera::testing::error_of;
+using ::testing::HasSubstr;
+
+namespace {
+
+const std::string kStories = std::string(TESSERA_SHARED_DIR) + "/models/stories260K";
+
+struct Outcome {
+  std::map<std::string, std::vector<int32_t>> tokens;
+  std::map<std::string, FinishReason> reasons;
+  EngineMetrics metrics;
+};
+
+struct RunSettings {
+  CompilationMode mode = CompilationMode::eager;
+  int64_t speculative_tokens = 0;  // 0: no speculation
+  int64_t blocks = 64;
+  int64_t max_num_batched_tokens = 2048;
+  int64_t positions = 512;  // max_model_len: the KV cache must hold one sequence of it
+  Device device = kCPU;
+  std::string graphs = "none";  // compilation.cudagraph_mode on a GPU
+};
+
+// Runs every prompt with `params` to the end; their tokens and the engine's metrics.
+Outcome run(const RunSettings& setup, const std::vector<std::string>& prompts,
+            const SamplingParams& params) {
+  std::shared_ptr<const CausalLM> model =
+      create_model(load_model(kStories + "/stories260K.bin", LoadOptions{DType::f32, setup.device}),
+                   setup.positions);
+  auto tokenizer = load_tokenizer(kStories + "/tok512.bin");
+  EngineConfig config;
+  config.scheduler.max_num_batched_tokens = setup.max_num_batched_tokens;
+  config.scheduler.max_num_seqs = 8;
+  config.cache.enable_prefix_caching = false;
+  if (setup.speculative_tokens > 0) {
+    config.speculative.method = "ngram";
+    config.speculative.num_speculative_tokens = setup.speculative_tokens;
+    config.speculative.prompt_lookup_min = 1;
+    config.speculative.prompt_lookup_max = 3;
+  }
+  RunnerConfig options = tessera::testing::runner_config(setup.mode);
+  options.cache.num_kv_blocks = setup.blocks;
+  options.scheduler = config.scheduler;
+  options.logits_rows_per_sequence = 1 + setup.speculative_tokens;
+  if (!setup.device.is_cpu()) {
+    options.compilation.cudagraph_mode = parse_enum<CUDAGraphMode>(setup.graphs, "cudagraph_mode");
+    if (setup.graphs != "none") options.compilation.cudagraph_capture_sizes = {1, 2, 4, 8, 16, 32};
+  }
+  ModelRunner runner(model, options);
+  LLMEngine engine(runner, *tokenizer, config);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    engine.add_request("r" + std::to_string(i), tokenizer->encode(prompts[i], true), params);
+  Outcome result;
+  for (int step = 0; engine.has_unfinished() && step < 10000; ++step)
+    for (const RequestOutput& output : engine.step()) {
+      auto& tokens = result.tokens[output.request_id];
+      tokens.insert(tokens.end(), output.token_ids.begin(), output.token_ids.end());
+      if (output.finished()) result.reasons[output.request_id] = output.finish_reason;
+    }
+  EXPECT_FALSE(engine.has_unfinished());
+  result.metrics = engine.metrics().snapshot();
+  return result;
+}
+
+// Prompts whose continuations repeat what came before (stories260K retells its stories), so
+// that prompt lookup finds proposals the model accepts.
+const std::vector<std::string> kPrompts = {
+    "Once upon a time, there was a little girl named Lily. Lily liked to play. Once upon a time,",
+    "The dog ran and ran. The dog ran and", "Tom had a red ball. Tom had a"};
+
+SamplingParams greedy(int64_t max_tokens) {
+  SamplingParams params;
+  params.temperature = 0;
+  params.max_tokens = max_tokens;
+  params.ignore_eos = true;
+  return params;
+}
+
+SamplingParams sampled(int64_t max_tokens) {
+  SamplingParams params;
+  params.temperature = 0.8;
+  params.top_p = 0.9;
+  params.top_k = 40;
+  params.seed = 1234;
+  params.max_tokens = max_tokens;
+  params.ignore_eos = true;
+  return params;
+}
+
+}  // namespace
+
+TEST(SpeculativeDecoding, GreedyOutputIsTheOutputWithoutSpeculation) {
+  for (CompilationMode mode : {CompilationMode::eager, CompilationMode::compiled}) {
+    const Outcome plain = run({mode}, kPrompts, greedy(48));
+    for (int64_t k : {1, 3, 5}) {
+      SCOPED_TRACE(fmt::format("{} mode, {} proposed tokens", enum_name(mode), k));
+      const Outcome speculative = run({mode, k}, kPrompts, greedy(48));
+      EXPECT_EQ(speculative.tokens, plain.tokens);
+      EXPECT_EQ(speculative.reasons, plain.reasons);
+      // Proposals were made and some were accepted: the test checks speculation, not its absence.
+      EXPECT_GT(speculative.metrics.spec_decode_drafts, 0);
+      EXPECT_GT(speculative.metrics.spec_decode_accepted_tokens, 0);
+      EXPECT_LE(speculative.metrics.spec_decode_accepted_tokens,
+                speculative.metrics.spec_decode_draft_tokens);
+      EXPECT_LE(speculative.metrics.spec_decode_draft_tokens,
+                k * speculative.metrics.spec_decode_drafts);
+      EXPECT_EQ(speculative.metrics.generation_tokens, plain.metrics.generation_tokens);
+    }
+  }
+}
+
+// Each row is drawn with the request's seed and its output index, the proposal before it counted
+// as output: a seeded request draws the same tokens with and without speculation, penalties too.
+TEST(SpeculativeDecoding, SeededSamplingIsTheOutputWithoutSpeculation) {
+  SamplingParams penalized = sampled(40);
+  penalized.repetition_penalty = 1.1;
+  penalized.presence_penalty = 0.2;
+  for (const SamplingParams& params : {sampled(40), penalized}) {
+    const Outcome plain = run({}, kPrompts, params);
+    const Outcome speculative = run({CompilationMode::eager, 3}, kPrompts, params);
+    EXPECT_EQ(speculative.tokens, plain.tokens);
+    EXPECT_GT(speculative.metrics.spec_decode_drafts, 0);
+  }
+}
+
+// A budget of 6 tokens a step splits the prompts into chunks and trims proposals; 9 blocks of 16
+// tokens (a model length of 128) cannot hold the three requests at once, so some are preempted
+// and recomputed.
+TEST(SpeculativeDecoding, ChunkedPrefillAndPreemptionKeepTheOutput) {
+  const Outcome plain = run({}, kPrompts, greedy(64));
+  RunSettings chunked{CompilationMode::eager, 5};
+  chunked.max_num_batched_tokens = 6;
+  const Outcome small_budget = run(chunked, kPrompts, greedy(64));
+  EXPECT_EQ(small_budget.tokens, plain.tokens);
+  EXPECT_GT(small_budget.metrics.spec_decode_accepted_tokens, 0);
+  RunSettings tight{CompilationMode::eager, 3};
+  tight.blocks = 9;
+  tight.positions = 128;
+  const Outcome preempted = run(tight, kPrompts, greedy(64));
+  EXPECT_EQ(preempted.tokens, plain.tokens);
+  EXPECT_GT(preempted.metrics.preemptions, 0);
+}
+
+// max_tokens and the model's length cut a run of accepted tokens where they fall.
+TEST(SpeculativeDecoding, AcceptedTokensStopAtMaxTokens) {
+  for (int64_t max_tokens : {1, 2, 7}) {
+    const Outcome speculative = run({CompilationMode::eager, 5}, kPrompts, greedy(max_tokens));
+    for (const auto& [id, tokens] : speculative.tokens)
+      EXPECT_EQ(static_cast<int64_t>(tokens.size()), max_tokens) << id;
+  }
+}
+
+TEST(SpeculativeDecoding, ConfigKeysAndTheCommandLineJson) {
+  const EngineConfig config = load_run_config(
+      "", {R"(engine.speculative_config={"method": "ngram", "num_speculative_tokens": 4,
+             "prompt_lookup_max": 3, "disable_by_batch_size": 16})"});
+  EXPECT_EQ(config.speculative.method, "ngram");
+  EXPECT_EQ(config.speculative.num_speculative_tokens, 4);
+  EXPECT_EQ(config.speculative.prompt_lookup_max, 3);
+  EXPECT_EQ(config.speculative.disable_by_batch_size, 16);
+  EXPECT_THAT(error_of([] {
+                load_run_config("", {R"(engine.speculative_config={"method": "draft_model"})"});
+              }),
+              HasSubstr("engine.speculative_config.method"));
+  EXPECT_THAT(error_of([] {
+                load_run_config("", {R"(engine.speculative_config={"method": "ngram", "k": 3})"});
+              }),
+              HasSubstr("unknown key 'engine.speculative_config.k'"));
+  EXPECT_THAT(
+      error_of([] { load_run_config("", {R"(engine.speculative_config={"method": "ngram"})"}); }),
+      HasSubstr("num_speculative_tokens: required"));
+  EXPECT_THAT(
+      error_of([] { load_run_config("", {"engine.speculative_config.num_speculative_tokens=3"}); }),
+      HasSubstr("need a method"));
+  EXPECT_THAT(error_of([] {
+                load_run_config("", {R"(engine.speculative_config={"method": "ngram",
+                    "num_speculative_tokens": 3, "prompt_lookup_min": 4, "prompt_lookup_max": 2})"});
+              }),
+              HasSubstr("prompt_lookup_min 4 is above prompt_lookup_max 2"));
+  // make_runner_config sizes the runner's logits rows for the proposals.
+  EngineConfig speculative = config;
+  std::shared_ptr<const CausalLM> model =
+      create_model(load_model(kStories + "/stories260K.bin", LoadOptions{DType::f32, kCPU}), 512);
+  EXPECT_EQ(make_runner_config(speculative, *model).logits_rows_per_sequence, 5);
+  // An engine whose runner cannot score the proposals is refused by name.
+  auto tokenizer = load_tokenizer(kStories + "/tok512.bin");
+  RunnerConfig options = tessera::testing::runner_config(CompilationMode::eager);
+  options.cache.num_kv_blocks = 64;
+  ModelRunner runner(model, options);
+  EXPECT_THAT(error_of([&] { LLMEngine(runner, *tokenizer, speculative); }),
+              HasSubstr("num_speculative_tokens 4 needs the model runner to score 5 logits rows"));
+}
+
+// On the GPU, compiled, with full and piecewise graphs: a verification step (several tokens of a
+// sequence) runs the piecewise graphs at its token count, the steps without proposals the full
+// decode graphs; the outputs are those of the same engine without speculation.
+TEST(GpuSpeculativeDecoding, GraphsKeepTheOutputWithoutSpeculation) {
+  Device gpu;
+  if (!first_gpu(&gpu) || gpu.type != DeviceType::cuda) GTEST_SKIP() << "no CUDA device";
+  for (const std::string& graphs : {std::string("none"), std::string("full_and_piecewise")}) {
+    RunSettings plain_settings{CompilationMode::compiled};
+    plain_settings.device = gpu;
+    plain_settings.graphs = graphs;
+    for (const SamplingParams& params : {greedy(48), sampled(40)}) {
+      const Outcome plain = run(plain_settings, kPrompts, params);
+      for (int64_t k : {1, 3}) {
+        SCOPED_TRACE(
+            fmt::format("graphs {}, {} proposed, temperature {}", graphs, k, params.temperature));
+        RunSettings settings = plain_settings;
+        settings.speculative_tokens = k;
+        const Outcome speculative = run(settings, kPrompts, params);
+        EXPECT_EQ(speculative.tokens, plain.tokens);
+        EXPECT_GT(speculative.metrics.spec_decode_accepted_tokens, 0);
+      }
+    }
+  }
+}
