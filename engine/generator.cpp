@@ -28,6 +28,7 @@ GenerationResult generate(ModelExecutor& runner, const Tokenizer& tokenizer,
   config.scheduler.async_scheduling =
       request.async_scheduling.value_or(config.scheduler.async_scheduling);
   config.cache.enable_prefix_caching = false;
+  config.speculative = request.speculative;
   LLMEngine engine(runner, tokenizer, config);
   const int64_t max_length = engine.max_model_len();
   const int64_t prompt_length = static_cast<int64_t>(result.prompt_ids.size());
@@ -59,6 +60,10 @@ GenerationResult generate(ModelExecutor& runner, const Tokenizer& tokenizer,
   }
   result.prefill_seconds = std::chrono::duration<double>(first_token - start).count();
   result.decode_seconds = std::chrono::duration<double>(Clock::now() - first_token).count();
+  const EngineMetrics metrics = engine.metrics().snapshot();
+  result.drafts = metrics.spec_decode_drafts;
+  result.draft_tokens = metrics.spec_decode_draft_tokens;
+  result.accepted_tokens = metrics.spec_decode_accepted_tokens;
   return result;
 }
 

@@ -22,6 +22,10 @@ struct GenerationResult {
       finish_reason;  // "stop" (end token, stop string), "length" (max_tokens, model length)
   double prefill_seconds = 0;
   double decode_seconds = 0;
+  // Speculative decoding: proposals verified, the tokens they held, and those accepted.
+  int64_t drafts = 0;
+  int64_t draft_tokens = 0;
+  int64_t accepted_tokens = 0;
   double decode_tokens_per_second() const;
 };
 
@@ -31,6 +35,8 @@ struct GenerateRequest {
   // Stop when the model emits one of these instead of the tokenizer's end tokens (when given).
   std::vector<int32_t> stop_token_ids;
   std::optional<bool> async_scheduling;  // unset: the runner's engine.async_scheduling
+  // Speculative decoding (the runner must score its logits rows: make_runner_config).
+  SpeculativeConfig speculative;
 };
 
 GenerationResult generate(ModelExecutor& runner, const Tokenizer& tokenizer,

@@ -118,6 +118,11 @@ int run_sweep_command(const std::vector<std::string>& args) {
     if (override.starts_with("engine.device=")) device_given = true;
   }
   options.config = flags.load();
+  if (options.config.speculative.enabled())
+    throw UsageError(
+        "bench sweep: --speculative-config: the sweep times the model's own decode steps; "
+        "speculative decoding runs in serve and generate (time it with bench serve against a "
+        "server started with it)");
   options = bench::resolve_sweep_options(options, device_given || !flags.config_path.empty(),
                                          flags.model_given());
   bench::ProgressBar bar;

@@ -82,7 +82,7 @@ int run_generate(const std::vector<std::string>& args) {
                engine.model, model->config().architecture, dtype_name(model->dtype()),
                model->device().str(), model->weight_bytes() / 1048576.0,
                runner.kv_cache_bytes() / 1048576.0, enum_name(config.compilation.mode));
-  GenerateRequest request{options.prompt, options.sampling, {}, {}};
+  GenerateRequest request{options.prompt, options.sampling, {}, {}, config.speculative};
   if (!options.quiet) fmt::print("{}", options.prompt);
   std::fflush(stdout);
   GenerationResult result = generate(runner, *tokenizer, request, [&](const std::string& piece) {
@@ -98,6 +98,15 @@ int run_generate(const std::vector<std::string>& args) {
              "prompt {} tokens in {:.3f} s; generated {} tokens ({}), decode {:.1f} tokens/s\n",
              result.prompt_ids.size(), result.prefill_seconds, result.output_ids.size(),
              result.finish_reason, result.decode_tokens_per_second());
+  if (config.speculative.enabled())
+    fmt::print(stderr,
+               "speculative decoding: {} proposals verified, {} of {} proposed tokens accepted "
+               "({:.1f}%, {:.2f} tokens per verifying step)\n",
+               result.drafts, result.accepted_tokens, result.draft_tokens,
+               100.0 * static_cast<double>(result.accepted_tokens) /
+                   static_cast<double>(std::max<int64_t>(result.draft_tokens, 1)),
+               1.0 + static_cast<double>(result.accepted_tokens) /
+                         static_cast<double>(std::max<int64_t>(result.drafts, 1)));
   spdlog::info("{}", runner.memory_report());
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "engine/config.h"
+#include "engine/generator.h"
 #include "engine/llm_engine.h"
 #include "engine/runner/run_setup.h"
 #include "models/architecture_registry.h"
@@ -169,6 +170,28 @@ TEST(SpeculativeDecoding, AcceptedTokensStopAtMaxTokens) {
     for (const auto& [id, tokens] : speculative.tokens)
       EXPECT_EQ(static_cast<int64_t>(tokens.size()), max_tokens) << id;
   }
+}
+
+// tessera generate's path: the request's speculative config reaches its engine, which reports
+// what it verified.
+TEST(SpeculativeDecoding, GenerateSpeculatesAndReportsIt) {
+  std::shared_ptr<const CausalLM> model =
+      create_model(load_model(kStories + "/stories260K.bin", LoadOptions{DType::f32, kCPU}), 512);
+  auto tokenizer = load_tokenizer(kStories + "/tok512.bin");
+  RunnerConfig options = tessera::testing::runner_config(CompilationMode::eager);
+  options.cache.num_kv_blocks = 64;
+  options.logits_rows_per_sequence = 4;
+  ModelRunner runner(model, options);
+  GenerateRequest request{kPrompts[0], greedy(64), {}, {}, {}};
+  const GenerationResult plain = generate(runner, *tokenizer, request);
+  EXPECT_EQ(plain.drafts, 0);
+  request.speculative.method = "ngram";
+  request.speculative.num_speculative_tokens = 3;
+  const GenerationResult speculative = generate(runner, *tokenizer, request);
+  EXPECT_EQ(speculative.output_ids, plain.output_ids);
+  EXPECT_EQ(speculative.text, plain.text);
+  EXPECT_GT(speculative.drafts, 0);
+  EXPECT_GT(speculative.accepted_tokens, 0);
 }
 
 TEST(SpeculativeDecoding, ConfigKeysAndTheCommandLineJson) {
