@@ -43,9 +43,9 @@ LLMEngine::LLMEngine(ModelExecutor& runner, const Tokenizer& tokenizer, const En
     const int64_t lookup_max = speculative_.prompt_lookup_max > 0   ? speculative_.prompt_lookup_max
                                : speculative_.prompt_lookup_min > 0 ? speculative_.prompt_lookup_min
                                                                     : 5;
-    ngram_ = NgramSettings{speculative_.prompt_lookup_min > 0 ? speculative_.prompt_lookup_min
-                                                              : std::min<int64_t>(5, lookup_max),
-                           lookup_max, speculative_.num_speculative_tokens};
+    const int64_t lookup_min =
+        speculative_.prompt_lookup_min > 0 ? speculative_.prompt_lookup_min : lookup_max;
+    ngram_ = NgramSettings{lookup_min, lookup_max, speculative_.num_speculative_tokens};
     validate_ngram_settings(ngram_);
     TESSERA_REQUIRE(runner.config().logits_rows_per_sequence >= 1 + ngram_.proposed,
                     "engine.speculative_config.num_speculative_tokens {} needs the model runner "
@@ -357,7 +357,8 @@ void LLMEngine::launch(const SchedulerOutput& scheduled, std::optional<InFlightS
     for (size_t i = 0; i < requests.size(); ++i) {
       const Request* r = requests[i];
       if (!r || !draws[i]) {
-        rows.push_back(SamplingRow{&plain_greedy, 0, 0, {}, {}});
+        rows.insert(rows.end(), static_cast<size_t>(batch[i].logits_rows),
+                    SamplingRow{&plain_greedy, 0, 0, {}, {}});
         continue;
       }
       const int64_t output_index =

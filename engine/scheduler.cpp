@@ -75,11 +75,20 @@ SchedulerOutput Scheduler::schedule() {
       ++i;  // its last token is in flight: it finishes (length) when the host gets it
       continue;
     }
-    const int64_t own = request->num_tokens_with_pending() - request->num_computed_tokens;
-    int64_t count = std::min(own + static_cast<int64_t>(request->proposal.size()), budget);
-    TESSERA_CHECK(count > 0, "running request {} has nothing to compute", request->id);
-    // A short budget trims the proposal first (a prefill never carries one).
-    request->proposal.resize(static_cast<size_t>(std::max<int64_t>(count - own, 0)));
+    const int64_t own =
+        std::min(request->num_tokens_with_pending() - request->num_computed_tokens, budget);
+    TESSERA_CHECK(own > 0, "running request {} has nothing to compute", request->id);
+    // A proposal takes what is left after one token for each running request after this one,
+    // and blocks only when they are free: it never costs another request its step, nor a
+    // preemption (a prefill never carries one).
+    const auto later = static_cast<int64_t>(running_.size() - i - 1);
+    int64_t proposed = std::clamp<int64_t>(budget - own - later, 0,
+                                           static_cast<int64_t>(request->proposal.size()));
+    while (proposed > 0 &&
+           !blocks_.can_allocate(request->sequence, request->num_computed_tokens + own + proposed))
+      --proposed;
+    request->proposal.resize(static_cast<size_t>(proposed));
+    const int64_t count = own + proposed;
     const int64_t total = request->num_computed_tokens + count;
     bool preempted_self = false;
     while (!blocks_.can_allocate(request->sequence, total)) {

@@ -6,8 +6,8 @@
 // queue, to be recomputed (prompt and output so far) when blocks are free again. A request's token
 // drawn by a step still in flight (asynchronous scheduling, engine/llm_engine.h) counts as a
 // token to compute: the next step takes it on the device. A decoding request's proposed tokens
-// (speculative decoding, Request::proposal) are computed after its own, within the budget: a
-// short budget trims them.
+// (speculative decoding, Request::proposal) are computed after its own with what the budget and
+// the free blocks leave: they are trimmed rather than take another request's token or preempt.
 //
 // With the priority policy (vLLM's --scheduling-policy priority) both queues are kept in order of
 // (priority, arrival), lower priority values first: the waiting request that runs next is the

@@ -102,10 +102,14 @@ const PositionTokens& CompiledGrammar::decided(int32_t position) {
   PositionTokens tokens =
       decide_position_tokens(automaton_, *vocabulary_, position,
                              follow_[static_cast<size_t>(automaton_.rule_at(position))]);
-  reserve_position_bytes(tokens.bytes());
+  // A mask equal to one held already is shared; a new one is charged with the position, in one
+  // reservation, so that a failed one leaves nothing charged.
+  size_t bytes = tokens.bytes();
+  size_t hash = 0;
+  bool new_mask = false;
   if (tokens.accepted_words != nullptr) {
     const std::vector<uint32_t>& words = *tokens.accepted_words;
-    const size_t hash = std::hash<std::string_view>()(std::string_view(
+    hash = std::hash<std::string_view>()(std::string_view(
         reinterpret_cast<const char*>(words.data()), words.size() * sizeof(uint32_t)));
     auto [first, last] = position_masks_.equal_range(hash);
     auto same =
@@ -113,10 +117,12 @@ const PositionTokens& CompiledGrammar::decided(int32_t position) {
     if (same != last) {
       tokens.accepted_words = same->second;
     } else {
-      reserve_position_bytes(words.size() * sizeof(uint32_t) + sizeof(words) + 32);
-      position_masks_.emplace(hash, tokens.accepted_words);
+      new_mask = true;
+      bytes += words.size() * sizeof(uint32_t) + sizeof(words) + 32;
     }
   }
+  reserve_position_bytes(bytes);
+  if (new_mask) position_masks_.emplace(hash, tokens.accepted_words);
   return positions_.emplace(position, std::move(tokens)).first->second;
 }
 

@@ -102,36 +102,22 @@ std::shared_ptr<CompiledGrammar> GrammarCompiler::compile(const OutputConstraint
   }
   if (pending.valid()) {
     // Another request compiles the same constraint: wait for it rather than compile it twice.
-    // When that compile fails, this one compiles for itself, so its error names its own field.
+    // When that compile fails, this one compiles once for itself (joining no other), so that
+    // its error names its own field.
     std::shared_ptr<CompiledGrammar> compiled;
     try {
       compiled = pending.get();
     } catch (...) {
-      return compile(constraint, compile_seconds);
+      return compile_and_keep(constraint, key, compile_seconds);
     }
     std::lock_guard lock(mutex_);
     ++statistics_.reused;
     return compiled;
   }
   try {
-    std::shared_ptr<const TokenVocabulary> tokens = vocabulary();
-    {
-      // Room for the new grammar: a quarter of the memory, as far as unused grammars can give it.
-      std::lock_guard lock(mutex_);
-      evict_unused_above(memory_->limit() - memory_->limit() / 4);
-    }
-    const auto start = std::chrono::steady_clock::now();
-    auto compiled =
-        std::make_shared<CompiledGrammar>(constraint_grammar(constraint), tokens, memory_);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (compile_seconds) *compile_seconds = seconds;
+    std::shared_ptr<CompiledGrammar> compiled = compile_and_keep(constraint, key, compile_seconds);
     {
       std::lock_guard lock(mutex_);
-      ++statistics_.compiled;
-      statistics_.compile_seconds += seconds;
-      cache_.emplace_front(key, compiled);
-      if (cache_.size() > capacity_) cache_.pop_back();
       in_flight_.erase(key);
     }
     promise.set_value(compiled);
@@ -144,6 +130,28 @@ std::shared_ptr<CompiledGrammar> GrammarCompiler::compile(const OutputConstraint
     promise.set_exception(std::current_exception());
     throw;
   }
+}
+
+std::shared_ptr<CompiledGrammar> GrammarCompiler::compile_and_keep(
+    const OutputConstraint& constraint, const std::string& key, double* compile_seconds) {
+  std::shared_ptr<const TokenVocabulary> tokens = vocabulary();
+  {
+    // Room for the new grammar: a quarter of the memory, as far as unused grammars can give it.
+    std::lock_guard lock(mutex_);
+    evict_unused_above(memory_->limit() - memory_->limit() / 4);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto compiled =
+      std::make_shared<CompiledGrammar>(constraint_grammar(constraint), tokens, memory_);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (compile_seconds) *compile_seconds = seconds;
+  std::lock_guard lock(mutex_);
+  ++statistics_.compiled;
+  statistics_.compile_seconds += seconds;
+  cache_.emplace_front(key, compiled);
+  if (cache_.size() > capacity_) cache_.pop_back();
+  return compiled;
 }
 
 GrammarCompilerStatistics GrammarCompiler::statistics() const {

@@ -54,6 +54,10 @@ class GrammarCompiler {
 
  private:
   std::shared_ptr<const TokenVocabulary> vocabulary();
+  // Compiles `constraint` and keeps it in the cache under `key`.
+  std::shared_ptr<CompiledGrammar> compile_and_keep(const OutputConstraint& constraint,
+                                                    const std::string& key,
+                                                    double* compile_seconds);
   // Drops least recently used grammars no request holds while the memory is over `bytes`.
   void evict_unused_above(size_t bytes);
 

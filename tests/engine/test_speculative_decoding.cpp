@@ -11,8 +11,10 @@
 
 #include "engine/config.h"
 #include "engine/generator.h"
+#include "engine/kv_cache_manager.h"
 #include "engine/llm_engine.h"
 #include "engine/runner/run_setup.h"
+#include "engine/scheduler.h"
 #include "models/architecture_registry.h"
 #include "runtime/backend/backend.h"
 #include "runtime/check.h"
@@ -169,6 +171,68 @@ TEST(SpeculativeDecoding, AcceptedTokensStopAtMaxTokens) {
     const Outcome speculative = run({CompilationMode::eager, 5}, kPrompts, greedy(max_tokens));
     for (const auto& [id, tokens] : speculative.tokens)
       EXPECT_EQ(static_cast<int64_t>(tokens.size()), max_tokens) << id;
+  }
+}
+
+// The scheduler gives proposals what is left: never another running request's token, never a
+// block that would preempt anyone (a proposal is trimmed instead).
+namespace {
+
+// `count` requests of a 2-token prompt, prefilled, each with one drawn token to decode next.
+std::vector<std::unique_ptr<Request>> decoding_requests(Scheduler& scheduler, int count) {
+  std::vector<std::unique_ptr<Request>> requests;
+  for (int i = 0; i < count; ++i) {
+    auto r = std::make_unique<Request>();
+    r->id = std::to_string(i);
+    r->sequence = i;
+    r->prompt_ids = r->all_ids = {1, 2};
+    r->max_total_tokens = 16;
+    scheduler.add(r.get());
+    requests.push_back(std::move(r));
+  }
+  SchedulerOutput prefill = scheduler.schedule();
+  EXPECT_EQ(prefill.scheduled.size(), static_cast<size_t>(count));
+  for (auto& item : prefill.scheduled) {
+    item.request->num_computed_tokens += item.num_new_tokens;
+    item.request->all_ids.push_back(3);
+  }
+  return requests;
+}
+
+}  // namespace
+
+TEST(SpeculativeDecoding, ProposalsTakeWhatTheBudgetAndTheBlocksLeave) {
+  SchedulerConfig limits;
+  limits.max_num_batched_tokens = 8;
+  limits.max_num_seqs = 4;
+  {
+    // Four decodes and a budget of 8: a proposal of 5 first in line gets 8 - 1 - 3 = 4 tokens,
+    // so that the three after it still decode; the second proposal gets what is left, nothing.
+    KVCacheManager blocks(/*num_blocks=*/8, /*block_size=*/4);
+    Scheduler scheduler(limits, blocks);
+    auto requests = decoding_requests(scheduler, 4);
+    requests[0]->proposal = {4, 5, 6, 7, 8};
+    requests[1]->proposal = {4, 5};
+    SchedulerOutput step = scheduler.schedule();
+    ASSERT_EQ(step.scheduled.size(), 4u);
+    EXPECT_EQ(step.scheduled[0].num_new_tokens, 5);
+    EXPECT_EQ(requests[0]->proposal.size(), 4u);
+    for (size_t i = 1; i < 4; ++i) EXPECT_EQ(step.scheduled[i].num_new_tokens, 1) << i;
+    EXPECT_TRUE(requests[1]->proposal.empty());
+  }
+  {
+    // Two requests fill both blocks: a proposal that would need a third is trimmed to the slots
+    // its own block has left, and nobody is preempted.
+    KVCacheManager blocks(/*num_blocks=*/2, /*block_size=*/4);
+    Scheduler scheduler(limits, blocks);
+    auto requests = decoding_requests(scheduler, 2);
+    requests[0]->proposal = {4, 5, 6, 7, 8};
+    SchedulerOutput step = scheduler.schedule();
+    EXPECT_TRUE(step.preempted.empty());
+    ASSERT_EQ(step.scheduled.size(), 2u);
+    EXPECT_EQ(step.scheduled[0].num_new_tokens, 2);  // positions 2 and 3 of its block
+    EXPECT_EQ(requests[0]->proposal.size(), 1u);
+    EXPECT_EQ(step.scheduled[1].num_new_tokens, 1);
   }
 }
 
