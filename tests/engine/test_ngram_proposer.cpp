@@ -12,7 +12,6 @@
 
 using namespace tessera;
 using ::testing::ElementsAre;
-using ::testing::IsEmpty;
 
 namespace {
 
@@ -41,11 +40,11 @@ TEST(NgramProposer, PrefersTheLongestSuffixThenItsLatestOccurrence) {
 }
 
 TEST(NgramProposer, ProposesNothingWithoutAMatchOfMinN) {
-  EXPECT_THAT(propose({1, 2, 3, 4}, 1, 3, 3), IsEmpty());
+  EXPECT_TRUE(propose({1, 2, 3, 4}, 1, 3, 3).empty());
   // "3" occurred before, but min_n asks for 2 tokens.
-  EXPECT_THAT(propose({3, 5, 1, 3}, 2, 3, 3), IsEmpty());
-  EXPECT_THAT(propose({}, 1, 3, 3), IsEmpty());
-  EXPECT_THAT(propose({4}, 1, 3, 3), IsEmpty());
+  EXPECT_TRUE(propose({3, 5, 1, 3}, 2, 3, 3).empty());
+  EXPECT_TRUE(propose({}, 1, 3, 3).empty());
+  EXPECT_TRUE(propose({4}, 1, 3, 3).empty());
 }
 
 TEST(NgramProposer, SettingsThatCannotProposeAreRefusedByName) {
