@@ -24,12 +24,13 @@ struct ExpertNames {
   const char* down;
 };
 
+constexpr ExpertNames kMixtralNames{"block_sparse_moe.gate.weight", "block_sparse_moe.experts.",
+                                    "w1.weight", "w3.weight", "w2.weight"};
+constexpr ExpertNames kQwen3MoeNames{"mlp.gate.weight", "mlp.experts.", "gate_proj.weight",
+                                     "up_proj.weight", "down_proj.weight"};
+
 ExpertNames expert_names(const ModelConfig& config) {
-  if (config.architecture == kMixtral)
-    return {"block_sparse_moe.gate.weight", "block_sparse_moe.experts.", "w1.weight", "w3.weight",
-            "w2.weight"};
-  return {"mlp.gate.weight", "mlp.experts.", "gate_proj.weight", "up_proj.weight",
-          "down_proj.weight"};
+  return config.architecture == kMixtral ? kMixtralNames : kQwen3MoeNames;
 }
 
 std::string expert_weight(int64_t layer, const ExpertNames& names, int64_t expert,
@@ -58,8 +59,13 @@ std::optional<ExpertWeightName> parse_expert_weight(const std::string& name) {
 }
 
 bool is_router_weight(const std::string& name) {
-  for (std::string_view suffix : {".block_sparse_moe.gate.weight", ".mlp.gate.weight"})
-    if (name.size() > suffix.size() && name.ends_with(suffix)) return true;
+  for (const ExpertNames& names : {kMixtralNames, kQwen3MoeNames}) {
+    const std::string_view router = names.router;
+    // ".<router>" after the layer's prefix.
+    if (name.size() > router.size() && name.ends_with(router) &&
+        name[name.size() - router.size() - 1] == '.')
+      return true;
+  }
   return false;
 }
 

@@ -235,6 +235,9 @@ TEST(MixtureOfExperts, QuantizedSyntheticMixtureKeepsItsRoutersInFloat) {
   EXPECT_EQ(weights.get("model.layers.1.mlp.experts.7.down_proj.weight").dtype(), DType::q8_0);
   EXPECT_TRUE(is_router_weight("model.layers.0.block_sparse_moe.gate.weight"));
   EXPECT_FALSE(is_router_weight("model.layers.0.mlp.gate_proj.weight"));
+  EXPECT_TRUE(is_router_weight("model.layers.3.mlp.gate.weight"));
+  EXPECT_FALSE(is_router_weight("model.layers.0.shared_mlp.gate.weight"));  // not ".mlp.gate"
+  EXPECT_FALSE(is_router_weight("mlp.gate.weight"));                         // no layer
   std::shared_ptr<const CausalLM> model = create_model(std::move(weights), 64);
   ModelRunner runner(
       model, with_kv_blocks_for(runner_config(CompilationMode::compiled), model->max_positions()));
