@@ -18,6 +18,7 @@
 #include "support/runner_steps.h"
 
 using namespace tessera;
+using tessera::testing::greedy;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -43,14 +44,6 @@ StoriesEngineParts setup(int64_t blocks, int64_t max_num_batched_tokens = 2048,
   options.scheduler.max_num_batched_tokens = max_num_batched_tokens;
   s.runner = std::make_unique<ModelRunner>(s.model, options);
   return s;
-}
-
-SamplingParams greedy(int64_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
 }
 
 EngineConfig engine_options(int64_t max_num_seqs = 64, int64_t max_num_batched_tokens = 2048,

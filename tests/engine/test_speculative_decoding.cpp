@@ -23,6 +23,7 @@
 
 using namespace tessera;
 using tessera::testing::error_of;
+using tessera::testing::greedy;
 using ::testing::HasSubstr;
 
 namespace {
@@ -91,14 +92,6 @@ Outcome run(const RunSettings& setup, const std::vector<std::string>& prompts,
 const std::vector<std::string> kPrompts = {
     "Once upon a time, there was a little girl named Lily. Lily liked to play. Once upon a time,",
     "The dog ran and ran. The dog ran and", "Tom had a red ball. Tom had a"};
-
-SamplingParams greedy(int64_t max_tokens) {
-  SamplingParams params;
-  params.temperature = 0;
-  params.max_tokens = max_tokens;
-  params.ignore_eos = true;
-  return params;
-}
 
 SamplingParams sampled(int64_t max_tokens) {
   SamplingParams params;

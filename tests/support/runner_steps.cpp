@@ -30,4 +30,12 @@ std::vector<std::vector<float>> logits_by_chunks(ModelRunner& runner,
   return rows;
 }
 
+SamplingParams greedy(int64_t max_tokens) {
+  SamplingParams params;
+  params.temperature = 0;
+  params.max_tokens = max_tokens;
+  params.ignore_eos = true;
+  return params;
+}
+
 }  // namespace tessera::testing

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/runner/model_runner.h"
+#include "engine/sampling_params.h"
 
 namespace tessera::testing {
 
@@ -18,5 +19,9 @@ RunnerConfig runner_config(CompilationMode mode);
 std::vector<std::vector<float>> logits_by_chunks(ModelRunner& runner,
                                                  const std::vector<int32_t>& ids,
                                                  const std::vector<int64_t>& chunks);
+
+// Greedy sampling of exactly max_tokens tokens (end tokens do not stop it): the engine tests'
+// requests.
+SamplingParams greedy(int64_t max_tokens);
 
 }  // namespace tessera::testing
